@@ -1,0 +1,227 @@
+package lang
+
+import (
+	"github.com/hashicorp/hcl/v2"
+	"github.com/sbx-dev/sbx/addrs"
+	"github.com/sbx-dev/sbx/policy"
+)
+
+// Config is one evaluated configuration: every *.hcl file of a directory,
+// with variables and locals substituted, references checked and values
+// validated. Maps are keyed by block name. Every element keeps the source
+// range it was declared at so later stages can point at it.
+type Config struct {
+	// Dir is the configuration directory, absolute. Relative host paths in
+	// the spec are resolved against it.
+	Dir string
+	// Files are the file names that were read, relative to Dir, sorted.
+	Files []string
+	// Sources holds every parsed file (spec files and var files) by the
+	// name used in diagnostics, so callers can print diagnostics with
+	// snippets. It is set even when loading fails.
+	Sources map[string]*hcl.File
+
+	Variables map[string]*Variable
+	Locals    map[string]*Local
+	Images    map[string]*Image
+	Egress    map[string]*Egress
+	Secrets   map[string]*Secret
+	VFS       map[string]*VFS
+	Sandboxes map[string]*Sandbox
+	Outputs   map[string]*Output
+}
+
+// Variable is an input variable and the value it took.
+type Variable struct {
+	Name        string
+	Description string
+	// Value is the final value as a string-typed JSON-able Go value after
+	// defaults, -var-file, -var and SBX_VAR_ overrides.
+	Value any
+	// Set says where the value came from: "default", "env", "file:NAME",
+	// "flag".
+	Set       string
+	Sensitive bool
+	DeclRange hcl.Range
+}
+
+// Local is a named local value.
+type Local struct {
+	Name      string
+	Value     any
+	DeclRange hcl.Range
+}
+
+// Output is a named value shown after apply.
+type Output struct {
+	Name      string
+	Value     any
+	DeclRange hcl.Range
+}
+
+// Platform is an OCI platform, e.g. linux/amd64 or linux/arm64/v8.
+type Platform struct {
+	OS           string
+	Architecture string
+	Variant      string
+}
+
+func (p Platform) String() string {
+	s := p.OS + "/" + p.Architecture
+	if p.Variant != "" {
+		s += "/" + p.Variant
+	}
+	return s
+}
+
+// Image is an image block: what goes into one bootable VM image.
+type Image struct {
+	Name     string
+	Platform Platform
+	// Base is the root filesystem the rest is layered onto: an OCI image.
+	// Nil means an empty root (artifacts then provide everything).
+	Base *Source
+	// Size is the size of the root filesystem in bytes; 0 means the default
+	// chosen by the builder.
+	Size      int64
+	Kernel    *Kernel
+	Artifacts []*Artifact // in declaration order; names unique
+	Users     []*User     // in declaration order; names and uids unique
+	Files     []*File     // in declaration order; paths unique
+	Env       map[string]string
+
+	DeclRange hcl.Range
+}
+
+// Addr returns image.NAME.
+func (i *Image) Addr() addrs.Ref { return addrs.ImageRef(i.Name) }
+
+// Kernel says where the guest kernel and its modules come from.
+type Kernel struct {
+	Source *Source
+	// File is the kernel image's path inside an archive source (e.g.
+	// "boot/vmlinuz-*" inside a .deb); empty for a bare file.
+	File string
+	// Modules are extra module names to load beyond the builder's defaults.
+	Modules   []string
+	Cmdline   string
+	DeclRange hcl.Range
+}
+
+// Artifact places a file (or a whole archive's tree) into the image.
+type Artifact struct {
+	Name   string
+	Source *Source
+	// File is the path inside an archive source; empty means the whole
+	// downloaded blob is the file (or, with Extract, the whole archive).
+	File string
+	// Dest is an absolute, clean path in the image.
+	Dest string
+	// Extract unpacks the whole archive under Dest instead of placing one
+	// file (Debian packages as a base, for example).
+	Extract bool
+	// Mode is the file mode (permission and setuid/setgid/sticky bits);
+	// 0 means 0644 for files and 0755 for executables named in File.
+	Mode      uint32
+	UID       int
+	GID       int
+	DeclRange hcl.Range
+}
+
+// User is a user account created in the image.
+type User struct {
+	Name      string
+	UID       int
+	GID       int // defaults to UID
+	Home      string
+	Shell     string
+	Groups    []string
+	DeclRange hcl.Range
+}
+
+// File is a literal file written into the image.
+type File struct {
+	Path      string // absolute, clean
+	Content   string
+	Mode      uint32 // default 0644
+	UID       int
+	GID       int
+	DeclRange hcl.Range
+}
+
+// SourceKind says how a source is fetched and pinned.
+type SourceKind string
+
+// Source kinds.
+const (
+	SourceOCI       SourceKind = "oci"        // registry reference
+	SourceOCILayout SourceKind = "oci-layout" // local OCI image layout directory
+	SourceNPM       SourceKind = "npm"        // npm package tarball
+	SourceURL       SourceKind = "url"        // https URL
+	SourceFile      SourceKind = "file"       // local file
+	SourceDeb       SourceKind = "deb"        // Debian package through apt
+)
+
+// Source is a parsed source string as written in a spec. Ref and Version
+// are kind-specific:
+//
+//	oci         docker.io/library/alpine:3.23     Ref = the reference
+//	oci-layout  oci-layout:./dir[@sha256:…|:tag]  Ref = absolute dir, Version = tag or digest
+//	npm         npm:@scope/pkg@1.2.3              Ref = package name, Version = version or range
+//	url         https://host/path                 Ref = the URL
+//	file        file:./path                       Ref = absolute path
+//	deb         deb:busybox-static=1:1.36.1-9     Ref = package, Version = Debian version
+type Source struct {
+	Kind    SourceKind
+	Raw     string // as written
+	Ref     string
+	Version string
+	// SHA256 is the digest declared in the spec (hex), if any.
+	SHA256 string
+	Range  hcl.Range
+}
+
+// Egress is an egress block: hosts and ports a sandbox may reach.
+type Egress struct {
+	Name      string
+	Allow     []policy.AllowRule
+	TCP       []policy.TCPRule
+	Hosts     []policy.HostMapping
+	DeclRange hcl.Range
+}
+
+// Secret is a brokered credential. The value is never read by lang.
+type Secret struct {
+	Name      string
+	Env       string
+	Hosts     []policy.HostPattern
+	Source    string // "env:NAME", "file:PATH", "command:CMD"
+	DeclRange hcl.Range
+}
+
+// VFS is a vfs block: host directories a sandbox sees.
+type VFS struct {
+	Name      string
+	Mounts    []policy.Mount
+	DeclRange hcl.Range
+}
+
+// Sandbox is a sandbox block.
+type Sandbox struct {
+	Name    string
+	Image   string   // image block name
+	VFS     []string // vfs block names, in order
+	Egress  []string // egress block names, in order
+	Secrets []string // secret block names, in order
+	User    string
+	CPUs    int
+	Memory  int64 // bytes
+	Env     map[string]string
+	// Policy is the effective policy from the named egress, secret and vfs
+	// blocks, in canonical order.
+	Policy    policy.Sandbox
+	DeclRange hcl.Range
+}
+
+// Addr returns sandbox.NAME.
+func (s *Sandbox) Addr() addrs.Ref { return addrs.SandboxRef(s.Name) }

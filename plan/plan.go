@@ -1,0 +1,75 @@
+package plan
+
+import (
+	"github.com/sbx-dev/sbx/addrs"
+	"github.com/sbx-dev/sbx/policy"
+	"github.com/sbx-dev/sbx/state"
+)
+
+// FormatVersion is the version of the plan JSON format.
+const FormatVersion = "1.0"
+
+// Action is what happens to one resource.
+type Action string
+
+// Actions, with the symbols plans show them with.
+const (
+	NoOp    Action = "no-op"   // (not shown)
+	Create  Action = "create"  // +
+	Update  Action = "update"  // ~  in place, no restart
+	Replace Action = "replace" // -/+
+	Delete  Action = "delete"  // -
+)
+
+// Symbol returns the Terraform-style marker for the action.
+func (a Action) Symbol() string {
+	switch a {
+	case Create:
+		return "+"
+	case Update:
+		return "~"
+	case Replace:
+		return "-/+"
+	case Delete:
+		return "-"
+	}
+	return " "
+}
+
+// Plan is the result of planning.
+type Plan struct {
+	// Changes lists every resource in desired or prior, sorted by address;
+	// unchanged resources have Action NoOp.
+	Changes []*ResourceChange
+	// Against names what the desired configuration was compared with:
+	// "state" or the other revision's directory or git revision.
+	Against string
+}
+
+// ResourceChange is the planned change to one resource.
+type ResourceChange struct {
+	Addr   addrs.Ref
+	Action Action
+	// Attrs are the attribute differences, in a fixed order.
+	Attrs []AttrChange
+	// Policy are the policy differences of a sandbox, classified.
+	Policy []policy.Change
+	// Reason says why a sandbox is replaced or re-created (e.g. "image
+	// image.agent is replaced", "sandbox is not running").
+	Reason string
+	// Before and After are the attributes before and after; Before is nil
+	// on create, After nil on delete. Exactly one kind (Image/Sandbox)
+	// is set in each.
+	Before *state.Resource
+	After  *state.Resource
+}
+
+// AttrChange is one attribute difference.
+type AttrChange struct {
+	Path   string // "cpus", "image", "env.FOO", "input_hash"
+	Before string // rendered value; "" when absent
+	After  string
+	// ForcesReplacement is set when this change alone means the sandbox
+	// (or image) must be replaced rather than updated in place.
+	ForcesReplacement bool
+}

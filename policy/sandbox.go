@@ -1,0 +1,77 @@
+package policy
+
+// Sandbox is the effective policy of one sandbox: the union of the egress,
+// secret and vfs blocks it names, flattened and sorted so that two equal
+// policies are equal values and hash the same.
+//
+// Origin fields say where a rule came from, for plans and the audit log;
+// they are not part of the policy's identity (Hash and Compare ignore them).
+type Sandbox struct {
+	Allow   []AllowRule     `json:"allow"`
+	TCP     []TCPRule       `json:"tcp"`
+	Hosts   []HostMapping   `json:"hosts"`
+	Secrets []SecretBinding `json:"secrets"`
+	Mounts  []Mount         `json:"mounts"`
+}
+
+// Origin names the spec block and source position a rule came from.
+type Origin struct {
+	Block string `json:"block"` // e.g. "egress.llm"
+	File  string `json:"file,omitempty"`
+	Line  int    `json:"line,omitempty"`
+}
+
+// AllowRule permits HTTP and HTTPS to hosts matching Pattern.
+type AllowRule struct {
+	Pattern HostPattern `json:"pattern"`
+	Origin  Origin      `json:"origin"`
+}
+
+// TCPRule permits raw TCP to one host and port.
+type TCPRule struct {
+	Dest   HostPort `json:"dest"`
+	Origin Origin   `json:"origin"`
+}
+
+// HostMapping pins a host name to an address ("ip:port"), e.g. for local
+// fixtures or a model server on the host. Mapped names are reachable even
+// when the address is loopback or private; nothing else is.
+type HostMapping struct {
+	Name   string `json:"name"`
+	Addr   string `json:"addr"`
+	Origin Origin `json:"origin"`
+}
+
+// SecretBinding brokers one credential: the guest sees a placeholder in Env,
+// and the host substitutes the real value only in requests to Hosts. Source
+// says where the host reads the value ("env:NAME", "file:PATH",
+// "command:..."); the value itself never appears in policy, state or plans.
+type SecretBinding struct {
+	Name   string        `json:"name"`
+	Env    string        `json:"env"`
+	Hosts  []HostPattern `json:"hosts"`
+	Source string        `json:"source"`
+	Origin Origin        `json:"origin"`
+}
+
+// Access is the base access mode of a mount.
+type Access string
+
+// Mount access modes.
+const (
+	ReadOnly  Access = "ro"
+	ReadWrite Access = "rw"
+)
+
+// Mount exposes a host directory at a guest path, with path rules relative
+// to the mount root (gitignore-style globs).
+type Mount struct {
+	Guest    string   `json:"guest"`
+	Host     string   `json:"host"` // absolute, cleaned
+	Access   Access   `json:"access"`
+	Hide     []string `json:"hide"`
+	ReadOnly []string `json:"readonly"`
+	Tmpfs    []string `json:"tmpfs"`
+	Owner    string   `json:"owner,omitempty"`
+	Origin   Origin   `json:"origin"`
+}

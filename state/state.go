@@ -1,0 +1,68 @@
+package state
+
+import (
+	"github.com/sbx-dev/sbx/addrs"
+	"github.com/sbx-dev/sbx/policy"
+)
+
+// FormatVersion is the version of the state file format this package writes.
+const FormatVersion = 1
+
+// Dir is the directory, relative to the configuration directory, that holds
+// state and its lock.
+const Dir = ".sbx"
+
+// FileName is the state file's name inside Dir.
+const FileName = "state.json"
+
+// State is the content of a state file.
+type State struct {
+	FormatVersion int    `json:"format_version"`
+	Lineage       string `json:"lineage"`
+	Serial        uint64 `json:"serial"`
+	// Resources are sorted by address (addrs.Ref.Less).
+	Resources []*Resource `json:"resources"`
+}
+
+// Resource is one materialized resource. Exactly one of Image and Sandbox is
+// set, matching Addr.Kind.
+type Resource struct {
+	Addr    addrs.Ref     `json:"-"`
+	Address string        `json:"address"` // Addr.String(), the serialized form
+	Image   *ImageAttrs   `json:"image,omitempty"`
+	Sandbox *SandboxAttrs `json:"sandbox,omitempty"`
+}
+
+// ImageAttrs are the last-applied attributes of an image.
+type ImageAttrs struct {
+	Platform  string            `json:"platform"`
+	InputHash string            `json:"input_hash"`
+	Outputs   map[string]string `json:"outputs,omitempty"`
+}
+
+// SandboxAttrs are the last-applied attributes of a sandbox. Image, CPUs,
+// Memory, User, Env and ImageHash force replacement when they change; the
+// policy applies in place.
+type SandboxAttrs struct {
+	Image      string            `json:"image"`      // image block name
+	ImageHash  string            `json:"image_hash"` // that image's input hash
+	CPUs       int               `json:"cpus"`
+	Memory     int64             `json:"memory"`
+	User       string            `json:"user,omitempty"`
+	Env        map[string]string `json:"env,omitempty"`
+	Policy     policy.Sandbox    `json:"policy"`
+	PolicyHash string            `json:"policy_hash"`
+}
+
+// Lookup returns the resource at addr, or nil.
+func (s *State) Lookup(addr addrs.Ref) *Resource {
+	if s == nil {
+		return nil
+	}
+	for _, r := range s.Resources {
+		if r.Addr == addr {
+			return r
+		}
+	}
+	return nil
+}
