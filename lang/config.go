@@ -166,10 +166,15 @@ const (
 // are kind-specific:
 //
 //	oci         docker.io/library/alpine:3.23     Ref = the reference
-//	oci-layout  oci-layout:./dir[@sha256:…|:tag]  Ref = absolute dir, Version = tag or digest
+//	oci-layout  oci-layout:./dir[@sha256:…|:tag]  Ref = dir, Version = tag or digest
 //	npm         npm:@scope/pkg@1.2.3              Ref = package name, Version = version or range
 //	url         https://host/path                 Ref = the URL
-//	file        file:./path                       Ref = absolute path
+//	file        file:./path                       Ref = path
+//
+// Relative paths (file, oci-layout) stay relative, cleaned, and mean
+// relative to Config.Dir, so that two copies of one configuration in
+// different directories compare equal.
+//
 //	deb         deb:busybox-static=1:1.36.1-9     Ref = package, Version = Debian version
 type Source struct {
 	Kind    SourceKind

@@ -66,8 +66,12 @@ const (
 // Mount exposes a host directory at a guest path, with path rules relative
 // to the mount root (gitignore-style globs).
 type Mount struct {
-	Guest    string   `json:"guest"`
-	Host     string   `json:"host"` // absolute, cleaned
+	Guest string `json:"guest"`
+	// Host is the host directory, cleaned. A relative path is relative to
+	// the configuration directory (it stays relative here so that two
+	// copies of a configuration compare equal); join it with Config.Dir
+	// to use it.
+	Host     string   `json:"host"`
 	Access   Access   `json:"access"`
 	Hide     []string `json:"hide"`
 	ReadOnly []string `json:"readonly"`
