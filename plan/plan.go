@@ -44,6 +44,11 @@ type Plan struct {
 	// Against names what the desired configuration was compared with:
 	// "state" or the other revision's directory or git revision.
 	Against string
+	// StateLineage and StateSerial identify the state the plan was made
+	// against (empty for -against plans), so a saved plan can be refused
+	// when the state has moved on.
+	StateLineage string
+	StateSerial  uint64
 }
 
 // ResourceChange is the planned change to one resource.

@@ -35,9 +35,12 @@ type Resource struct {
 
 // ImageAttrs are the last-applied attributes of an image.
 type ImageAttrs struct {
-	Platform  string            `json:"platform"`
-	InputHash string            `json:"input_hash"`
-	Outputs   map[string]string `json:"outputs,omitempty"`
+	Platform  string `json:"platform"`
+	InputHash string `json:"input_hash"`
+	// Inputs maps each recipe input key ("base", "artifact.claude") to
+	// the source it was built from, for showing what changed.
+	Inputs  map[string]string `json:"inputs,omitempty"`
+	Outputs map[string]string `json:"outputs,omitempty"`
 }
 
 // SandboxAttrs are the last-applied attributes of a sandbox. Image, CPUs,
