@@ -35,13 +35,20 @@ type Config struct {
 type Variable struct {
 	Name        string
 	Description string
-	// Value is the final value as a string-typed JSON-able Go value after
-	// defaults, -var-file, -var and SBX_VAR_ overrides.
+	// Value is the final value after the default, SBX_VAR_ environment
+	// variables, -var-file and -var (in that order of precedence, the last
+	// winning), as plain Go values: string, bool, int64 for whole numbers
+	// (float64 otherwise), []any, map[string]any, nil for null. A
+	// sensitive variable's value is here too; it is the caller that hides
+	// it when printing.
 	Value any
 	// Set says where the value came from: "default", "env", "file:NAME",
 	// "flag".
 	Set       string
 	Sensitive bool
+	// Type is the declared type constraint as written in HCL ("string",
+	// "list(string)", …); "any" when the variable declares no type.
+	Type      string
 	DeclRange hcl.Range
 }
 
@@ -54,8 +61,11 @@ type Local struct {
 
 // Output is a named value shown after apply.
 type Output struct {
-	Name      string
-	Value     any
+	Name        string
+	Value       any
+	Description string
+	// Sensitive outputs are not shown unless asked for.
+	Sensitive bool
 	DeclRange hcl.Range
 }
 

@@ -1,0 +1,198 @@
+// Package lang reads sbx specs: the *.hcl files of one directory, written
+// in HCL, evaluated into one typed, validated Config with source ranges.
+//
+// The entry point is Load(dir, Options). It always returns a Config (with
+// Sources set, so diagnostics print with snippets) and hcl.Diagnostics
+// whose subjects point at file:line:column. ParseSource, ParseSize,
+// ParseMode and ParsePlatform parse the small languages inside strings;
+// Format lays out HCL source canonically for sbx fmt.
+//
+// Package lang does not fetch or pin sources (package builders/resolve
+// does), does not read or write the lock file (lockfiles), does not compare
+// configurations with state (plan), and never reads a secret's value (the
+// egress side does, at run time). It touches the file system only to read
+// the configuration, var files, and files named by file() and filesha256();
+// it reads the environment only through Options.Environ.
+//
+// # Files
+//
+// Every file in the directory whose name ends in .hcl is part of the
+// configuration, in name order, except the lock file sbx.lock.hcl, var
+// files named *.vars.hcl, and names starting with "." or "#". Files in
+// subdirectories are not read. All files form one configuration: a block
+// in one file can refer to a block in another, and block names are unique
+// across files.
+//
+// # Blocks
+//
+//	variable "NAME" {          an input; see Variables below
+//	  type        = string     string, number, bool, list(T), map(T), set(T), object({...}), tuple([...]), any
+//	  default     = "value"    a constant; without it the variable must be set
+//	  description = "..."
+//	  sensitive   = false      hide the value when printing
+//	  validation {             any number of rules
+//	    condition     = length(var.NAME) > 0   may refer to var.NAME only
+//	    error_message = "..."
+//	  }
+//	}
+//
+//	locals {                   named values; any number of locals blocks
+//	  NAME = expression        may refer to var.*, local.*
+//	}
+//
+//	image "NAME" {                       what goes into one VM image
+//	  platform = "linux/amd64"           os/arch[/variant]; os is linux; default linux/amd64
+//	  base     = "alpine:3.23"           an OCI image (see Sources); omitted: an empty root
+//	  size     = "4GiB"                  root file system size; default chosen by the builder
+//	  env      = { LANG = "C.UTF-8" }    environment of every process in the image
+//
+//	  kernel {                           at most one
+//	    source  = "deb:linux-image-amd64=6.12.38-1"
+//	    sha256  = "<64 hex>"             optional, not for OCI sources
+//	    file    = "boot/vmlinuz-*"       the kernel's path inside an archive source
+//	    modules = ["9pnet_fd"]           extra modules to load
+//	    cmdline = "console=ttyS0"
+//	  }
+//	  artifact "NAME" {                  a file (or an unpacked archive) placed in the image
+//	    source  = "npm:@scope/pkg@1.2.3" required
+//	    sha256  = "<64 hex>"             optional, not for OCI sources
+//	    file    = "package/bin/tool"     a path inside an archive source
+//	    dest    = "/usr/local/bin/tool"  required; absolute and clean
+//	    extract = false                  true: unpack the whole archive under dest
+//	    mode    = "0755"                 an octal string; not with extract
+//	    uid     = 0
+//	    gid     = 0
+//	  }
+//	  user "NAME" {                      a non-root account
+//	    uid    = 501                     required, not 0, unique in the image
+//	    gid    = 501                     default: uid
+//	    home   = "/home/NAME"            the default
+//	    shell  = "/bin/sh"               the default
+//	    groups = ["wheel"]
+//	  }
+//	  file "/ABSOLUTE/PATH" {            a literal file
+//	    content = "text"                 required; file("motd.txt") reads one
+//	    mode    = "0644"                 the default
+//	    uid     = 0
+//	    gid     = 0
+//	  }
+//	}
+//
+//	egress "NAME" {                                    what a sandbox may reach
+//	  allow = ["api.anthropic.com", "*.openai.com"]    HTTP and HTTPS host patterns
+//	  tcp   = ["github.com:22"]                        raw TCP, host:port
+//	  hosts = { "api.test" = "127.0.0.1:8443" }        pin names to addresses
+//	}
+//
+//	secret "NAME" {                      a credential brokered by the host
+//	  env    = "API_TOKEN"               required; the guest sees a placeholder here
+//	  hosts  = ["api.example.com"]       required; the value is sent only to these
+//	  source = "env:API_TOKEN"           required; env:NAME, file:PATH or command:CMD, read on the host
+//	}
+//
+//	vfs "NAME" {
+//	  mount "/GUEST/PATH" {              any number of mounts
+//	    host     = "."                   required; relative to the configuration directory, or absolute
+//	    access   = "ro"                  "ro" (default) or "rw"
+//	    hide     = [".env", "**/*.pem"]  patterns relative to the mount root
+//	    readonly = [".git/hooks"]
+//	    tmpfs    = ["node_modules"]
+//	    owner    = "agent"               root or a user of the sandbox's image
+//	  }
+//	}
+//
+//	sandbox "NAME" {
+//	  image   = image.agent              required; a reference, not a string
+//	  vfs     = [vfs.workspace]          lists of references
+//	  egress  = [egress.llm]
+//	  secrets = [secret.token]
+//	  user    = "agent"                  default root; root or a user of the image
+//	  cpus    = 2                        default 1
+//	  memory  = "2GiB"                   default 1GiB, at least 64MiB
+//	  env     = { CI = "1" }
+//	}
+//
+//	output "NAME" {
+//	  value       = local.x
+//	  description = "..."
+//	  sensitive   = false
+//	}
+//
+// # References and expressions
+//
+// Expressions are HCL's: strings with ${...} templates, lists, maps, for
+// expressions, conditionals and function calls. Values can refer to
+// var.NAME and local.NAME. Blocks are referred to as image.NAME, vfs.NAME,
+// egress.NAME and secret.NAME, and only as a sandbox's image, vfs, egress
+// and secrets arguments: a block reference is not a value. Every reference
+// is checked: a reference to something undeclared is an error at the
+// reference, and locals that depend on each other in a loop are an error
+// naming the loop.
+//
+// Functions are those Terraform users know from the cty standard library
+// (upper, lower, format, join, split, replace, trimspace, concat, merge,
+// length, contains, keys, values, lookup, min, max, coalesce, tostring,
+// tonumber, jsonencode, jsondecode, regex, try, can and others) plus
+// sha256, base64encode, base64decode, startswith, endswith, and file,
+// filesha256 and fileexists, which take a path relative to the
+// configuration directory and refuse paths that leave it. No function
+// reads the environment or the network.
+//
+// # Variables
+//
+// A variable's value comes from, in increasing order of precedence (a
+// later source overrides an earlier one):
+//
+//  1. its default;
+//  2. the environment variable SBX_VAR_NAME;
+//  3. -var-file files, in the order given (a later file wins);
+//  4. -var NAME=VALUE options, in the order given (a later one wins).
+//
+// This is Terraform's order. Values given as strings (-var and the
+// environment) are taken literally for string, number and bool variables
+// and converted to the declared type; for list, map and object types they
+// are parsed as HCL, as in -var 'hosts=["a.example.com"]'. A variable with
+// no default that no source sets is an error. A -var for an undeclared
+// variable is an error; a var file entry for one is a warning (var files
+// may be shared between configurations); an SBX_VAR_ variable for one is
+// ignored. Var files hold NAME = VALUE lines in HCL, or a JSON object when
+// the file name ends in .json.
+//
+// # Sources
+//
+// Sources name where bytes come from; each kind says which version it
+// means, and the lock file pins the exact bytes:
+//
+//	alpine:3.23, ghcr.io/o/i@sha256:…     an OCI image (tag or digest required); also oci:REF
+//	oci-layout:./dir[:tag|@sha256:…]      a local OCI image layout
+//	npm:@scope/name@1.2.3                 an npm package (version, range or dist-tag)
+//	https://host/path                     a download (https only)
+//	file:./path                           a local file
+//	deb:name=1.2-3                        a Debian package (exact version required)
+//
+// Sizes are whole numbers of bytes or of KiB, MiB, GiB or TiB (powers of
+// 1024); "4GB" and "4G" are rejected as ambiguous. File modes are octal
+// strings ("0755"): HCL reads a bare 0755 as the decimal number 755, so a
+// number is an error.
+//
+// # Validation
+//
+// Beyond types and references, Load checks: host patterns, TCP
+// destinations and address mappings; that every host a sandbox's secret is
+// sent to is allowed by that sandbox's egress (a secret never widens egress
+// by itself); that sandbox users and mount owners exist in the image; that
+// guest paths are absolute and clean; that extract is used on archives;
+// sha256 digests; unique names, uids, file destinations, mount paths and
+// secret environment variables; and CPU and memory limits.
+//
+// # The sandbox policy
+//
+// Sandbox.Policy is the union of the egress, secret and vfs blocks a
+// sandbox names, in canonical order: allow rules by pattern, tcp rules by
+// destination, host mappings by name, secrets by name, mounts by guest
+// path, each mount's hide, readonly and tmpfs patterns sorted, duplicates
+// dropped (a rule declared twice keeps the origin of the first block the
+// sandbox names). Two blocks that map one name to different addresses, or
+// mount the same guest path, are an error. Each rule's Origin names its
+// block, file (relative to the configuration directory) and line.
+package lang

@@ -1,0 +1,285 @@
+package lang
+
+import (
+	"fmt"
+	"net/url"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/hashicorp/hcl/v2"
+)
+
+// ParseSource parses a source string as written in a spec (see Source for
+// the forms) and records rng as its position. It never touches the network
+// or the file system: it checks syntax only, and leaves every relative path
+// relative (cleaned).
+//
+// Every source must say which version it means: an OCI reference needs a
+// tag or a digest, an npm source a version, range or dist-tag, and a deb
+// source an exact version. The lock file then pins the exact bytes.
+func ParseSource(raw string, rng hcl.Range) (*Source, error) {
+	src := &Source{Raw: raw, Range: rng}
+	if raw == "" {
+		return nil, fmt.Errorf("empty source")
+	}
+	if strings.TrimSpace(raw) != raw {
+		return nil, fmt.Errorf("source %q has leading or trailing space", raw)
+	}
+	for _, c := range raw {
+		if c < 0x20 || c == 0x7f {
+			return nil, fmt.Errorf("source %q has a control character", raw)
+		}
+	}
+	var err error
+	switch {
+	case strings.HasPrefix(raw, "oci-layout:"):
+		err = parseOCILayout(src, strings.TrimPrefix(raw, "oci-layout:"))
+	case strings.HasPrefix(raw, "oci:"):
+		err = parseOCI(src, strings.TrimPrefix(raw, "oci:"))
+	case strings.HasPrefix(raw, "npm:"):
+		err = parseNPM(src, strings.TrimPrefix(raw, "npm:"))
+	case strings.HasPrefix(raw, "deb:"):
+		err = parseDeb(src, strings.TrimPrefix(raw, "deb:"))
+	case strings.HasPrefix(raw, "file:"):
+		err = parseFileSource(src, strings.TrimPrefix(raw, "file:"))
+	case strings.HasPrefix(raw, "https://"):
+		err = parseURL(src, raw)
+	case strings.HasPrefix(raw, "http://"):
+		return nil, fmt.Errorf("source %q uses plain http; downloads must use https:// (a local file can be named with file:PATH)", raw)
+	case strings.Contains(raw, "://"):
+		scheme, _, _ := strings.Cut(raw, "://")
+		return nil, fmt.Errorf("source %q has the unsupported scheme %q; sources are OCI references, oci:, oci-layout:, npm:, deb:, file: or https://", raw, scheme)
+	default:
+		err = parseOCI(src, raw)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return src, nil
+}
+
+func parseOCI(src *Source, ref string) error {
+	src.Kind = SourceOCI
+	if ref == "" {
+		return fmt.Errorf("source %q: empty OCI reference", src.Raw)
+	}
+	r, err := name.ParseReference(ref, name.WeakValidation)
+	if err != nil {
+		return fmt.Errorf("source %q is not a valid OCI image reference (or a known source kind: oci:, oci-layout:, npm:, deb:, file:, https://): %v", src.Raw, err)
+	}
+	if _, ok := r.(name.Tag); ok && !hasExplicitTag(ref) {
+		return fmt.Errorf("source %q names no tag or digest; write a tag (as in \"alpine:3.23\") or a digest (\"…@sha256:…\")", src.Raw)
+	}
+	// Keep the reference as written: name.ParseReference fills in the
+	// default registry and repository, which would make "alpine:3.23" and
+	// "index.docker.io/library/alpine:3.23" differ only after parsing.
+	src.Ref = ref
+	return nil
+}
+
+// hasExplicitTag reports whether an OCI reference (without a digest)
+// spells out its tag: a colon after the last slash.
+func hasExplicitTag(ref string) bool {
+	last := ref[strings.LastIndex(ref, "/")+1:]
+	return strings.Contains(last, ":")
+}
+
+func parseOCILayout(src *Source, rest string) error {
+	src.Kind = SourceOCILayout
+	dir, version := rest, ""
+	if i := strings.LastIndex(rest, "@"); i >= 0 {
+		dir, version = rest[:i], rest[i+1:]
+		algo, hex, ok := strings.Cut(version, ":")
+		if !ok || algo != "sha256" || !isSHA256(hex) {
+			return fmt.Errorf("source %q: the digest after @ must be sha256: and 64 lower-case hex digits", src.Raw)
+		}
+	} else if i := strings.LastIndex(rest, ":"); i > strings.LastIndex(rest, "/") {
+		dir, version = rest[:i], rest[i+1:]
+		if !validTag(version) {
+			return fmt.Errorf("source %q: %q is not a valid tag", src.Raw, version)
+		}
+	}
+	if dir == "" {
+		return fmt.Errorf("source %q names no directory; write oci-layout:DIR[:TAG|@sha256:DIGEST]", src.Raw)
+	}
+	src.Ref = cleanSlashPath(dir)
+	src.Version = version
+	return nil
+}
+
+// validTag reports whether s is an OCI tag: [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}.
+func validTag(s string) bool {
+	if s == "" || len(s) > 128 || s[0] == '.' || s[0] == '-' {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func parseNPM(src *Source, rest string) error {
+	src.Kind = SourceNPM
+	// The version follows the last "@" that is not the scope's leading one.
+	i := strings.LastIndex(rest, "@")
+	if i <= 0 {
+		return fmt.Errorf("source %q names no version; write npm:NAME@VERSION (an exact version, a range or a dist-tag such as latest)", src.Raw)
+	}
+	pkg, version := rest[:i], rest[i+1:]
+	if version == "" {
+		return fmt.Errorf("source %q has an empty version after @", src.Raw)
+	}
+	if err := checkNPMName(pkg); err != nil {
+		return fmt.Errorf("source %q: %v", src.Raw, err)
+	}
+	src.Ref, src.Version = pkg, version
+	return nil
+}
+
+// checkNPMName applies npm's rules for new package names: lower case,
+// URL-safe characters, at most 214 characters, an optional @scope/.
+func checkNPMName(pkg string) error {
+	if len(pkg) > 214 {
+		return fmt.Errorf("npm package name %q is longer than 214 characters", pkg)
+	}
+	base := pkg
+	if strings.HasPrefix(pkg, "@") {
+		scope, rest, ok := strings.Cut(pkg[1:], "/")
+		if !ok || scope == "" || rest == "" {
+			return fmt.Errorf("npm package name %q: a scoped name is @scope/name", pkg)
+		}
+		if err := checkNPMPart(scope); err != nil {
+			return fmt.Errorf("npm package name %q: scope %v", pkg, err)
+		}
+		base = rest
+	}
+	if err := checkNPMPart(base); err != nil {
+		return fmt.Errorf("npm package name %q: name %v", pkg, err)
+	}
+	return nil
+}
+
+func checkNPMPart(s string) error {
+	if s == "" {
+		return fmt.Errorf("is empty")
+	}
+	if s[0] == '.' || s[0] == '_' {
+		return fmt.Errorf("%q starts with %q", s, s[0])
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || strings.ContainsRune("-._~", c)) {
+			return fmt.Errorf("%q has the character %q (lower-case letters, digits and - . _ ~ only)", s, c)
+		}
+	}
+	return nil
+}
+
+func parseDeb(src *Source, rest string) error {
+	src.Kind = SourceDeb
+	pkg, version, ok := strings.Cut(rest, "=")
+	if !ok || version == "" {
+		return fmt.Errorf("source %q names no version; write deb:NAME=VERSION with the exact Debian version, so that builds are reproducible", src.Raw)
+	}
+	if len(pkg) < 2 || !isLowerAlnum(rune(pkg[0])) {
+		return fmt.Errorf("source %q: %q is not a Debian package name", src.Raw, pkg)
+	}
+	for _, c := range pkg {
+		if !isLowerAlnum(c) && !strings.ContainsRune("+-.", c) {
+			return fmt.Errorf("source %q: %q is not a Debian package name (lower-case letters, digits and + - . only)", src.Raw, pkg)
+		}
+	}
+	if version[0] < '0' || version[0] > '9' {
+		return fmt.Errorf("source %q: Debian version %q must start with a digit", src.Raw, version)
+	}
+	for _, c := range version {
+		if !(isLowerAlnum(c) || c >= 'A' && c <= 'Z' || strings.ContainsRune(".+~:-", c)) {
+			return fmt.Errorf("source %q: Debian version %q has the character %q", src.Raw, version, c)
+		}
+	}
+	src.Ref, src.Version = pkg, version
+	return nil
+}
+
+func isLowerAlnum(c rune) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
+
+func parseFileSource(src *Source, p string) error {
+	src.Kind = SourceFile
+	if p == "" {
+		return fmt.Errorf("source %q names no file; write file:PATH", src.Raw)
+	}
+	src.Ref = cleanSlashPath(p)
+	return nil
+}
+
+func parseURL(src *Source, raw string) error {
+	src.Kind = SourceURL
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("source %q is not a valid URL: %v", raw, err)
+	}
+	if u.Host == "" || u.Hostname() == "" {
+		return fmt.Errorf("source %q has no host", raw)
+	}
+	if u.User != nil {
+		return fmt.Errorf("source %q has credentials in the URL; sources must not carry secrets", raw)
+	}
+	if u.Fragment != "" {
+		return fmt.Errorf("source %q has a #fragment, which is never sent to the server", raw)
+	}
+	src.Ref = raw
+	return nil
+}
+
+// cleanSlashPath cleans a path written in a spec, keeping a relative path
+// relative.
+func cleanSlashPath(p string) string { return filepath.Clean(p) }
+
+// isSHA256 reports whether s is 64 lower-case hex digits.
+func isSHA256(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// archiveExts are the file name endings taken to be archives for url and
+// file sources.
+var archiveExts = []string{".tar", ".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar.bz2", ".tbz2", ".tar.zst", ".tzst", ".zip", ".deb", ".apk"}
+
+// IsArchive reports whether the source yields an archive that can be
+// extracted or looked into: npm tarballs, Debian packages, OCI images, and
+// url or file sources whose name ends in a known archive extension.
+func (s *Source) IsArchive() bool {
+	switch s.Kind {
+	case SourceNPM, SourceDeb, SourceOCI, SourceOCILayout:
+		return true
+	case SourceURL:
+		u, err := url.Parse(s.Ref)
+		if err != nil {
+			return false
+		}
+		return hasArchiveExt(u.Path)
+	case SourceFile:
+		return hasArchiveExt(s.Ref)
+	}
+	return false
+}
+
+func hasArchiveExt(p string) bool {
+	p = strings.ToLower(path.Base(filepath.ToSlash(p)))
+	for _, ext := range archiveExts {
+		if strings.HasSuffix(p, ext) {
+			return true
+		}
+	}
+	return false
+}
