@@ -1,0 +1,19 @@
+// Package resolve turns every source of a configuration into a pin: the
+// work of `sbx lock`. OCI references become an index digest and the
+// platform's manifest digest, npm specs an exact version with its
+// integrity and tarball sha256, https URLs and local files a sha256,
+// Debian packages an exact version with the .deb's sha256. Every byte
+// downloaded is verified before anything is recorded, and no pin names
+// a registry or mirror: those come from the user's npm, apt and registry
+// configuration whenever the sources are fetched.
+//
+// It does not parse specs (package lang), read or write the lock file
+// (package lockfiles), define input hashes (package builders/recipe,
+// whose InputHash Lock calls), or keep downloaded bytes: building an
+// image fetches its inputs again, by pin, and FetchVerified and FetchFile
+// are the download-and-verify step it shares with this package.
+//
+// The entry point is New, which returns a Set; Set.Lock computes a new
+// lock from a configuration and the previous lock, reusing pins whose
+// sources did not change, and Set.Resolve pins a single source.
+package resolve

@@ -1,0 +1,228 @@
+package resolve
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sbx-dev/sbx/lang"
+)
+
+// fileServer serves fixed bodies over TLS; "/short" announces more bytes
+// than it sends.
+func fileServer(t *testing.T, files map[string][]byte) (*httptest.Server, *requestLog) {
+	t.Helper()
+	log := &requestLog{}
+	srv := httptest.NewTLSServer(log.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/downgrade" {
+			http.Redirect(w, r, "http://"+r.Host+"/vmlinuz", http.StatusFound)
+			return
+		}
+		if r.URL.Path == "/short" {
+			w.Header().Set("Content-Length", "1000")
+			w.Write([]byte("only a few bytes"))
+			return
+		}
+		b, ok := files[r.URL.Path]
+		if !ok {
+			http.Error(w, "no such file", http.StatusNotFound)
+			return
+		}
+		w.Write(b)
+	})))
+	t.Cleanup(srv.Close)
+	return srv, log
+}
+
+func TestFetchVerified(t *testing.T) {
+	body := bytes.Repeat([]byte("kernel image bytes "), 5000)
+	srv, _ := fileServer(t, map[string][]byte{"/vmlinuz": body})
+	client := tlsClient(t, srv)
+	ctx := context.Background()
+
+	var buf bytes.Buffer
+	got, err := FetchVerified(ctx, client, srv.URL+"/vmlinuz", Want{SHA256: sha256Hex(body), Integrity: sri512(body), SHA1: sha1Hex(body), Size: int64(len(body))}, &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Digests{Size: int64(len(body)), SHA256: sha256Hex(body), SHA1: sha1Hex(body), Integrity: sri512(body)}
+	if got != want || !bytes.Equal(buf.Bytes(), body) {
+		t.Errorf("got %+v, want %+v (and the body)", got, want)
+	}
+
+	other := sha256Hex([]byte("something else"))
+	for _, c := range []struct {
+		name string
+		url  string
+		want Want
+		msg  []string
+	}{
+		{"sha256", "/vmlinuz", Want{SHA256: other}, []string{"sha256 mismatch", other, sha256Hex(body)}},
+		{"integrity", "/vmlinuz", Want{Integrity: sri512([]byte("x"))}, []string{"sha512 mismatch", sri512([]byte("x")), sri512(body)}},
+		{"size", "/vmlinuz", Want{Size: 3}, []string{"size mismatch"}},
+		{"truncated", "/short", Want{}, []string{"of 1000 bytes"}},
+		{"status", "/missing", Want{}, []string{"404 Not Found"}},
+		{"sri without known hash", "/vmlinuz", Want{Integrity: "md5-AAAA"}, []string{"no supported hash"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := FetchVerified(ctx, client, srv.URL+c.url, c.want, nil)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, m := range c.msg {
+				if !strings.Contains(err.Error(), m) {
+					t.Errorf("error %q lacks %q", err, m)
+				}
+			}
+		})
+	}
+}
+
+func TestFetchVerifiedIntegrityStrongestDecides(t *testing.T) {
+	body := []byte("package")
+	srv, _ := fileServer(t, map[string][]byte{"/p.tgz": body})
+	client := tlsClient(t, srv)
+	// A correct sha1 does not save a wrong sha512.
+	_, err := FetchVerified(context.Background(), client, srv.URL+"/p.tgz", Want{Integrity: "sha1-" + sri512([]byte("x"))[7:] + " " + sri512([]byte("y"))}, nil)
+	var mm *MismatchError
+	if !errors.As(err, &mm) || mm.Algo != "sha512" {
+		t.Fatalf("err = %v, want a sha512 mismatch", err)
+	}
+	// Of two sha512 values, one matching is enough.
+	if _, err := FetchVerified(context.Background(), client, srv.URL+"/p.tgz", Want{Integrity: sri512([]byte("y")) + " " + sri512(body) + "?opt"}, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFetchFileLeavesNothingOnFailure(t *testing.T) {
+	body := []byte("artifact")
+	srv, _ := fileServer(t, map[string][]byte{"/a": body})
+	client := tlsClient(t, srv)
+	dir := t.TempDir()
+	dst := filepath.Join(dir, "a")
+
+	if _, err := FetchFile(context.Background(), client, srv.URL+"/a", Want{SHA256: sha256Hex([]byte("other"))}, dst); err == nil {
+		t.Fatal("mismatch accepted")
+	}
+	if _, err := FetchFile(context.Background(), client, srv.URL+"/short", Want{}, dst); err == nil {
+		t.Fatal("truncated download accepted")
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("failed downloads left %v", entries)
+	}
+	got, err := FetchFile(context.Background(), client, srv.URL+"/a", Want{SHA256: sha256Hex(body)}, dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(dst); !bytes.Equal(b, body) || got.SHA256 != sha256Hex(body) {
+		t.Errorf("file = %q, digests %+v", b, got)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("directory holds %v, want only the file", entries)
+	}
+}
+
+func urlSource(u, sha string) *lang.Source {
+	return &lang.Source{Kind: lang.SourceURL, Raw: u, Ref: u, SHA256: sha}
+}
+
+func TestURLResolver(t *testing.T) {
+	body := []byte("moltnet release tarball")
+	srv, _ := fileServer(t, map[string][]byte{"/moltnet.tar.gz": body})
+	s := New(Options{HTTPClient: tlsClient(t, srv)})
+	ctx := context.Background()
+	u := srv.URL + "/moltnet.tar.gz"
+
+	// Declared: verified, and "sha256:" and upper case are accepted.
+	pin, err := s.Resolve(ctx, urlSource(u, "sha256:"+strings.ToUpper(sha256Hex(body))), linuxAMD64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pin.SHA256 != sha256Hex(body) || pin.Kind != "url" || pin.Source != u {
+		t.Errorf("pin = %+v", pin)
+	}
+	// Not declared: trust on first use.
+	pin, err = s.Resolve(ctx, urlSource(u, ""), linuxAMD64)
+	if err != nil || pin.SHA256 != sha256Hex(body) {
+		t.Fatalf("pin = %+v, err = %v", pin, err)
+	}
+
+	wrong := sha256Hex([]byte("tampered"))
+	for _, c := range []struct {
+		name string
+		src  *lang.Source
+		msg  []string
+	}{
+		{"tampered", urlSource(u, wrong), []string{wrong, sha256Hex(body), "mismatch"}},
+		{"truncated", urlSource(srv.URL+"/short", ""), []string{"16 of 1000 bytes"}},
+		{"not found", urlSource(srv.URL+"/gone", ""), []string{"404"}},
+		{"redirect to http", urlSource(srv.URL+"/downgrade", ""), []string{"refused redirect to http://"}},
+		{"plain http", urlSource(strings.Replace(u, "https:", "http:", 1), ""), []string{"only https"}},
+		{"bad declared hash", urlSource(u, "abc"), []string{"not 64 hex digits"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := s.Resolve(ctx, c.src, linuxAMD64)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, m := range append(c.msg, c.src.Raw) {
+				if !strings.Contains(err.Error(), m) {
+					t.Errorf("error %q lacks %q", err, m)
+				}
+			}
+		})
+	}
+}
+
+func TestURLCredentialsNotRepeated(t *testing.T) {
+	srv, _ := fileServer(t, nil)
+	s := New(Options{HTTPClient: tlsClient(t, srv)})
+	u := strings.Replace(srv.URL, "https://", "https://user:hunter2@", 1) + "/x"
+	_, err := s.Resolve(context.Background(), urlSource(u, ""), linuxAMD64)
+	if err == nil || strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "user") {
+		t.Fatalf("err = %v, want an error without credentials", err)
+	}
+}
+
+func TestFileResolver(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "files", "motd"), "hello\n")
+	s := New(Options{Dir: dir})
+	src := &lang.Source{Kind: lang.SourceFile, Raw: "file:files/motd", Ref: "files/motd"}
+	pin, err := s.Resolve(context.Background(), src, linuxAMD64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pin.SHA256 != sha256Hex([]byte("hello\n")) || pin.Kind != "file" {
+		t.Errorf("pin = %+v", pin)
+	}
+
+	missing := &lang.Source{Kind: lang.SourceFile, Raw: "file:nope/gone", Ref: "nope/gone"}
+	_, err = s.Resolve(context.Background(), missing, linuxAMD64)
+	if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "nope/gone")) {
+		t.Errorf("err = %v, want the missing path", err)
+	}
+
+	wrong := &lang.Source{Kind: lang.SourceFile, Raw: "file:files/motd", Ref: "files/motd", SHA256: sha256Hex([]byte("x"))}
+	if _, err := s.Resolve(context.Background(), wrong, linuxAMD64); err == nil || !strings.Contains(err.Error(), "mismatch") {
+		t.Errorf("err = %v, want a mismatch", err)
+	}
+	notRegular := &lang.Source{Kind: lang.SourceFile, Raw: "file:files", Ref: "files"}
+	if _, err := s.Resolve(context.Background(), notRegular, linuxAMD64); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("err = %v, want not a regular file", err)
+	}
+}
+
+func TestUnknownKind(t *testing.T) {
+	s := New(Options{})
+	_, err := s.Resolve(context.Background(), &lang.Source{Kind: "git", Raw: "git:x"}, linuxAMD64)
+	if err == nil || !strings.Contains(err.Error(), `unknown source kind "git"`) {
+		t.Errorf("err = %v", err)
+	}
+}

@@ -1,0 +1,272 @@
+package resolve
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// npmConfig is the part of npm's configuration that says where packages
+// come from and how to authenticate: registries and per-registry
+// credentials, layered the way npm layers them (environment over the
+// project .npmrc over the user .npmrc).
+type npmConfig struct {
+	// values holds the merged keys. Registry-scoped keys keep npm's
+	// "nerf dart" form, "//host/path/:_authToken".
+	values map[string]string
+	// origin says which file or variable each key came from, for messages.
+	origin map[string]string
+}
+
+// loadNPMConfig reads npm configuration from environ and the .npmrc files
+// npm would read for a project in dir.
+func loadNPMConfig(dir string, environ []string) (*npmConfig, error) {
+	env := envMap(environ)
+	c := &npmConfig{values: map[string]string{}, origin: map[string]string{}}
+
+	userrc := envLookupFold(env, "npm_config_userconfig")
+	if userrc == "" && env["HOME"] != "" {
+		userrc = filepath.Join(env["HOME"], ".npmrc")
+	}
+	if userrc != "" {
+		if err := c.readFile(userrc, env); err != nil {
+			return nil, err
+		}
+	}
+	if dir != "" {
+		if err := c.readFile(filepath.Join(dir, ".npmrc"), env); err != nil {
+			return nil, err
+		}
+	}
+	// npm_config_foo_bar (any case) sets foo-bar; underscores after the
+	// first character become dashes, as in npm.
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	// Sorted, so that of NPM_CONFIG_X and npm_config_x the lower-case one
+	// wins every time.
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := env[k]
+		if len(k) <= len("npm_config_") || !strings.EqualFold(k[:len("npm_config_")], "npm_config_") {
+			continue
+		}
+		key := k[len("npm_config_"):]
+		key = key[:1] + strings.ReplaceAll(key[1:], "_", "-")
+		key = strings.ToLower(key)
+		c.values[key] = v
+		c.origin[key] = "environment variable " + k
+	}
+	return c, nil
+}
+
+// readFile merges one .npmrc file; a missing file is not an error.
+func (c *npmConfig) readFile(path string, env map[string]string) error {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("npm config: %w", err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	line := 0
+	for sc.Scan() {
+		line++
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || text[0] == '#' || text[0] == ';' || text[0] == '[' {
+			continue
+		}
+		key, val, ok := strings.Cut(text, "=")
+		if !ok {
+			continue // npm treats a bare key as "true"; no key used here is boolean
+		}
+		key = strings.TrimSpace(key)
+		val = strings.TrimSpace(val)
+		if len(val) >= 2 && (val[0] == '"' && val[len(val)-1] == '"' || val[0] == '\'' && val[len(val)-1] == '\'') {
+			val = val[1 : len(val)-1]
+		}
+		key, err = expandNPMEnv(key, env)
+		if err != nil {
+			return fmt.Errorf("%s:%d: %w", path, line, err)
+		}
+		val, err = expandNPMEnv(val, env)
+		if err != nil {
+			return fmt.Errorf("%s:%d: %w", path, line, err)
+		}
+		c.values[key] = val
+		c.origin[key] = fmt.Sprintf("%s:%d", path, line)
+	}
+	return sc.Err()
+}
+
+// expandNPMEnv replaces ${NAME} with the variable's value as npm does;
+// ${NAME?} expands to "" when unset, and \${ is a literal "${". A plain
+// ${NAME} that is unset is an error naming the variable, since the
+// alternative is silently sending an empty token.
+func expandNPMEnv(s string, env map[string]string) (string, error) {
+	if !strings.Contains(s, "${") {
+		return s, nil
+	}
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "${")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String(), nil
+		}
+		if i > 0 && s[i-1] == '\\' {
+			b.WriteString(s[:i-1] + "${")
+			s = s[i+2:]
+			continue
+		}
+		j := strings.IndexByte(s[i:], '}')
+		if j < 0 {
+			b.WriteString(s)
+			return b.String(), nil
+		}
+		name := s[i+2 : i+j]
+		optional := strings.HasSuffix(name, "?")
+		name = strings.TrimSuffix(name, "?")
+		v, ok := env[name]
+		if !ok && !optional {
+			return "", fmt.Errorf("environment variable %s is not set", name)
+		}
+		b.WriteString(s[:i] + v)
+		s = s[i+j+1:]
+	}
+}
+
+// registryFor returns the registry URL for a package name (with its
+// trailing slash) and the key it came from; ok is false when nothing is
+// configured.
+func (c *npmConfig) registryFor(pkg string) (reg, key string, ok bool) {
+	if strings.HasPrefix(pkg, "@") {
+		scope, _, _ := strings.Cut(pkg, "/")
+		if v := c.values[scope+":registry"]; v != "" {
+			return withSlash(v), scope + ":registry", true
+		}
+	}
+	if v := c.values["registry"]; v != "" {
+		return withSlash(v), "registry", true
+	}
+	return "", "", false
+}
+
+func withSlash(s string) string {
+	if strings.HasSuffix(s, "/") {
+		return s
+	}
+	return s + "/"
+}
+
+// authHeader returns the Authorization header npm would send to u: the
+// credentials under the longest "//host/path/" prefix of u that has any,
+// as a bearer token (_authToken) or basic auth (_auth, or username and
+// base64 _password).
+func (c *npmConfig) authHeader(u *url.URL) (string, error) {
+	key := "//" + u.Host + u.EscapedPath()
+	if i := strings.LastIndexByte(key, '/'); i >= 1 {
+		key = key[:i+1]
+	}
+	for len(key) > len("//") {
+		if v := c.values[key+":_authToken"]; v != "" {
+			return "Bearer " + v, nil
+		}
+		if v := c.values[key+":_auth"]; v != "" {
+			return "Basic " + v, nil
+		}
+		if user := c.values[key+":username"]; user != "" {
+			pw, err := base64.StdEncoding.DecodeString(c.values[key+":_password"])
+			if err != nil {
+				// Never quote the value: it is a secret.
+				return "", fmt.Errorf("npm config %s: _password is not base64", c.origin[key+":_password"])
+			}
+			return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+string(pw))), nil
+		}
+		// Drop the last path segment: "//h/a/b/" → "//h/a/".
+		trimmed := strings.TrimSuffix(key, "/")
+		i := strings.LastIndexByte(trimmed, '/')
+		if i < 2 {
+			break
+		}
+		key = trimmed[:i+1]
+	}
+	return "", nil
+}
+
+// npmDefaultRegistry asks the user's own npm for its registry, which is
+// what npm falls back to when no configuration names one. The npm program
+// is looked up on the PATH of environ.
+func npmDefaultRegistry(ctx context.Context, dir string, environ []string) (string, error) {
+	hint := "set NPM_CONFIG_REGISTRY or add registry=URL to .npmrc"
+	bin, err := lookPathIn("npm", envMap(environ)["PATH"])
+	if err != nil {
+		return "", fmt.Errorf("no npm registry is configured and npm is not installed to ask for its default: %s", hint)
+	}
+	cmd := exec.CommandContext(ctx, bin, "config", "get", "registry")
+	cmd.Dir = dir
+	cmd.Env = environ
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("no npm registry is configured and `npm config get registry` failed (%v: %s): %s",
+			err, strings.TrimSpace(stderr.String()), hint)
+	}
+	reg := strings.TrimSpace(string(out))
+	u, err := url.Parse(reg)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return "", fmt.Errorf("`npm config get registry` printed %q, not a registry URL: %s", reg, hint)
+	}
+	return withSlash(reg), nil
+}
+
+// lookPathIn finds an executable in a PATH-style list.
+func lookPathIn(file, path string) (string, error) {
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, file)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s not found in PATH", file)
+}
+
+// envMap turns KEY=VALUE pairs into a map; later pairs win.
+func envMap(environ []string) map[string]string {
+	m := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// envLookupFold returns the value of the variable whose name equals name
+// ignoring case, as npm reads npm_config_* variables.
+func envLookupFold(env map[string]string, name string) string {
+	found, val := "", ""
+	for k, v := range env {
+		// Prefer the name that sorts last (lower case) for a stable answer.
+		if strings.EqualFold(k, name) && k > found {
+			found, val = k, v
+		}
+	}
+	return val
+}
