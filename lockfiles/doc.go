@@ -3,10 +3,17 @@
 // hashes, Debian package versions, and the input hash over everything that
 // affects an image's bytes. After a build it also records output hashes.
 //
-// The file is machine-owned. Write renders it canonically (sorted, fixed
-// formatting, a header comment) and replaces it atomically; Read is strict:
-// anything Write would not have produced — unknown attributes, unsorted
-// blocks, hand edits that change formatting — is an error, never silently
-// repaired. Resolution (turning sources into pins) lives in
-// builders/resolve; this package only holds and serializes the result.
+// The file is machine-owned. Marshal renders a Lock canonically (header
+// comment, images sorted by name, inputs by key, attributes in a fixed
+// order, empty values omitted, aligned as hclwrite.Format aligns them) and
+// Write replaces the file atomically (temporary file, fsync, rename). Parse
+// and Read are strict: anything Marshal would not have produced — unknown
+// blocks or attributes, expressions, malformed hashes, unsorted blocks, hand
+// edits that change formatting — is an error diagnostic naming the file and
+// line, never silently repaired. Read returns (nil, nil) when the file does
+// not exist. The format is described in docs/lockfile.md.
+//
+// Resolution (turning sources into pins) lives in builders/resolve and the
+// input hash is computed by builders/recipe; this package only holds and
+// serializes the result. Entry points: Read, Write, Marshal, Parse.
 package lockfiles

@@ -47,3 +47,68 @@ type Pin struct {
 	SHA256    string
 	Filename  string
 }
+
+// Lookup returns the lock entry of the image block name, or nil. l may be
+// nil (no lock file).
+func (l *Lock) Lookup(name string) *Image {
+	if l == nil {
+		return nil
+	}
+	return l.Images[name]
+}
+
+// Equal reports whether l and o lock the same images with the same pins,
+// hashes and outputs. A nil lock equals an empty one, and a nil map equals
+// an empty map.
+func (l *Lock) Equal(o *Lock) bool {
+	var a, b map[string]*Image
+	if l != nil {
+		a = l.Images
+	}
+	if o != nil {
+		b = o.Images
+	}
+	if len(a) != len(b) {
+		return false
+	}
+	for name, img := range a {
+		other, ok := b[name]
+		if !ok || !img.Equal(other) {
+			return false
+		}
+	}
+	return true
+}
+
+// Equal reports whether i and o are the same lock entry.
+func (i *Image) Equal(o *Image) bool {
+	if i == nil || o == nil {
+		return i == o
+	}
+	if i.Name != o.Name || i.Platform != o.Platform || i.InputHash != o.InputHash {
+		return false
+	}
+	if len(i.Inputs) != len(o.Inputs) || len(i.Outputs) != len(o.Outputs) {
+		return false
+	}
+	for k, p := range i.Inputs {
+		q, ok := o.Inputs[k]
+		if !ok || !p.Equal(q) {
+			return false
+		}
+	}
+	for k, v := range i.Outputs {
+		if w, ok := o.Outputs[k]; !ok || v != w {
+			return false
+		}
+	}
+	return true
+}
+
+// Equal reports whether p and o are the same pin.
+func (p *Pin) Equal(o *Pin) bool {
+	if p == nil || o == nil {
+		return p == o
+	}
+	return *p == *o
+}

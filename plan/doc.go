@@ -4,9 +4,20 @@
 // a list of resource changes with Terraform's actions, the attribute
 // differences behind them, whether each applies in place to a running
 // sandbox or forces replacement, and every policy change classified as
-// widening or narrowing.
+// widening or narrowing (by policy.Compare).
+//
+// Entry points: Desired turns a configuration and its lock into the
+// resources it asks for; FromState plans those against the state in .sbx/;
+// Against plans one revision of a configuration against another without
+// state, for review. Both use Compute (resources to changes), which
+// callers may also use directly.
 //
 // A Plan is data: it is rendered for people (Render) or as versioned JSON
-// (MarshalJSON, documented in docs/plan-json.md), saved with -out and read
-// back by show and apply. Executing a plan is package apply's job.
+// (MarshalJSON, documented in docs/plan-json.md), saved with WriteFile and
+// read back with ReadFile by show and apply.
+//
+// This package does not resolve sources (builders/resolve does, and
+// package lockfiles stores the pins), read or write state (package state),
+// check out git revisions or parse flags (cmd/sbx), or execute a plan
+// (package apply). It never prints: Render writes to the writer it is given.
 package plan

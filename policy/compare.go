@@ -1,5 +1,12 @@
 package policy
 
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
 // Direction classifies a policy change.
 type Direction string
 
@@ -14,12 +21,26 @@ const (
 	Neutral Direction = "neutral"
 )
 
+// Op says what happened to the rule a change is about.
+type Op string
+
+// Rule operations.
+const (
+	RuleAdded    Op = "add"
+	RuleRemoved  Op = "remove"
+	RuleModified Op = "modify"
+)
+
 // Change is one classified difference between two policies.
 type Change struct {
 	Direction Direction `json:"direction"`
+	// Op says whether the rule was added, removed or modified. It is not
+	// the direction: removing a hide rule widens.
+	Op Op `json:"op"`
 	// Kind is the rule kind: "allow", "tcp", "hosts", "secret",
-	// "secret.hosts", "mount", "mount.access", "mount.hide",
-	// "mount.readonly", "mount.tmpfs", "mount.host", "mount.owner".
+	// "secret.source", "secret.hosts", "secret.env", "mount",
+	// "mount.host", "mount.access", "mount.hide", "mount.readonly",
+	// "mount.tmpfs", "mount.owner". Compare lists changes in this order.
 	Kind string `json:"kind"`
 	// Subject is what changed, e.g. "api.example.com" or "/workspace".
 	Subject string `json:"subject"`
@@ -28,4 +49,447 @@ type Change struct {
 	Detail string `json:"detail"`
 	// Origin is where the new (or, for removals, old) rule is declared.
 	Origin Origin `json:"origin"`
+}
+
+// kinds is the order Compare lists changes in.
+var kinds = []string{
+	"allow", "tcp", "hosts",
+	"secret", "secret.source", "secret.hosts", "secret.env",
+	"mount", "mount.host", "mount.access", "mount.hide", "mount.readonly", "mount.tmpfs", "mount.owner",
+}
+
+func kindRank(k string) int {
+	for i, s := range kinds {
+		if s == k {
+			return i
+		}
+	}
+	return len(kinds)
+}
+
+// Compare classifies every difference between the policy old and the
+// policy new as widening, narrowing or neutral. Origins are not compared.
+// The result is sorted by kind (in the order listed on Change.Kind), then
+// subject, then detail; it is empty when the policies allow the same.
+//
+// Host patterns are compared by coverage, not by spelling: a new pattern
+// that an old one already covers widens nothing, and replacing
+// "*.example.com" with "api.example.com" is a single narrowing change.
+// Secrets are matched by name and mounts by guest path.
+func Compare(old, new Sandbox) []Change {
+	var cs []Change
+	cs = append(cs, compareAllow(old.Allow, new.Allow)...)
+	cs = append(cs, compareTCP(old.TCP, new.TCP)...)
+	cs = append(cs, compareHosts(old.Hosts, new.Hosts)...)
+	cs = append(cs, compareSecrets(old.Secrets, new.Secrets)...)
+	cs = append(cs, compareMounts(old.Mounts, new.Mounts)...)
+	sort.SliceStable(cs, func(i, j int) bool {
+		a, b := cs[i], cs[j]
+		if ra, rb := kindRank(a.Kind), kindRank(b.Kind); ra != rb {
+			return ra < rb
+		}
+		if a.Subject != b.Subject {
+			return a.Subject < b.Subject
+		}
+		return a.Detail < b.Detail
+	})
+	return cs
+}
+
+// patternChange is one classified difference between two pattern sets.
+type patternChange struct {
+	dir     Direction
+	op      Op
+	pattern HostPattern
+	// related are the patterns on the other side that explain the change:
+	// for a widening, the removed patterns it broadens; for a narrowing,
+	// the added patterns it narrows to; for a neutral change, the kept
+	// patterns that still cover it.
+	related []HostPattern
+}
+
+// comparePatterns classifies the differences between two sets of host
+// patterns by coverage:
+//
+//   - an added pattern no old pattern covers widens; one a kept pattern
+//     covers is neutral; one only removed patterns cover is part of their
+//     narrowing and not listed;
+//   - a removed pattern no new pattern covers narrows; one a kept pattern
+//     covers is neutral; one only added patterns cover is part of their
+//     widening and not listed.
+func comparePatterns(old, new []HostPattern) []patternChange {
+	inOld := map[HostPattern]bool{}
+	for _, p := range old {
+		inOld[p] = true
+	}
+	inNew := map[HostPattern]bool{}
+	for _, p := range new {
+		inNew[p] = true
+	}
+	var kept, added, removed []HostPattern
+	for _, p := range uniq(new) {
+		if inOld[p] {
+			kept = append(kept, p)
+		} else {
+			added = append(added, p)
+		}
+	}
+	for _, p := range uniq(old) {
+		if !inNew[p] {
+			removed = append(removed, p)
+		}
+	}
+	var out []patternChange
+	for _, a := range added {
+		if covering := coveredBy(a, kept); len(covering) > 0 {
+			out = append(out, patternChange{dir: Neutral, op: RuleAdded, pattern: a, related: covering})
+			continue
+		}
+		if len(coveredBy(a, removed)) > 0 {
+			continue // explained by the narrowing of the removed pattern
+		}
+		out = append(out, patternChange{dir: Widen, op: RuleAdded, pattern: a, related: covers(a, removed)})
+	}
+	for _, r := range removed {
+		if covering := coveredBy(r, kept); len(covering) > 0 {
+			out = append(out, patternChange{dir: Neutral, op: RuleRemoved, pattern: r, related: covering})
+			continue
+		}
+		if len(coveredBy(r, added)) > 0 {
+			continue // explained by the widening of the added pattern
+		}
+		out = append(out, patternChange{dir: Narrow, op: RuleRemoved, pattern: r, related: covers(r, added)})
+	}
+	return out
+}
+
+func uniq(ps []HostPattern) []HostPattern {
+	seen := map[HostPattern]bool{}
+	var out []HostPattern
+	for _, p := range ps {
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// coveredBy returns the patterns in set that cover p.
+func coveredBy(p HostPattern, set []HostPattern) []HostPattern {
+	var out []HostPattern
+	for _, q := range set {
+		if q.Covers(p) {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// covers returns the patterns in set that p covers.
+func covers(p HostPattern, set []HostPattern) []HostPattern {
+	var out []HostPattern
+	for _, q := range set {
+		if p.Covers(q) {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+func joinPatterns(ps []HostPattern) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = p.String()
+	}
+	sort.Strings(s)
+	return strings.Join(s, ", ")
+}
+
+// describeHosts names what a pattern matches: "host api.x.com" or "hosts
+// matching *.x.com".
+func describeHosts(p HostPattern) string {
+	if p.Wildcard {
+		return "hosts matching " + p.String()
+	}
+	return "host " + p.String()
+}
+
+func compareAllow(old, new []AllowRule) []Change {
+	origins := map[HostPattern]Origin{}
+	var op, np []HostPattern
+	for _, r := range old {
+		op = append(op, r.Pattern)
+		origins[r.Pattern] = r.Origin
+	}
+	for _, r := range new {
+		np = append(np, r.Pattern)
+		origins[r.Pattern] = r.Origin // a pattern on both sides takes the new origin
+	}
+	var cs []Change
+	for _, pc := range comparePatterns(op, np) {
+		c := Change{Direction: pc.dir, Op: pc.op, Kind: "allow", Subject: pc.pattern.String(), Origin: origins[pc.pattern]}
+		switch {
+		case pc.dir == Widen && len(pc.related) > 0:
+			c.Detail = fmt.Sprintf("broadens %s to %s", joinPatterns(pc.related), pc.pattern)
+		case pc.dir == Widen:
+			c.Detail = "adds " + describeHosts(pc.pattern)
+		case pc.dir == Narrow && len(pc.related) > 0:
+			c.Detail = fmt.Sprintf("narrows %s to %s", pc.pattern, joinPatterns(pc.related))
+		case pc.dir == Narrow:
+			c.Detail = "removes " + describeHosts(pc.pattern)
+		case pc.op == RuleAdded:
+			c.Detail = fmt.Sprintf("adds %s, already allowed by %s", pc.pattern, joinPatterns(pc.related))
+		default:
+			c.Detail = fmt.Sprintf("removes %s, still allowed by %s", pc.pattern, joinPatterns(pc.related))
+		}
+		cs = append(cs, c)
+	}
+	return cs
+}
+
+func compareTCP(old, new []TCPRule) []Change {
+	oldSet := map[HostPort]TCPRule{}
+	for _, r := range old {
+		oldSet[r.Dest] = r
+	}
+	newSet := map[HostPort]TCPRule{}
+	for _, r := range new {
+		newSet[r.Dest] = r
+	}
+	var cs []Change
+	for d, r := range newSet {
+		if _, ok := oldSet[d]; !ok {
+			cs = append(cs, Change{Direction: Widen, Op: RuleAdded, Kind: "tcp", Subject: d.String(),
+				Detail: "adds raw TCP to " + d.String(), Origin: r.Origin})
+		}
+	}
+	for d, r := range oldSet {
+		if _, ok := newSet[d]; !ok {
+			cs = append(cs, Change{Direction: Narrow, Op: RuleRemoved, Kind: "tcp", Subject: d.String(),
+				Detail: "removes raw TCP to " + d.String(), Origin: r.Origin})
+		}
+	}
+	return cs
+}
+
+func compareHosts(old, new []HostMapping) []Change {
+	oldMap := map[string]HostMapping{}
+	for _, m := range old {
+		oldMap[m.Name] = m
+	}
+	newMap := map[string]HostMapping{}
+	for _, m := range new {
+		newMap[m.Name] = m
+	}
+	var cs []Change
+	for name, m := range newMap {
+		o, ok := oldMap[name]
+		switch {
+		case !ok:
+			cs = append(cs, Change{Direction: Widen, Op: RuleAdded, Kind: "hosts", Subject: name,
+				Detail: fmt.Sprintf("maps %s to %s", name, m.Addr), Origin: m.Origin})
+		case o.Addr != m.Addr:
+			cs = append(cs, Change{Direction: Widen, Op: RuleModified, Kind: "hosts", Subject: name,
+				Detail: fmt.Sprintf("maps %s to %s instead of %s", name, m.Addr, o.Addr), Origin: m.Origin})
+		}
+	}
+	for name, o := range oldMap {
+		if _, ok := newMap[name]; !ok {
+			cs = append(cs, Change{Direction: Narrow, Op: RuleRemoved, Kind: "hosts", Subject: name,
+				Detail: fmt.Sprintf("removes the mapping of %s to %s", name, o.Addr), Origin: o.Origin})
+		}
+	}
+	return cs
+}
+
+// SourceLabel renders a secret source for people: "env:NAME" and
+// "file:PATH" as written, a command as its program name only, so that
+// arguments (which might carry a literal) are never shown.
+func SourceLabel(source string) string {
+	cmd, ok := strings.CutPrefix(source, "command:")
+	if !ok {
+		return source
+	}
+	fields := strings.Fields(cmd)
+	switch {
+	case len(fields) == 0:
+		return "command:"
+	case len(fields) == 1:
+		return "command:" + fields[0]
+	}
+	return "command:" + fields[0] + " …"
+}
+
+func compareSecrets(old, new []SecretBinding) []Change {
+	oldMap := map[string]SecretBinding{}
+	for _, s := range old {
+		oldMap[s.Name] = s
+	}
+	newMap := map[string]SecretBinding{}
+	for _, s := range new {
+		newMap[s.Name] = s
+	}
+	var cs []Change
+	for name, s := range newMap {
+		o, ok := oldMap[name]
+		if !ok {
+			cs = append(cs, Change{Direction: Widen, Op: RuleAdded, Kind: "secret", Subject: name,
+				Detail: fmt.Sprintf("brokers secret %s in $%s from %s for %s", name, s.Env, SourceLabel(s.Source), joinPatterns(s.Hosts)),
+				Origin: s.Origin})
+			continue
+		}
+		if o.Source != s.Source {
+			cs = append(cs, Change{Direction: Widen, Op: RuleModified, Kind: "secret.source", Subject: name,
+				Detail: fmt.Sprintf("a different credential is brokered for secret %s: %s instead of %s", name, SourceLabel(s.Source), SourceLabel(o.Source)),
+				Origin: s.Origin})
+		}
+		if o.Env != s.Env {
+			cs = append(cs, Change{Direction: Neutral, Op: RuleModified, Kind: "secret.env", Subject: name,
+				Detail: fmt.Sprintf("secret %s moves from $%s to $%s", name, o.Env, s.Env), Origin: s.Origin})
+		}
+		for _, pc := range comparePatterns(o.Hosts, s.Hosts) {
+			c := Change{Direction: pc.dir, Op: pc.op, Kind: "secret.hosts", Subject: name, Origin: s.Origin}
+			switch {
+			case pc.dir == Widen && len(pc.related) > 0:
+				c.Detail = fmt.Sprintf("secret %s is sent to %s instead of %s", name, pc.pattern, joinPatterns(pc.related))
+			case pc.dir == Widen:
+				c.Detail = fmt.Sprintf("secret %s is also sent to %s", name, describeHosts(pc.pattern))
+			case pc.dir == Narrow && len(pc.related) > 0:
+				c.Detail = fmt.Sprintf("secret %s is sent to %s instead of %s", name, joinPatterns(pc.related), pc.pattern)
+			case pc.dir == Narrow:
+				c.Detail = fmt.Sprintf("secret %s is no longer sent to %s", name, describeHosts(pc.pattern))
+			case pc.op == RuleAdded:
+				c.Detail = fmt.Sprintf("secret %s adds host %s, already covered by %s", name, pc.pattern, joinPatterns(pc.related))
+			default:
+				c.Detail = fmt.Sprintf("secret %s drops host %s, still covered by %s", name, pc.pattern, joinPatterns(pc.related))
+			}
+			cs = append(cs, c)
+		}
+	}
+	for name, o := range oldMap {
+		if _, ok := newMap[name]; !ok {
+			cs = append(cs, Change{Direction: Narrow, Op: RuleRemoved, Kind: "secret", Subject: name,
+				Detail: fmt.Sprintf("stops brokering secret %s ($%s)", name, o.Env), Origin: o.Origin})
+		}
+	}
+	return cs
+}
+
+func compareMounts(old, new []Mount) []Change {
+	oldMap := map[string]Mount{}
+	for _, m := range old {
+		oldMap[m.Guest] = m
+	}
+	newMap := map[string]Mount{}
+	for _, m := range new {
+		newMap[m.Guest] = m
+	}
+	var cs []Change
+	for guest, m := range newMap {
+		o, ok := oldMap[guest]
+		if !ok {
+			cs = append(cs, Change{Direction: Widen, Op: RuleAdded, Kind: "mount", Subject: guest,
+				Detail: fmt.Sprintf("mounts %s at %s (%s)", m.Host, guest, mountSummary(m)), Origin: m.Origin})
+			continue
+		}
+		cs = append(cs, compareMount(o, m)...)
+	}
+	for guest, o := range oldMap {
+		if _, ok := newMap[guest]; !ok {
+			cs = append(cs, Change{Direction: Narrow, Op: RuleRemoved, Kind: "mount", Subject: guest,
+				Detail: fmt.Sprintf("removes mount %s (%s)", guest, o.Host), Origin: o.Origin})
+		}
+	}
+	return cs
+}
+
+// mountSummary lists a mount's access and path rules: `rw; hide ".env",
+// "**/*.pem"; read-only ".git/hooks"`.
+func mountSummary(m Mount) string {
+	parts := []string{string(accessOrDefault(m.Access))}
+	for _, r := range []struct {
+		name  string
+		rules []string
+	}{{"hide", m.Hide}, {"read-only", m.ReadOnly}, {"tmpfs", m.Tmpfs}} {
+		if len(r.rules) == 0 {
+			continue
+		}
+		q := make([]string, len(r.rules))
+		for i, s := range r.rules {
+			q[i] = strconv.Quote(s)
+		}
+		parts = append(parts, r.name+" "+strings.Join(q, ", "))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func accessOrDefault(a Access) Access {
+	if a == "" {
+		return ReadOnly
+	}
+	return a
+}
+
+// compareMount compares two mounts at the same guest path.
+func compareMount(o, m Mount) []Change {
+	guest := m.Guest
+	change := func(dir Direction, op Op, kind, detail string) Change {
+		return Change{Direction: dir, Op: op, Kind: kind, Subject: guest, Detail: detail, Origin: m.Origin}
+	}
+	var cs []Change
+	if o.Host != m.Host {
+		cs = append(cs, change(Widen, RuleModified, "mount.host",
+			fmt.Sprintf("%s now mounts %s instead of %s", guest, m.Host, o.Host)))
+	}
+	oa, na := accessOrDefault(o.Access), accessOrDefault(m.Access)
+	switch {
+	case oa == ReadOnly && na == ReadWrite:
+		cs = append(cs, change(Widen, RuleModified, "mount.access", fmt.Sprintf("%s becomes writable (ro -> rw)", guest)))
+	case oa == ReadWrite && na == ReadOnly:
+		cs = append(cs, change(Narrow, RuleModified, "mount.access", fmt.Sprintf("%s becomes read-only (rw -> ro)", guest)))
+	case oa != na:
+		cs = append(cs, change(Neutral, RuleModified, "mount.access", fmt.Sprintf("%s access changes from %s to %s", guest, oa, na)))
+	}
+	rules := []struct {
+		kind, name, removedNote string
+	}{
+		{"mount.hide", "hide", ""},
+		{"mount.readonly", "read-only", ""},
+		{"mount.tmpfs", "tmpfs", " (writes now reach the host)"},
+	}
+	lists := [][2][]string{{o.Hide, m.Hide}, {o.ReadOnly, m.ReadOnly}, {o.Tmpfs, m.Tmpfs}}
+	for i, r := range rules {
+		before, after := toSet(lists[i][0]), toSet(lists[i][1])
+		for p := range after {
+			if !before[p] {
+				cs = append(cs, change(Narrow, RuleAdded, r.kind, fmt.Sprintf("%s rule %q added to %s", r.name, p, guest)))
+			}
+		}
+		for p := range before {
+			if !after[p] {
+				cs = append(cs, change(Widen, RuleRemoved, r.kind, fmt.Sprintf("%s rule %q removed from %s%s", r.name, p, guest, r.removedNote)))
+			}
+		}
+	}
+	if o.Owner != m.Owner {
+		cs = append(cs, change(Neutral, RuleModified, "mount.owner",
+			fmt.Sprintf("owner of %s changes from %s to %s", guest, ownerOrDefault(o.Owner), ownerOrDefault(m.Owner))))
+	}
+	return cs
+}
+
+func ownerOrDefault(s string) string {
+	if s == "" {
+		return "(default)"
+	}
+	return s
+}
+
+func toSet(ss []string) map[string]bool {
+	m := make(map[string]bool, len(ss))
+	for _, s := range ss {
+		m[s] = true
+	}
+	return m
 }

@@ -2,10 +2,18 @@
 // resource (image.NAME, sandbox.NAME) with the attributes it was applied
 // with, in .sbx/state.json under a configuration directory.
 //
-// The file has a format version, a lineage (a UUID fixed when the state is
-// first created, so a state cannot be mixed up with another configuration's)
-// and a serial that grows with every write. Writes are atomic (temporary
-// file, fsync, rename) and happen under an exclusive lock on
-// .sbx/state.lock, so two sbx runs cannot interleave. Package plan reads
-// state; package apply (later) writes it.
+// The file has a format version, a lineage (a random UUID fixed when the
+// state is first saved, so a state cannot be mixed up with another
+// configuration's) and a serial that grows with every write. Load reads it
+// (a missing file is an empty state). Lock takes an exclusive lock on
+// .sbx/state.lock, waiting while another sbx process holds it and naming
+// that process when it gives up; the returned Lease saves the state
+// atomically (temporary file, fsync, rename) and refuses to overwrite a
+// state of another lineage or a newer serial. Marshal renders the file's
+// canonical bytes. The format is described in docs/lockfile.md.
+//
+// Package plan reads state and compares it with the desired resources;
+// package apply (later) writes it. This package decides nothing about
+// changes and never holds secret values: a sandbox's policy names where a
+// secret comes from, not what it is.
 package state

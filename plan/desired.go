@@ -1,0 +1,169 @@
+package plan
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/sbx-dev/sbx/builders/recipe"
+	"github.com/sbx-dev/sbx/lang"
+	"github.com/sbx-dev/sbx/lockfiles"
+	"github.com/sbx-dev/sbx/policy"
+	"github.com/sbx-dev/sbx/state"
+)
+
+// Desired computes the resources cfg asks for, using lock for the pins of
+// every image input: one image.NAME per image block (platform, input hash,
+// input sources) and one sandbox.NAME per sandbox block (image, image
+// hash, CPUs, memory, user, environment and effective policy with its
+// hash). The result is sorted by address.
+//
+// An image with no lock entry, or whose lock entry no longer matches the
+// spec, is an error (recipe.CheckLocked) at the image block or the source
+// concerned telling the user to run `sbx lock`; that image and its
+// sandboxes are then left out of the result. Lock entries for images the
+// configuration no longer declares are ignored: planning does not need
+// them, and the next `sbx lock` drops them. A nil cfg wants nothing; a nil
+// lock locks nothing.
+func Desired(cfg *lang.Config, lock *lockfiles.Lock) ([]*state.Resource, hcl.Diagnostics) {
+	if cfg == nil {
+		return nil, nil
+	}
+	used := &lockfiles.Lock{Images: map[string]*lockfiles.Image{}}
+	for name := range cfg.Images {
+		if l := lock.Lookup(name); l != nil {
+			used.Images[name] = l
+		}
+	}
+	diags := recipe.CheckLocked(cfg, used)
+
+	var out []*state.Resource
+	hashes := map[string]string{}
+	for _, name := range sortedNames(cfg.Images) {
+		img := cfg.Images[name]
+		locked := used.Lookup(name)
+		if diags.HasErrors() && recipe.CheckImageLocked(img, locked) != nil {
+			continue // reported by CheckLocked
+		}
+		r, err := desiredImage(img, locked)
+		if err != nil {
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Cannot compute the image's input hash",
+				Detail:   fmt.Sprintf("%s: %v. Run `sbx lock` to update %s.", img.Addr(), err, lockfiles.FileName),
+				Subject:  img.DeclRange.Ptr(),
+			})
+			continue
+		}
+		hashes[name] = r.Image.InputHash
+		out = append(out, r)
+	}
+	for _, name := range sortedNames(cfg.Sandboxes) {
+		sb := cfg.Sandboxes[name]
+		hash, ok := hashes[sb.Image]
+		if !ok {
+			// The image is missing from the configuration (lang reports
+			// that) or could not be planned (reported above).
+			continue
+		}
+		var env map[string]string
+		if len(sb.Env) > 0 {
+			env = make(map[string]string, len(sb.Env))
+			for k, v := range sb.Env {
+				env[k] = v
+			}
+		}
+		out = append(out, &state.Resource{
+			Addr:    sb.Addr(),
+			Address: sb.Addr().String(),
+			Sandbox: &state.SandboxAttrs{
+				Image:      sb.Image,
+				ImageHash:  hash,
+				CPUs:       sb.CPUs,
+				Memory:     sb.Memory,
+				User:       sb.User,
+				Env:        env,
+				Policy:     sb.Policy,
+				PolicyHash: policy.Hash(sb.Policy),
+			},
+		})
+	}
+	return out, diags
+}
+
+func desiredImage(img *lang.Image, locked *lockfiles.Image) (*state.Resource, error) {
+	if locked == nil {
+		return nil, fmt.Errorf("%s is not locked", img.Addr())
+	}
+	hash, err := recipe.InputHash(img, locked.Inputs)
+	if err != nil {
+		return nil, err
+	}
+	inputs := map[string]string{}
+	for _, in := range recipe.Inputs(img) {
+		inputs[in.Key] = in.Source.Raw
+	}
+	if len(inputs) == 0 {
+		inputs = nil
+	}
+	return &state.Resource{
+		Addr:    img.Addr(),
+		Address: img.Addr().String(),
+		Image: &state.ImageAttrs{
+			Platform:  img.Platform.String(),
+			InputHash: hash,
+			Inputs:    inputs,
+		},
+	}, nil
+}
+
+func sortedNames[T any](m map[string]T) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// FromState plans desired resources (from Desired) against the
+// last-applied state st (nil for a directory that was never applied): it
+// is Compute against the state's resources, recording the state's lineage
+// and serial so that a saved plan can be refused once the state has moved
+// on.
+func FromState(desired []*state.Resource, st *state.State) *Plan {
+	var prior []*state.Resource
+	var lineage string
+	var serial uint64
+	if st != nil {
+		prior, lineage, serial = st.Resources, st.Lineage, st.Serial
+	}
+	p := Compute(desired, prior)
+	p.Against, p.StateLineage, p.StateSerial = "state", lineage, serial
+	return p
+}
+
+// Against plans one revision of a configuration against another without
+// any state, for code review: the resources desiredCfg asks for are
+// compared with those otherCfg asks for, each with its own lock. label
+// names the other revision in the plan (a directory or a git revision);
+// empty means otherCfg.Dir. A nil otherCfg is an empty configuration (the
+// revision before the spec existed). The plan is nil when either side has
+// errors. Checking a revision out is the caller's job.
+func Against(desiredCfg *lang.Config, desiredLock *lockfiles.Lock, otherCfg *lang.Config, otherLock *lockfiles.Lock, label string) (*Plan, hcl.Diagnostics) {
+	desired, diags := Desired(desiredCfg, desiredLock)
+	prior, otherDiags := Desired(otherCfg, otherLock)
+	diags = append(diags, otherDiags...)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	if label == "" {
+		label = "an empty configuration"
+		if otherCfg != nil {
+			label = otherCfg.Dir
+		}
+	}
+	p := Compute(desired, prior)
+	p.Against = label
+	return p, diags
+}

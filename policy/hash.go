@@ -1,0 +1,77 @@
+package policy
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+)
+
+// hashVersion opens the encoding Hash hashes; change it whenever the
+// encoding changes.
+const hashVersion = "sbx-policy-v1\n"
+
+// Hash returns "sha256:<hex>" over a canonical encoding of p that leaves
+// out every Origin: moving a rule to another file or line, or into another
+// block, does not change the hash; changing what any rule allows does.
+// Rules are hashed in the order p holds them, which is canonical for a
+// policy built by package lang. A nil list and an empty one hash the same.
+func Hash(p Sandbox) string {
+	type allow struct {
+		Pattern string `json:"pattern"`
+	}
+	type tcp struct {
+		Dest string `json:"dest"`
+	}
+	type mapping struct {
+		Name string `json:"name"`
+		Addr string `json:"addr"`
+	}
+	type secret struct {
+		Name   string   `json:"name"`
+		Env    string   `json:"env"`
+		Hosts  []string `json:"hosts,omitempty"`
+		Source string   `json:"source"`
+	}
+	type mount struct {
+		Guest    string   `json:"guest"`
+		Host     string   `json:"host"`
+		Access   Access   `json:"access"`
+		Hide     []string `json:"hide,omitempty"`
+		ReadOnly []string `json:"readonly,omitempty"`
+		Tmpfs    []string `json:"tmpfs,omitempty"`
+		Owner    string   `json:"owner"`
+	}
+	var c struct {
+		Allow   []allow   `json:"allow,omitempty"`
+		TCP     []tcp     `json:"tcp,omitempty"`
+		Hosts   []mapping `json:"hosts,omitempty"`
+		Secrets []secret  `json:"secrets,omitempty"`
+		Mounts  []mount   `json:"mounts,omitempty"`
+	}
+	for _, r := range p.Allow {
+		c.Allow = append(c.Allow, allow{r.Pattern.String()})
+	}
+	for _, r := range p.TCP {
+		c.TCP = append(c.TCP, tcp{r.Dest.String()})
+	}
+	for _, r := range p.Hosts {
+		c.Hosts = append(c.Hosts, mapping{r.Name, r.Addr})
+	}
+	for _, s := range p.Secrets {
+		var hosts []string
+		for _, h := range s.Hosts {
+			hosts = append(hosts, h.String())
+		}
+		c.Secrets = append(c.Secrets, secret{s.Name, s.Env, hosts, s.Source})
+	}
+	for _, m := range p.Mounts {
+		c.Mounts = append(c.Mounts, mount{m.Guest, m.Host, m.Access, m.Hide, m.ReadOnly, m.Tmpfs, m.Owner})
+	}
+	data, err := json.Marshal(&c)
+	if err != nil {
+		// Only strings and slices of strings are encoded; this cannot fail.
+		panic("policy: encoding for Hash: " + err.Error())
+	}
+	sum := sha256.Sum256(append([]byte(hashVersion), data...))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}

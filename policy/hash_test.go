@@ -1,0 +1,182 @@
+package policy_test
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/sbx-dev/sbx/policy"
+)
+
+// hashSample sets every field of policy.Sandbox, with two rules of each
+// kind so that order and boundaries between rules are exercised.
+func hashSample() policy.Sandbox {
+	o := func(block string, line int) policy.Origin {
+		return policy.Origin{Block: block, File: "main.hcl", Line: line}
+	}
+	return policy.Sandbox{
+		Allow: []policy.AllowRule{
+			{Pattern: policy.MustHostPattern("api.anthropic.com"), Origin: o("egress.llm", 2)},
+			{Pattern: policy.MustHostPattern("*.openai.com"), Origin: o("egress.llm", 2)},
+		},
+		TCP: []policy.TCPRule{
+			{Dest: policy.HostPort{Host: "github.com", Port: 22}, Origin: o("egress.git", 7)},
+			{Dest: policy.HostPort{Host: "gitlab.com", Port: 22}, Origin: o("egress.git", 7)},
+		},
+		Hosts: []policy.HostMapping{
+			{Name: "api.test", Addr: "127.0.0.1:8443", Origin: o("egress.local", 9)},
+			{Name: "ollama.test", Addr: "10.0.2.2:11434", Origin: o("egress.local", 9)},
+		},
+		Secrets: []policy.SecretBinding{
+			{Name: "claude_oauth", Env: "CLAUDE_CODE_OAUTH_TOKEN", Hosts: []policy.HostPattern{policy.MustHostPattern("api.anthropic.com")}, Source: "env:CLAUDE_CODE_OAUTH_TOKEN", Origin: o("secret.claude_oauth", 12)},
+			{Name: "openai", Env: "OPENAI_API_KEY", Hosts: []policy.HostPattern{policy.MustHostPattern("*.openai.com")}, Source: "file:~/.openai", Origin: o("secret.openai", 18)},
+		},
+		Mounts: []policy.Mount{
+			{Guest: "/workspace", Host: ".", Access: policy.ReadWrite, Hide: []string{".env", "**/*.pem"}, ReadOnly: []string{".git/hooks"}, Tmpfs: []string{"node_modules"}, Owner: "agent", Origin: o("vfs.workspace", 24)},
+			{Guest: "/data", Host: "../data", Access: policy.ReadOnly, Hide: []string{"secret"}, ReadOnly: []string{"a"}, Tmpfs: []string{"b"}, Owner: "root", Origin: o("vfs.data", 30)},
+		},
+	}
+}
+
+// TestHashGolden pins the encoding: the value was computed once from
+// hashSample. If it fails, every recorded policy hash changes with it;
+// change hashVersion when that is intended and update the value.
+func TestHashGolden(t *testing.T) {
+	const want = "sha256:9d4e8260b2b787dea19629e533f5c4cf30997bbf725e02331a969cedde434d68"
+	if got := policy.Hash(hashSample()); got != want {
+		t.Errorf("Hash = %s, want %s", got, want)
+	}
+}
+
+// TestHashEveryRuleField changes every leaf field of every rule, one at a
+// time, found by reflection so that a field added later is covered too:
+// each change must change the hash, except changes to an Origin.
+func TestHashEveryRuleField(t *testing.T) {
+	base := policy.Hash(hashSample())
+	paths := hashLeafPaths(reflect.TypeOf(policy.Sandbox{}), "")
+	if len(paths) < 20 {
+		t.Fatalf("found only %d fields: %v", len(paths), paths)
+	}
+	for _, path := range paths {
+		for _, index := range []int{0, 1} {
+			p := hashSample()
+			hashMutate(reflect.ValueOf(&p).Elem(), path, index)
+			got := policy.Hash(p)
+			isOrigin := strings.Contains(path, "Origin")
+			if isOrigin && got != base {
+				t.Errorf("changing %s of rule %d changed the hash", path, index)
+			}
+			if !isOrigin && got == base {
+				t.Errorf("changing %s of rule %d did not change the hash", path, index)
+			}
+		}
+	}
+}
+
+func TestHashRules(t *testing.T) {
+	base := policy.Hash(hashSample())
+	for name, edit := range map[string]func(*policy.Sandbox){
+		"allow rule added": func(p *policy.Sandbox) {
+			p.Allow = append(p.Allow, policy.AllowRule{Pattern: policy.MustHostPattern("example.com")})
+		},
+		"allow rule removed": func(p *policy.Sandbox) { p.Allow = p.Allow[:1] },
+		"wildcard widened":   func(p *policy.Sandbox) { p.Allow[0].Pattern = policy.MustHostPattern("*.anthropic.com") },
+		"tcp port":           func(p *policy.Sandbox) { p.TCP[0].Dest.Port = 443 },
+		"secret host added": func(p *policy.Sandbox) {
+			p.Secrets[0].Hosts = append(p.Secrets[0].Hosts, policy.MustHostPattern("api.example.com"))
+		},
+		"secret host moved to the next secret": func(p *policy.Sandbox) {
+			p.Secrets[1].Hosts = append(p.Secrets[1].Hosts, p.Secrets[0].Hosts...)
+			p.Secrets[0].Hosts = nil
+		},
+		"ro to rw":            func(p *policy.Sandbox) { p.Mounts[1].Access = policy.ReadWrite },
+		"hide rule removed":   func(p *policy.Sandbox) { p.Mounts[0].Hide = p.Mounts[0].Hide[:1] },
+		"hide becomes tmpfs":  func(p *policy.Sandbox) { p.Mounts[0].Tmpfs, p.Mounts[0].Hide = p.Mounts[0].Hide, p.Mounts[0].Tmpfs },
+		"mounts reordered":    func(p *policy.Sandbox) { p.Mounts[0], p.Mounts[1] = p.Mounts[1], p.Mounts[0] },
+		"all mounts removed":  func(p *policy.Sandbox) { p.Mounts = nil },
+		"no policy at all":    func(p *policy.Sandbox) { *p = policy.Sandbox{} },
+		"mapping address":     func(p *policy.Sandbox) { p.Hosts[0].Addr = "127.0.0.1:8444" },
+		"secret source":       func(p *policy.Sandbox) { p.Secrets[0].Source = "command:pass show claude" },
+		"exact becomes a tld": func(p *policy.Sandbox) { p.Allow[1].Pattern.Wildcard = false },
+	} {
+		p := hashSample()
+		edit(&p)
+		if policy.Hash(p) == base {
+			t.Errorf("%s: hash unchanged", name)
+		}
+	}
+}
+
+func TestHashIgnoresOriginsAndNilLists(t *testing.T) {
+	base := policy.Hash(hashSample())
+	p := hashSample()
+	for i := range p.Allow {
+		p.Allow[i].Origin = policy.Origin{Block: "egress.other", File: "other.hcl", Line: 99}
+	}
+	p.Mounts[0].Origin = policy.Origin{}
+	if policy.Hash(p) != base {
+		t.Errorf("moving rules to another block changed the hash")
+	}
+
+	empty := policy.Sandbox{Allow: []policy.AllowRule{}, Mounts: []policy.Mount{{Guest: "/w", Host: ".", Access: policy.ReadOnly, Hide: []string{}}}}
+	null := policy.Sandbox{Mounts: []policy.Mount{{Guest: "/w", Host: ".", Access: policy.ReadOnly}}}
+	if policy.Hash(empty) != policy.Hash(null) {
+		t.Errorf("empty and nil lists hash differently")
+	}
+	h := policy.Hash(policy.Sandbox{})
+	if hex, ok := strings.CutPrefix(h, "sha256:"); !ok || len(hex) != 64 {
+		t.Errorf("Hash = %q, want sha256:<64 hex>", h)
+	}
+}
+
+// hashLeafPaths lists the leaf fields of t as dotted paths; a slice of
+// structs contributes its element's fields under "Field[]".
+func hashLeafPaths(t reflect.Type, prefix string) []string {
+	var out []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		path := prefix + f.Name
+		switch {
+		case f.Type.Kind() == reflect.Struct:
+			out = append(out, hashLeafPaths(f.Type, path+".")...)
+		case f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() == reflect.Struct:
+			out = append(out, hashLeafPaths(f.Type.Elem(), path+"[].")...)
+		default:
+			out = append(out, path)
+		}
+	}
+	return out
+}
+
+// hashMutate changes the leaf at path, taking element index of every
+// slice on the way (or the last one, for shorter slices).
+func hashMutate(v reflect.Value, path string, index int) {
+	head, rest, _ := strings.Cut(path, ".")
+	name, isSlice := strings.CutSuffix(head, "[]")
+	f := v.FieldByName(name)
+	if !f.IsValid() {
+		panic("no field " + path)
+	}
+	if isSlice {
+		f = f.Index(min(index, f.Len()-1))
+	}
+	if rest != "" {
+		hashMutate(f, rest, index)
+		return
+	}
+	switch f.Kind() {
+	case reflect.String:
+		f.SetString(f.String() + "x")
+	case reflect.Int:
+		f.SetInt(f.Int() + 1)
+	case reflect.Uint16:
+		f.SetUint(f.Uint() + 1)
+	case reflect.Bool:
+		f.SetBool(!f.Bool())
+	case reflect.Slice:
+		f.Set(reflect.Append(f, reflect.ValueOf("extra")))
+	default:
+		panic(fmt.Sprintf("cannot mutate %s of kind %s", path, f.Kind()))
+	}
+}

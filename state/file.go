@@ -1,0 +1,215 @@
+package state
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/google/uuid"
+	"github.com/sbx-dev/sbx/addrs"
+)
+
+// Path returns the state file's path for the configuration directory dir.
+func Path(dir string) string { return filepath.Join(dir, Dir, FileName) }
+
+// Load reads the state of the configuration directory dir from
+// dir/.sbx/state.json.
+//
+// A missing file is not an error: Load returns an empty State with
+// FormatVersion set and no lineage (the first Save assigns one). A file of
+// another format version, malformed JSON, unknown fields, an invalid
+// address or a resource whose attributes do not match its kind are errors
+// naming the file. Resources come back sorted by address with Addr filled
+// in from Address.
+//
+// Load does not take the state lock; read under a Lease (Lease.Load) when
+// the state will be saved again.
+func Load(dir string) (*State, error) {
+	path := Path(dir)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &State{FormatVersion: FormatVersion}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading state: %w", err)
+	}
+	return parse(data, path)
+}
+
+func parse(data []byte, path string) (*State, error) {
+	var head struct {
+		FormatVersion *int `json:"format_version"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return nil, jsonError(path, data, err)
+	}
+	switch {
+	case head.FormatVersion == nil:
+		return nil, fmt.Errorf("state file %s has no format_version; it was not written by sbx", path)
+	case *head.FormatVersion != FormatVersion:
+		return nil, fmt.Errorf("state file %s has format version %d; this sbx reads version %d (was it written by another version of sbx?)", path, *head.FormatVersion, FormatVersion)
+	}
+	// json.Unmarshal above has already refused trailing data.
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var s State
+	if err := dec.Decode(&s); err != nil {
+		return nil, jsonError(path, data, err)
+	}
+	if s.Lineage == "" {
+		return nil, fmt.Errorf("state file %s has no lineage", path)
+	}
+	if _, err := uuid.Parse(s.Lineage); err != nil {
+		return nil, fmt.Errorf("state file %s: lineage %q is not a UUID", path, s.Lineage)
+	}
+	res, err := normalize(s.Resources)
+	if err != nil {
+		return nil, fmt.Errorf("state file %s: %w", path, err)
+	}
+	s.Resources = res
+	return &s, nil
+}
+
+// jsonError turns a decoding error into one naming the file and, where the
+// decoder reports an offset, the line and column.
+func jsonError(path string, data []byte, err error) error {
+	var offset int64 = -1
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntax):
+		offset = syntax.Offset - 1 // the offending byte was read last
+	case errors.As(err, &typ):
+		offset = typ.Offset
+	}
+	if offset < 0 || offset > int64(len(data)) {
+		return fmt.Errorf("state file %s is not valid: %w", path, err)
+	}
+	before := data[:offset]
+	line := bytes.Count(before, []byte("\n")) + 1
+	col := int(offset) - (bytes.LastIndexByte(before, '\n') + 1) + 1
+	return fmt.Errorf("state file %s:%d:%d is not valid: %w", path, line, col, err)
+}
+
+// normalize checks resources and returns copies sorted by address with
+// Addr and Address both set. An unset Addr is parsed from Address; when
+// both are set they must agree.
+func normalize(in []*Resource) ([]*Resource, error) {
+	out := make([]*Resource, 0, len(in))
+	seen := map[addrs.Ref]bool{}
+	for i, r := range in {
+		if r == nil {
+			return nil, fmt.Errorf("resource %d is null", i)
+		}
+		c := *r
+		switch {
+		case c.Addr == addrs.Ref{}:
+			a, err := addrs.ParseRef(c.Address)
+			if err != nil {
+				return nil, fmt.Errorf("resource %d: %v", i, err)
+			}
+			c.Addr = a
+		case c.Address != "" && c.Address != c.Addr.String():
+			return nil, fmt.Errorf("resource %d: address %q does not match %s", i, c.Address, c.Addr)
+		}
+		c.Address = c.Addr.String()
+		switch c.Addr.Kind {
+		case addrs.Image:
+			if c.Image == nil || c.Sandbox != nil {
+				return nil, fmt.Errorf("resource %s must have image attributes and no sandbox attributes", c.Addr)
+			}
+		case addrs.Sandbox:
+			if c.Sandbox == nil || c.Image != nil {
+				return nil, fmt.Errorf("resource %s must have sandbox attributes and no image attributes", c.Addr)
+			}
+		default:
+			return nil, fmt.Errorf("resource %s: only images and sandboxes are recorded in state", c.Addr)
+		}
+		if !addrs.ValidName(c.Addr.Name) {
+			return nil, fmt.Errorf("resource %s: %q is not a valid name", c.Addr, c.Addr.Name)
+		}
+		if seen[c.Addr] {
+			return nil, fmt.Errorf("resource %s is recorded more than once", c.Addr)
+		}
+		seen[c.Addr] = true
+		out = append(out, &c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Addr.Less(out[j].Addr) })
+	return out, nil
+}
+
+// Marshal renders s as the state file's bytes: indented JSON, resources
+// sorted by address, map keys sorted, a final newline. Equal states render
+// to equal bytes. A zero FormatVersion is written as FormatVersion; any
+// other version, a resource whose attributes do not match its kind, and a
+// duplicate address are errors. s is not modified.
+func Marshal(s *State) ([]byte, error) {
+	if s == nil {
+		return nil, errors.New("no state to marshal")
+	}
+	out := *s
+	switch out.FormatVersion {
+	case 0:
+		out.FormatVersion = FormatVersion
+	case FormatVersion:
+	default:
+		return nil, fmt.Errorf("cannot write state format version %d; this sbx writes version %d", out.FormatVersion, FormatVersion)
+	}
+	res, err := normalize(s.Resources)
+	if err != nil {
+		return nil, err
+	}
+	out.Resources = res
+	data, err := json.MarshalIndent(&out, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(data, '\n'), nil
+}
+
+// writeAtomic writes data to a temporary file beside path, syncs it, sets
+// its mode and renames it over path, then syncs the directory. On any
+// failure the temporary file is removed and path is untouched.
+func writeAtomic(path string, data []byte, perm os.FileMode) (err error) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+			err = fmt.Errorf("writing %s: %w", path, err)
+		}
+	}()
+	if _, err = f.Write(data); err != nil {
+		return err
+	}
+	if err = f.Chmod(perm); err != nil {
+		return err
+	}
+	if err = f.Sync(); err != nil {
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(tmp, path); err != nil {
+		return err
+	}
+	if d, derr := os.Open(dir); derr == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
