@@ -27,6 +27,13 @@ const maxFileSize = 16 << 20
 // confined to the configuration directory and a few hashing and encoding
 // functions. None of them reads the environment or the network.
 func (l *loader) functions() map[string]function.Function {
+	if l.funcs == nil {
+		l.funcs = l.newFunctions()
+	}
+	return l.funcs
+}
+
+func (l *loader) newFunctions() map[string]function.Function {
 	return map[string]function.Function{
 		"abs":             stdlib.AbsoluteFunc,
 		"ceil":            stdlib.CeilFunc,

@@ -12,6 +12,7 @@ import (
 	"github.com/sbx-dev/sbx/addrs"
 	"github.com/sbx-dev/sbx/policy"
 	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/function"
 )
 
 // Options are the inputs to Load that do not come from the configuration
@@ -76,6 +77,8 @@ type loader struct {
 	first      map[addrs.Ref]*hcl.Block
 	localsAttr map[string]*hcl.Attribute
 	localOrder []string
+
+	funcs map[string]function.Function // built once, by functions()
 
 	vars      map[string]*varDecl
 	varVals   map[string]cty.Value
