@@ -49,7 +49,7 @@ func TestValidateBroken(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "main.hcl"), `image "box" {
   platform = "linux/amd64"
-  bsae     = "docker.io/library/alpine:3.23"
+  bsae     = "alpine:3.23"
 }
 `)
 	f := &fixture{t: t}
@@ -79,7 +79,7 @@ func TestValidateVariables(t *testing.T) {
 
 image "box" {
   platform = "linux/amd64"
-  base     = "docker.io/library/alpine:3.23"
+  base     = "alpine:3.23"
 }
 
 sandbox "box" {
@@ -101,7 +101,7 @@ sandbox "box" {
 
 const unformatted = `image "box" {
   platform = "linux/amd64"
-    base = "docker.io/library/alpine:3.23"
+    base = "alpine:3.23"
 }
 `
 
@@ -127,7 +127,7 @@ func TestFmt(t *testing.T) {
 
 	f.mustRun(ExitOK, "fmt", dir)
 	got := string(readFile(t, path))
-	if got == unformatted || !strings.Contains(got, "  base     = \"docker.io") {
+	if got == unformatted || !strings.Contains(got, "  base     = \"alpine") {
 		t.Fatalf("fmt did not rewrite the file:\n%s", got)
 	}
 	r = f.mustRun(ExitOK, "fmt", "-check", dir)

@@ -175,7 +175,7 @@ const (
 // Source is a parsed source string as written in a spec. Ref and Version
 // are kind-specific:
 //
-//	oci         docker.io/library/alpine:3.23     Ref = the reference
+//	oci         alpine:3.23     Ref = the reference
 //	oci-layout  oci-layout:./dir[@sha256:…|:tag]  Ref = dir, Version = tag or digest
 //	npm         npm:@scope/pkg@1.2.3              Ref = package name, Version = version or range
 //	url         https://host/path                 Ref = the URL

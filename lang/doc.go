@@ -163,7 +163,7 @@
 // Sources name where bytes come from; each kind says which version it
 // means, and the lock file pins the exact bytes:
 //
-//	alpine:3.23, ghcr.io/o/i@sha256:…     an OCI image (tag or digest required); also oci:REF
+//	alpine:3.23, registry.example.com/o/i@sha256:…     an OCI image (tag or digest required); also oci:REF
 //	oci-layout:./dir[:tag|@sha256:…]      a local OCI image layout
 //	npm:@scope/name@1.2.3                 an npm package (version, range or dist-tag)
 //	https://host/path                     a download (https only)

@@ -55,7 +55,7 @@ variable "claude_version" {
 
 image "agent" {
   platform = "linux/arm64/v8"
-  base     = "docker.io/library/alpine:3.23"
+  base     = "alpine:3.23"
   size     = "4GiB"
   env      = { LANG = "C.UTF-8" }
 
@@ -199,7 +199,7 @@ func TestLoadFull(t *testing.T) {
 			"agent": {
 				Name:     "agent",
 				Platform: Platform{OS: "linux", Architecture: "arm64", Variant: "v8"},
-				Base:     &Source{Kind: SourceOCI, Raw: "docker.io/library/alpine:3.23", Ref: "docker.io/library/alpine:3.23"},
+				Base:     &Source{Kind: SourceOCI, Raw: "alpine:3.23", Ref: "alpine:3.23"},
 				Size:     4 << 30,
 				Env:      map[string]string{"LANG": "C.UTF-8"},
 				Kernel: &Kernel{

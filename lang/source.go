@@ -73,8 +73,8 @@ func parseOCI(src *Source, ref string) error {
 		return fmt.Errorf("source %q names no tag or digest; write a tag (as in \"alpine:3.23\") or a digest (\"…@sha256:…\")", src.Raw)
 	}
 	// Keep the reference as written: name.ParseReference fills in the
-	// default registry and repository, which would make "alpine:3.23" and
-	// "index.docker.io/library/alpine:3.23" differ only after parsing.
+	// default registry and repository namespace; the spec's own spelling
+	// is what the lock records and plans show.
 	src.Ref = ref
 	return nil
 }

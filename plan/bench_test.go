@@ -27,7 +27,7 @@ func writeScaleConfig(tb testing.TB, dir string, images, sandboxes int, version 
 		}
 		fmt.Fprintf(&b, `image "img%02d" {
   platform = "linux/amd64"
-  base     = "docker.io/library/alpine:3.%d"
+  base     = "alpine:3.%d"
   kernel {
     source = "deb:linux-image-6.1.0-57-amd64=6.1.192-3"
     file   = "boot/vmlinuz-*"

@@ -48,8 +48,8 @@ func sandbox(name string, edit func(s *state.SandboxAttrs)) *state.Resource {
 	return &state.Resource{Addr: a, Address: a.String(), Sandbox: s}
 }
 
-var inputsV1 = map[string]string{"base": "docker.io/library/alpine:3.23", "artifact.claude": "npm:@anthropic-ai/claude-code-linux-x64-musl@2.1.328"}
-var inputsV2 = map[string]string{"base": "docker.io/library/alpine:3.23", "artifact.claude": "npm:@anthropic-ai/claude-code-linux-x64-musl@2.1.332"}
+var inputsV1 = map[string]string{"base": "alpine:3.23", "artifact.claude": "npm:@anthropic-ai/claude-code-linux-x64-musl@2.1.328"}
+var inputsV2 = map[string]string{"base": "alpine:3.23", "artifact.claude": "npm:@anthropic-ai/claude-code-linux-x64-musl@2.1.332"}
 
 func find(t *testing.T, p *plan.Plan, addr string) *plan.ResourceChange {
 	t.Helper()
@@ -159,7 +159,7 @@ func TestComputeActions(t *testing.T) {
 		{
 			name:  "create and delete",
 			prior: []*state.Resource{image("old", hashA, nil), sandbox("gone", nil)},
-			desir: []*state.Resource{image("agent", hashA, map[string]string{"base": "docker.io/library/alpine:3.23"}), sandbox("eval", nil)},
+			desir: []*state.Resource{image("agent", hashA, map[string]string{"base": "alpine:3.23"}), sandbox("eval", nil)},
 			want: map[string]want{
 				"image.old": {action: plan.Delete, attrs: []plan.AttrChange{{Path: "platform", Before: "linux/amd64"}, {Path: "input_hash", Before: hashA}}},
 				"sandbox.gone": {action: plan.Delete, attrs: []plan.AttrChange{
@@ -168,7 +168,7 @@ func TestComputeActions(t *testing.T) {
 					{Path: `mounts["/workspace"]`, Before: "."},
 				}},
 				"image.agent": {action: plan.Create, attrs: []plan.AttrChange{
-					{Path: "platform", After: "linux/amd64"}, {Path: "input_hash", After: hashA}, {Path: "inputs.base", After: "docker.io/library/alpine:3.23"},
+					{Path: "platform", After: "linux/amd64"}, {Path: "input_hash", After: hashA}, {Path: "inputs.base", After: "alpine:3.23"},
 				}},
 				"sandbox.eval": {action: plan.Create, attrs: []plan.AttrChange{
 					{Path: "image", After: "image.agent"}, {Path: "image_hash", After: hashA}, {Path: "cpus", After: "2"},

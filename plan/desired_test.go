@@ -20,7 +20,7 @@ const smallSpec = `variable "claude_version" {
 
 image "agent" {
   platform = "linux/amd64"
-  base     = "docker.io/library/alpine:3.23"
+  base     = "alpine:3.23"
 
   artifact "claude" {
     source = "npm:@anthropic-ai/claude-code-linux-x64-musl@${var.claude_version}"
@@ -69,7 +69,7 @@ func TestDesired(t *testing.T) {
 		t.Errorf("image input hash %q, lock has %q", img.Image.InputHash, lock.Images["agent"].InputHash)
 	}
 	wantInputs := map[string]string{
-		"base":            "docker.io/library/alpine:3.23",
+		"base":            "alpine:3.23",
 		"artifact.claude": "npm:@anthropic-ai/claude-code-linux-x64-musl@2.1.328",
 	}
 	if len(img.Image.Inputs) != len(wantInputs) {

@@ -24,7 +24,7 @@ variable "moltnet_version" {
 
 image "agent" {
   platform = "linux/amd64"
-  base     = "docker.io/library/alpine:3.23" # the lock pins the digest
+  base     = "alpine:3.23" # the lock pins the digest
   size     = "4GiB"
 
   kernel {

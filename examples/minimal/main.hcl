@@ -3,7 +3,7 @@
 # files.
 
 image "shell" {
-  base = "docker.io/library/alpine:3.23"
+  base = "alpine:3.23"
 }
 
 sandbox "shell" {
