@@ -1,0 +1,55 @@
+// Package kernel reads a guest kernel out of a kernel package: the kernel
+// image, its version, the modules it ships and which of them a guest must
+// load, in what order.
+//
+// # Where a kernel comes from
+//
+// The kernel a spec names is a Debian kernel package holding the image
+// under boot/ and its modules under lib/modules/VERSION/ (or
+// usr/lib/modules/VERSION/); an Alpine linux-virt .apk or any tar laid out
+// the same way works too. The generic amd64 kernel is used, not the
+// "cloud" flavour: only the generic one has 9p and its fd transport
+// (9pnet_fd), which the guest's file sharing needs.
+//
+// A spec names the versioned package, exactly as `apt-get download` does:
+//
+//	kernel {
+//	  source = "deb:linux-image-6.1.0-57-amd64=6.1.192-3"
+//	  file   = "boot/vmlinuz-*"
+//	}
+//
+// not the meta package linux-image-amd64, which holds no files and only
+// depends on the current versioned package. The lock pins one .deb by its
+// sha256, so it has to be the package that holds the kernel: following
+// the meta package at build time would fetch a package the lock never
+// saw. Loading a meta package therefore fails with a *MetaPackageError
+// that spells out the source to write instead, and FollowMeta gives
+// tools the same answer from the meta package's control fields (`apt-cache
+// depends linux-image-amd64` shows it too).
+//
+// # Modules
+//
+// Debian ships no modules.dep (depmod writes it at install time), so Load
+// reads each module's own .modinfo section: its name, depends=, softdep=
+// and aliases. A modules.dep in the archive, where there is one, overrides
+// depends=. modules.builtin says which modules are compiled in and need no
+// file. Closure lists the modules to load for a set of names, every
+// dependency before its dependents, soft "pre:" dependencies before and
+// "post:" ones after; names may be aliases ("crypto-crc32c"), resolved to
+// a built-in module when one has the alias and otherwise to the provider
+// whose name sorts first (crc32c_generic before crc32c_intel: the generic
+// one works on every CPU). DefaultModules are what every sbx guest loads.
+//
+// Modules may be stored compressed (.ko.xz, .ko.zst, .ko.gz). Module
+// reports the compression, and ReadModules always returns the
+// decompressed bytes, to be placed at Module.File: the guest agent then
+// loads every module with a plain init_module and does not depend on the
+// kernel having been built with in-kernel module decompression.
+//
+// The package reads; it does not fetch kernel packages (package
+// builders/resolve), write the initramfs or the root filesystem (the
+// image builders), or load modules (the guest agent). Package kerneltest
+// gives tests the real Debian kernel package.
+//
+// The entry point is Load; then Kernel.Closure and Kernel.ReadModules.
+package kernel
