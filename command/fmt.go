@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/sbx-dev/sbx/atomicfile"
+
 	udiff "github.com/aymanbagabas/go-udiff"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -226,29 +228,7 @@ func writeFileAtomic(name string, data []byte) (err error) {
 	if info, err := os.Stat(name); err == nil {
 		perm = info.Mode().Perm()
 	}
-	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Chmod(perm); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), name)
+	return atomicfile.WriteBytes(name, data, perm)
 }
 
 // unwrapPathError drops the *fs.PathError wrapper when the caller already

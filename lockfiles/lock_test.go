@@ -2,7 +2,6 @@ package lockfiles
 
 import (
 	"bytes"
-	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -352,32 +351,6 @@ func TestWriteRefusesInvalid(t *testing.T) {
 			assertOnly(t, dir, FileName)
 		})
 	}
-}
-
-func TestWriteFailureKeepsOldFile(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, FileName)
-	if err := Write(path, sample()); err != nil {
-		t.Fatal(err)
-	}
-	old := Marshal(sample())
-	data, err := marshalChecked(path, &Lock{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	boom := errors.New("device full")
-	// Fail after part of the data is written, as a full disk would.
-	err = writeAtomic(path, data, 0o644, func(f *os.File, b []byte) error {
-		if _, err := f.Write(b[:len(b)/2]); err != nil {
-			return err
-		}
-		return boom
-	})
-	if !errors.Is(err, boom) || !strings.Contains(err.Error(), path) {
-		t.Fatalf("writeAtomic = %v; want the write error naming %s", err, path)
-	}
-	assertContent(t, path, old)
-	assertOnly(t, dir, FileName)
 }
 
 func TestWriteRenameFailureKeepsTarget(t *testing.T) {

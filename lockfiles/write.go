@@ -3,9 +3,9 @@ package lockfiles
 import (
 	"bytes"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
+
+	"github.com/sbx-dev/sbx/atomicfile"
 
 	"github.com/hashicorp/hcl/v2/hclwrite"
 	"github.com/sbx-dev/sbx/addrs"
@@ -144,7 +144,7 @@ func Write(path string, l *Lock) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(path, data, 0o644, writeAll)
+	return atomicfile.WriteBytes(path, data, 0o644)
 }
 
 // marshalChecked renders l and verifies that it reads back unchanged.
@@ -173,53 +173,4 @@ func marshalChecked(path string, l *Lock) ([]byte, error) {
 		return nil, fmt.Errorf("writing %s: the lock does not read back unchanged (a value has characters the file cannot hold)", path)
 	}
 	return data, nil
-}
-
-func writeAll(f *os.File, data []byte) error {
-	_, err := f.Write(data)
-	return err
-}
-
-// writeAtomic writes data to a temporary file beside path with write, syncs
-// it, sets its mode and renames it over path, then syncs the directory. On
-// any failure the temporary file is removed and path is untouched.
-func writeAtomic(path string, data []byte, perm os.FileMode, write func(*os.File, []byte) error) (err error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-			err = fmt.Errorf("writing %s: %w", path, err)
-		}
-	}()
-	if err = write(f, data); err != nil {
-		return err
-	}
-	if err = f.Chmod(perm); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	// Make the rename itself durable. Some file systems cannot sync a
-	// directory; the file is already in place, so that is not an error.
-	if d, derr := os.Open(dir); derr == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
 }

@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
+
+	"github.com/sbx-dev/sbx/atomicfile"
 
 	"github.com/sbx-dev/sbx/addrs"
 	"github.com/sbx-dev/sbx/policy"
@@ -187,32 +188,8 @@ func WriteFile(path string, p *Plan) error {
 		return fmt.Errorf("writing plan %s: %v", path, err)
 	}
 	b = append(b, '\n')
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("writing plan %s: %v", path, err)
-	}
-	tmp := f.Name()
-	fail := func(err error) error {
-		f.Close()
-		os.Remove(tmp)
-		return fmt.Errorf("writing plan %s: %v", path, err)
-	}
-	if _, err := f.Write(b); err != nil {
-		return fail(err)
-	}
-	if err := f.Chmod(0o644); err != nil {
-		return fail(err)
-	}
-	if err := f.Sync(); err != nil {
-		return fail(err)
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("writing plan %s: %v", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("writing plan %s: %v", path, err)
+	if err := atomicfile.WriteBytes(path, b, 0o644); err != nil {
+		return fmt.Errorf("saving plan: %v", err)
 	}
 	return nil
 }

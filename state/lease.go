@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sbx-dev/sbx/atomicfile"
+
 	"github.com/google/uuid"
 )
 
@@ -158,7 +160,7 @@ func (l *Lease) Save(s *State) error {
 	if err != nil {
 		return fmt.Errorf("saving state: %w", err)
 	}
-	if err := writeAtomic(path, data, 0o600); err != nil {
+	if err := atomicfile.WriteBytes(path, data, 0o600); err != nil {
 		return fmt.Errorf("saving state: %w", err)
 	}
 	s.FormatVersion, s.Lineage, s.Serial = next.FormatVersion, next.Lineage, next.Serial

@@ -468,20 +468,6 @@ func TestSaveInvalidLeavesFile(t *testing.T) {
 	assertOnly(t, filepath.Join(dir, Dir), FileName, LockFileName)
 }
 
-func TestWriteAtomicFailure(t *testing.T) {
-	// Renaming over a non-empty directory fails even for root; nothing is
-	// left behind.
-	dir := t.TempDir()
-	target := filepath.Join(dir, "state.json")
-	if err := os.MkdirAll(filepath.Join(target, "x"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := writeAtomic(target, []byte("{}"), 0o600); err == nil || !strings.Contains(err.Error(), target) {
-		t.Errorf("writeAtomic over a directory: %v", err)
-	}
-	assertOnly(t, dir, "state.json")
-}
-
 func assertOnly(t *testing.T, dir string, names ...string) {
 	t.Helper()
 	entries, err := os.ReadDir(dir)

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sbx-dev/sbx/atomicfile"
+
 	"github.com/google/uuid"
 )
 
@@ -277,23 +279,8 @@ func WriteManifest(dir string, m Manifest) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, "."+ManifestFile+".tmp*")
-	if err != nil {
+	if err := atomicfile.WriteBytes(filepath.Join(dir, ManifestFile), b, 0o644); err != nil {
 		return fmt.Errorf("gondolin: %w", err)
-	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Chmod(0o644)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), filepath.Join(dir, ManifestFile))
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("gondolin: writing %s: %w", filepath.Join(dir, ManifestFile), err)
 	}
 	return nil
 }

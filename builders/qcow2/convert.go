@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
+
+	"github.com/sbx-dev/sbx/atomicfile"
 )
 
 // chunkBytes is how much raw data Convert reads at a time.
@@ -104,38 +105,10 @@ func ConvertFile(dstPath, srcPath string, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("qcow2: %w", err)
 	}
-	return writeAtomic(dstPath, func(f *os.File) error {
+	return atomicfile.Write(dstPath, 0o644, func(f *os.File) error {
 		if err := Convert(f, src, fi.Size(), opts); err != nil {
 			return fmt.Errorf("%w (converting %s)", err, srcPath)
 		}
 		return nil
 	})
-}
-
-// writeAtomic runs write on a new temporary file in path's directory and
-// renames it to path when write succeeds; otherwise it removes it.
-func writeAtomic(path string, write func(*os.File) error) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("qcow2: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if err := write(f); err != nil {
-		return err
-	}
-	if err := f.Chmod(0o644); err != nil {
-		return fmt.Errorf("qcow2: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("qcow2: writing %s: %w", path, err)
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return fmt.Errorf("qcow2: %w", err)
-	}
-	return nil
 }

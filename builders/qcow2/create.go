@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/sbx-dev/sbx/atomicfile"
 )
 
 // Create writes an empty qcow2 image of virtualSize bytes at path (64 KiB
@@ -45,7 +47,7 @@ func create(path string, virtualSize int64, h header) error {
 	if err := h.validate(g.clusterSize); err != nil {
 		return err
 	}
-	return writeAtomic(path, func(f *os.File) error {
+	return atomicfile.Write(path, 0o644, func(f *os.File) error {
 		return writeMetadata(f, newLayout(g, nil), h, nil)
 	})
 }

@@ -1,0 +1,84 @@
+package atomicfile
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestWriteReplaces(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "f")
+	if err := os.WriteFile(p, []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteBytes(p, []byte("new"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil || string(b) != "new" {
+		t.Fatalf("content = %q, %v; want new", b, err)
+	}
+	info, _ := os.Stat(p)
+	if info.Mode().Perm() != 0o640 {
+		t.Errorf("mode = %v, want 0640", info.Mode().Perm())
+	}
+	assertOnly(t, dir, "f")
+}
+
+func TestFailedWriteLeavesOldFileAndNoTemp(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "f")
+	if err := os.WriteFile(p, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("disk full")
+	err := Write(p, 0o644, func(f *os.File) error {
+		f.Write([]byte("half"))
+		return boom
+	})
+	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "writing "+p) {
+		t.Fatalf("err = %v, want wrapped %v naming %s", err, boom, p)
+	}
+	b, _ := os.ReadFile(p)
+	if string(b) != "old" {
+		t.Errorf("content = %q, want the old content", b)
+	}
+	assertOnly(t, dir, "f")
+}
+
+func TestRenameOntoDirectoryFails(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "d")
+	if err := os.Mkdir(p, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteBytes(p, []byte("x"), 0o644); err == nil {
+		t.Fatal("writing over a directory succeeded")
+	}
+	assertOnly(t, dir, "d")
+}
+
+func TestMissingDirectory(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "no", "such", "f")
+	if err := WriteBytes(p, nil, 0o644); err == nil || !strings.Contains(err.Error(), p) {
+		t.Fatalf("err = %v, want an error naming %s", err, p)
+	}
+}
+
+func assertOnly(t *testing.T, dir string, names ...string) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range ents {
+		got = append(got, e.Name())
+	}
+	if strings.Join(got, ",") != strings.Join(names, ",") {
+		t.Errorf("directory holds %v, want %v", got, names)
+	}
+}
