@@ -59,6 +59,9 @@ func InputHash(img *lang.Image, pins map[string]*lockfiles.Pin) (string, error) 
 
 	var e encoder
 	e.raw(encodingVersion)
+	// The name is the image's default hostname and is recorded in
+	// /etc/sbx/image.json, so it is part of the bytes.
+	e.str("name", img.Name)
 	e.str("platform", img.Platform.String())
 	e.int("size", img.Size)
 
