@@ -1,13 +1,13 @@
 // Package command implements the sbx command line: one function per verb
-// (validate, fmt, lock, plan, show, version, help), each parsing its flags
-// into a small struct, orchestrating the library packages, and printing one
-// view of the result. It is the only package that prints diagnostics, picks
-// colours or chooses exit codes.
+// (validate, fmt, lock, plan, build, show, version, help), each parsing its
+// flags into a small struct, orchestrating the library packages, and
+// printing one view of the result. It is the only package that prints
+// diagnostics, picks colours or chooses exit codes.
 //
 // It holds no configuration, resolution or planning logic of its own:
 // package lang loads specs, builders/resolve pins sources, lockfiles reads
 // and writes sbx.lock.hcl, state holds what was applied, and plan computes
-// and renders changes.
+// and renders changes; builders/image builds images.
 //
 // The entry point is Run, which cmd/sbx calls with the process's arguments,
 // streams and environment; tests call it the same way with buffers.

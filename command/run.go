@@ -82,6 +82,7 @@ func verbs() []verb {
 		{"fmt", "Rewrite spec files in the canonical format", fmtUsage, runFmt},
 		{"lock", "Pin every input into sbx.lock.hcl", lockUsage, runLock},
 		{"plan", "Show what would change, and whether policy widens", planUsage, runPlan},
+		{"build", "Build images reproducibly into the cache", buildUsage, runBuild},
 		{"show", "Show a saved plan, the lock file or the state", showUsage, runShow},
 		{"version", "Print the sbx version", versionUsage, runVersion},
 		{"help", "Show help for a command", helpUsage, nil},
