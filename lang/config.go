@@ -98,7 +98,10 @@ type Image struct {
 	Artifacts []*Artifact // in declaration order; names unique
 	Users     []*User     // in declaration order; names and uids unique
 	Files     []*File     // in declaration order; paths unique
-	Env       map[string]string
+	// Symlinks maps a link's absolute path in the image to its target
+	// (e.g. "/bin/sh" → "busybox"). Links are owned by root.
+	Symlinks map[string]string
+	Env      map[string]string
 
 	DeclRange hcl.Range
 }

@@ -16,6 +16,7 @@ var imageSchema = &hcl.BodySchema{
 		{Name: "base"},
 		{Name: "size"},
 		{Name: "env"},
+		{Name: "symlinks"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "kernel"},
@@ -108,6 +109,9 @@ func (l *loader) decodeImage(b *hcl.Block) {
 	}
 
 	dests := map[string]hcl.Range{}
+	if a := content.Attributes["symlinks"]; a != nil {
+		img.Symlinks = l.attrSymlinks(a, dests, img.Name)
+	}
 	uids := map[int]hcl.Range{}
 	names := map[string]map[string]hcl.Range{}
 	for _, blk := range content.Blocks {
@@ -156,6 +160,35 @@ func (l *loader) decodeImage(b *hcl.Block) {
 			}
 		}
 	}
+}
+
+// attrSymlinks evaluates a map of symbolic links, link path to target. A
+// link path is an absolute, clean guest path written by no other block; a
+// target is any non-empty path (relative targets are relative to the
+// link's directory, as for ln -s).
+func (l *loader) attrSymlinks(a *hcl.Attribute, dests map[string]hcl.Range, image string) map[string]string {
+	items, ok := l.attrStringMap(a)
+	if !ok {
+		return nil
+	}
+	links := map[string]string{}
+	for _, it := range items {
+		if err := checkGuestPath(it.Key); err != nil {
+			l.errorf(it.KeyRange, "Invalid symlink path", "%v.", err)
+			continue
+		}
+		if it.Key == "/" {
+			l.errorf(it.KeyRange, "Invalid symlink path", "the root directory cannot be a symbolic link.")
+			continue
+		}
+		if it.Value == "" || strings.ContainsRune(it.Value, 0) {
+			l.errorf(it.Range, "Invalid symlink target", "the target of %s must be a non-empty path without NUL bytes.", it.Key)
+			continue
+		}
+		l.claimDest(dests, it.Key, it.KeyRange, image)
+		links[it.Key] = it.Value
+	}
+	return links
 }
 
 // claimDest records that a file or artifact writes to p, reporting a path

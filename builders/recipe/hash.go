@@ -127,11 +127,14 @@ func InputHash(img *lang.Image, pins map[string]*lockfiles.Pin) (string, error) 
 		e.int("gid", int64(f.GID))
 	}
 
-	keys := make([]string, 0, len(img.Env))
-	for k := range img.Env {
-		keys = append(keys, k)
+	links := sortedKeys(img.Symlinks)
+	e.count("symlinks", len(links))
+	for _, k := range links {
+		e.str("path", k)
+		e.str("target", img.Symlinks[k])
 	}
-	sort.Strings(keys)
+
+	keys := sortedKeys(img.Env)
 	e.count("env", len(keys))
 	for _, k := range keys {
 		e.str("name", k)
@@ -140,6 +143,15 @@ func InputHash(img *lang.Image, pins map[string]*lockfiles.Pin) (string, error) 
 
 	sum := sha256.Sum256(e.b)
 	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // Canonical returns a shallow copy of img whose artifacts and users are

@@ -182,3 +182,24 @@ func (a *assembler) file(f *lang.File) error {
 	}
 	return nil
 }
+
+// symlinks writes the image's symlinks attribute, in path order, replacing
+// whatever the base or an artifact put there unless it is a directory.
+func (a *assembler) symlinks() error {
+	for _, p := range sortedKeys(a.img.Symlinks) {
+		target := a.img.Symlinks[p]
+		err := a.checkParents(p)
+		if err == nil {
+			if e, ok := a.tree.Lookup(p); ok && e.Type == tar.TypeDir {
+				err = fmt.Errorf("%s is a directory in the image; a symbolic link cannot replace it", p)
+			}
+		}
+		if err == nil {
+			err = a.tree.Add(layers.Entry{Path: p, Type: tar.TypeSymlink, Mode: 0o777, Linkname: target}, nil)
+		}
+		if err != nil {
+			return fmt.Errorf("%simage %q: symlink %s -> %s: %w", where(a.img.DeclRange), a.img.Name, p, target, err)
+		}
+	}
+	return nil
+}

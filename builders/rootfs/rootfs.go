@@ -103,6 +103,9 @@ func Assemble(ctx context.Context, img *lang.Image, inputs Inputs, opts Options)
 			return nil, err
 		}
 	}
+	if err := a.symlinks(); err != nil {
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -147,6 +147,11 @@ image "agent" {
     groups = ["wheel", "sbxdev"]
   }
 
+  symlinks = {
+    "/usr/local/bin/ash-link" = "/bin/ash"
+    "/bin/sh"                 = "ash"
+  }
+
   file "/etc/motd" {
     content = "sbx eval sandbox\n"
   }
@@ -190,11 +195,13 @@ func TestAssemble(t *testing.T) {
 	want := map[string]meta{
 		// Base, flattened.
 		// Hard-linked paths: the first in path order holds the content.
-		"/bin/ash":        {typ: tar.TypeReg, mode: 0o755, body: "busybox binary"},
-		"/bin/busybox":    {typ: tar.TypeLink, mode: 0o755, link: "bin/ash"},
-		"/bin/sh":         {typ: tar.TypeSymlink, mode: 0o777, link: "/bin/busybox"},
-		"/usr/bin/passwd": {typ: tar.TypeReg, mode: 0o4755, body: "setuid passwd"},
-		"/tmp":            {typ: tar.TypeDir, mode: 0o1777},
+		"/bin/ash":     {typ: tar.TypeReg, mode: 0o755, body: "busybox binary"},
+		"/bin/busybox": {typ: tar.TypeLink, mode: 0o755, link: "bin/ash"},
+		// The base's /bin/sh -> /bin/busybox, replaced by the symlinks attribute.
+		"/bin/sh":                 {typ: tar.TypeSymlink, mode: 0o777, link: "ash"},
+		"/usr/local/bin/ash-link": {typ: tar.TypeSymlink, mode: 0o777, link: "/bin/ash"},
+		"/usr/bin/passwd":         {typ: tar.TypeReg, mode: 0o4755, body: "setuid passwd"},
+		"/tmp":                    {typ: tar.TypeDir, mode: 0o1777},
 		// Standard directories the base lacked.
 		"/root":          {typ: tar.TypeDir, mode: 0o700},
 		"/proc":          {typ: tar.TypeDir, mode: 0o555},
