@@ -1,0 +1,302 @@
+package guestconn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+
+	"github.com/sbx-dev/sbx/guest/agentproto"
+)
+
+// Cmd is a process to run in the guest.
+type Cmd struct {
+	// Args is the command line; Args[0] is looked up in the process's
+	// PATH when it holds no slash.
+	Args []string
+	// Env holds "KEY=value" entries over the guest's defaults (PATH,
+	// HOME, USER, LOGNAME, SHELL, and TERM with a PTY). The host's
+	// environment is never sent.
+	Env []string
+	// Dir is the working directory; empty means the user's home.
+	Dir string
+	// User is a guest user name or uid, or "uid:gid"; empty means the
+	// agent's user.
+	User string
+	// Stdin, when set, is copied to the process until it returns
+	// io.EOF, which closes the process's stdin (on a PTY, it types ^D).
+	// A nil Stdin reads as empty. The copy stops when the process
+	// exits, but a Read already blocked keeps its goroutine until it
+	// returns.
+	Stdin io.Reader
+	// Stdout and Stderr receive the process's output; nil discards it.
+	// With a PTY, all output goes to Stdout.
+	Stdout io.Writer
+	Stderr io.Writer
+	// PTY, when set, runs the process on a pseudo-terminal.
+	PTY *PTY
+}
+
+// PTY is the size and type of a pseudo-terminal.
+type PTY struct {
+	Rows, Cols uint16
+	Term       string // TERM; empty means agentproto.DefaultTerm
+}
+
+// ExitStatus is how a process ended.
+type ExitStatus struct {
+	// Code is the exit code, or -1 when a signal killed the process.
+	Code int
+	// Signal names the signal that killed the process ("SIGTERM").
+	Signal     string
+	CoreDumped bool
+}
+
+// Success reports whether the process exited with code 0.
+func (s *ExitStatus) Success() bool { return s.Signal == "" && s.Code == 0 }
+
+func (s *ExitStatus) String() string {
+	if s.Signal != "" {
+		if s.CoreDumped {
+			return "killed by " + s.Signal + " (core dumped)"
+		}
+		return "killed by " + s.Signal
+	}
+	return "exit status " + strconv.Itoa(s.Code)
+}
+
+// Process is a process started in the guest.
+type Process struct {
+	c     *Client
+	id    uint32
+	args0 string
+	ctx   context.Context
+
+	stdin *agentproto.Credit
+	out   [3]*agentproto.Inbox
+
+	started chan struct{}
+	pid     int
+
+	once      sync.Once
+	done      chan struct{}
+	exit      *agentproto.Exit
+	connErr   error
+	stopCtx   func() bool
+	consumers sync.WaitGroup
+
+	mu      sync.Mutex
+	copyErr error
+}
+
+var errExited = errors.New("the process has exited")
+
+// Exec runs a process in the guest and waits for it. Its output has been
+// written to Stdout and Stderr by the time it returns. When ctx ends
+// first, the guest kills the process's group and Exec returns its status
+// with ctx's error.
+func (c *Client) Exec(ctx context.Context, cmd Cmd) (*ExitStatus, error) {
+	p, err := c.Start(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	return p.Wait()
+}
+
+// Start starts a process in the guest and returns once it runs. ctx
+// covers the process's whole life: when it ends before the process, the
+// guest kills the process group. A process the guest cannot start (no
+// such file, unknown user...) is an error here.
+func (c *Client) Start(ctx context.Context, cmd Cmd) (*Process, error) {
+	if len(cmd.Args) == 0 {
+		return nil, errors.New("guestconn: exec: no command")
+	}
+	p := &Process{
+		c:       c,
+		args0:   cmd.Args[0],
+		ctx:     ctx,
+		started: make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	req := &agentproto.Exec{Args: cmd.Args, Env: cmd.Env, Dir: cmd.Dir, User: cmd.User, Stdin: cmd.Stdin != nil}
+	if cmd.PTY != nil {
+		req.PTY = &agentproto.PTY{Rows: cmd.PTY.Rows, Cols: cmd.PTY.Cols, Term: cmd.PTY.Term}
+	}
+	if cmd.Stdin != nil {
+		p.stdin = agentproto.NewCredit()
+	}
+	writers := map[agentproto.Channel]io.Writer{agentproto.ChanStdout: cmd.Stdout}
+	if cmd.PTY == nil {
+		writers[agentproto.ChanStderr] = cmd.Stderr
+	}
+	_, err := c.open(p, agentproto.TypeExec, req, func(id uint32) {
+		p.id = id
+		for ch := range writers {
+			p.out[ch] = agentproto.NewInbox(c.grant(id, ch))
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("guestconn: exec %s: %w", cmd.Args[0], err)
+	}
+	for ch, w := range writers {
+		if w == nil {
+			w = io.Discard
+		}
+		in := p.out[ch]
+		p.consumers.Go(func() {
+			if _, err := in.WriteTo(w); err != nil && !errors.Is(err, ErrClosed) {
+				in.Abort(err) // keep the guest flowing; the error is reported by Wait
+				p.setCopyErr(fmt.Errorf("writing %s: %w", ch, err))
+			}
+		})
+	}
+	p.stopCtx = context.AfterFunc(ctx, p.cancel)
+
+	select {
+	case <-p.started:
+	case <-p.done:
+		if _, err := p.Wait(); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("guestconn: exec %s: the guest ended the session before starting it", cmd.Args[0])
+	}
+	if cmd.Stdin != nil {
+		go func() {
+			err := c.sendStream(context.Background(), p.id, p.stdin, cmd.Stdin)
+			if err != nil && !errors.Is(err, errExited) && !errors.Is(err, ErrClosed) {
+				p.setCopyErr(fmt.Errorf("reading stdin: %w", err))
+				c.conn.WriteEOF(p.id, agentproto.ChanStdin)
+			}
+		}()
+	}
+	return p, nil
+}
+
+func (p *Process) setCopyErr(err error) {
+	p.mu.Lock()
+	if p.copyErr == nil {
+		p.copyErr = err
+	}
+	p.mu.Unlock()
+}
+
+// Pid returns the process's id in the guest.
+func (p *Process) Pid() int { return p.pid }
+
+// Signal sends a signal, by name ("SIGTERM", "TERM"), to the process's
+// group in the guest.
+func (p *Process) Signal(sig string) error {
+	return p.send(agentproto.TypeSignal, &agentproto.Signal{Signal: sig})
+}
+
+// Resize changes the size of the process's terminal.
+func (p *Process) Resize(rows, cols uint16) error {
+	return p.send(agentproto.TypeResize, &agentproto.Resize{Rows: rows, Cols: cols})
+}
+
+func (p *Process) send(t agentproto.Type, m any) error {
+	select {
+	case <-p.done:
+		return fmt.Errorf("guestconn: %s %s: %w", t, p.args0, errExited)
+	default:
+	}
+	return p.c.conn.WriteJSON(t, p.id, m)
+}
+
+// cancel asks the guest to kill the process group.
+func (p *Process) cancel() {
+	select {
+	case <-p.done:
+	default:
+		p.c.conn.WriteFrame(agentproto.TypeCancel, p.id)
+	}
+}
+
+// Wait waits for the process to exit and for its output to be written.
+// A process killed by a signal is not an error: its ExitStatus says so.
+// The errors are: the connection ended, ctx ended (the status is returned
+// too), or Stdout, Stderr or Stdin failed.
+func (p *Process) Wait() (*ExitStatus, error) {
+	<-p.done
+	p.consumers.Wait()
+	if p.stopCtx != nil {
+		p.stopCtx()
+	}
+	if p.connErr != nil {
+		return nil, fmt.Errorf("guestconn: exec %s: %w", p.args0, p.connErr)
+	}
+	st := &ExitStatus{Code: p.exit.Code, Signal: p.exit.Signal, CoreDumped: p.exit.CoreDumped}
+	if e := p.exit.Error; e != nil {
+		if e.Code == agentproto.CodeCanceled && p.ctx.Err() != nil {
+			return st, fmt.Errorf("guestconn: exec %s: %w", p.args0, p.ctx.Err())
+		}
+		return nil, e
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.copyErr != nil {
+		return st, fmt.Errorf("guestconn: exec %s: %w", p.args0, p.copyErr)
+	}
+	return st, nil
+}
+
+func (p *Process) finish(m *agentproto.Exit, err error) {
+	p.once.Do(func() {
+		p.exit, p.connErr = m, err
+		for _, in := range p.out {
+			if in != nil {
+				in.CloseWrite(err)
+			}
+		}
+		if p.stdin != nil {
+			p.stdin.Close(errExited)
+		}
+		close(p.done)
+		p.c.remove(p.id)
+	})
+}
+
+func (p *Process) fail(err error) { p.finish(nil, err) }
+
+func (p *Process) handle(f agentproto.Frame) error {
+	switch f.Type {
+	case agentproto.TypeStarted:
+		var m agentproto.Started
+		if err := agentproto.ParseJSON(f.Type, f.Payload, &m); err != nil {
+			return err
+		}
+		select {
+		case <-p.started:
+			return errors.New("second started frame")
+		default:
+		}
+		p.pid = m.Pid
+		close(p.started)
+	case agentproto.TypeData:
+		ch, data, err := agentproto.ParseData(f.Payload)
+		if err != nil {
+			return err
+		}
+		if ch == agentproto.ChanStdin || p.out[ch] == nil {
+			return fmt.Errorf("data on %s", ch)
+		}
+		return p.out[ch].Push(data)
+	case agentproto.TypeWindow:
+		ch, n, err := agentproto.ParseWindow(f.Payload)
+		if err != nil {
+			return err
+		}
+		if ch == agentproto.ChanStdin && p.stdin != nil {
+			return p.stdin.Add(n)
+		}
+	case agentproto.TypeExit:
+		var m agentproto.Exit
+		if err := agentproto.ParseJSON(f.Type, f.Payload, &m); err != nil {
+			return err
+		}
+		p.finish(&m, nil)
+	}
+	return nil
+}
