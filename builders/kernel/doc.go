@@ -40,6 +40,14 @@
 // whose name sorts first (crc32c_generic before crc32c_intel: the generic
 // one works on every CPU). DefaultModules are what every sbx guest loads.
 //
+// Load reads the archive once. It keeps the decompressed bytes of every
+// module in the closure of DefaultModules and Options.Modules, including
+// dependencies the archive lists before the modules needing them: those
+// wait in a temporary spill file until the whole archive has been read
+// (docs/decisions/0005-kernel-package-reading.md). ReadModules asked for
+// that closure therefore reads nothing; asked for other modules, it reads
+// the archive again.
+//
 // Modules may be stored compressed (.ko.xz, .ko.zst, .ko.gz). Module
 // reports the compression, and ReadModules always returns the
 // decompressed bytes, to be placed at Module.File: the guest agent then

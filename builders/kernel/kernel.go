@@ -90,10 +90,18 @@ type Options struct {
 	// kernel "file"); "" means DefaultImage.
 	Image string
 	// Modules are names that Closure will be asked for beyond
-	// DefaultModules. Load keeps the bytes of those modules and their
-	// dependencies as it passes them, so ReadModules rarely has to read
-	// the archive again.
+	// DefaultModules. Load keeps the bytes of every module in the closure
+	// of DefaultModules and Modules, so ReadModules, asked for that
+	// closure, does not read the archive again.
 	Modules []string
+	// TempDir is where Load spills the bytes of modules it passes before
+	// it knows whether the closure needs them; "" means os.TempDir(). The
+	// file is removed before Load returns. It may grow to the modules'
+	// decompressed size (about 380 MB for Debian's generic kernel). When
+	// no file can be written there, Load keeps only the modules it knows
+	// it needs as it passes them, and ReadModules reads the archive again
+	// for the rest.
+	TempDir string
 }
 
 // MetaPackageError says the archive is a Debian meta package: it holds no
@@ -140,7 +148,9 @@ func Load(path string, opts Options) (*Kernel, error) {
 		dirs   = map[string]*dir{}
 		want   = newWantSet(append(append([]string(nil), DefaultModules...), opts.Modules...))
 		data   = map[string][]byte{}
+		sp     = &spill{dir: opts.TempDir}
 	)
+	defer sp.close()
 	err := archive.WalkFile(path, func(h *tar.Header, body io.Reader) error {
 		if h.Typeflag != tar.TypeReg {
 			return nil
@@ -183,6 +193,8 @@ func Load(path string, opts Options) (*Kernel, error) {
 				d.mods[mod.Name] = mod
 				if want.wants(mod) {
 					data[ver+"/"+mod.Name] = b
+				} else {
+					sp.put(ver+"/"+mod.Name, b)
 				}
 			}
 		}
@@ -274,7 +286,40 @@ func Load(path string, opts Options) (*Kernel, error) {
 	for _, names := range k.aliases {
 		sort.Strings(names)
 	}
+	if err := k.keepClosure(append(append([]string(nil), DefaultModules...), opts.Modules...), sp); err != nil {
+		return nil, err
+	}
 	return k, nil
+}
+
+// keepClosure takes from the spill file the bytes of every module in the
+// closure of names that Load did not keep as it passed: those it reached
+// before the module depending on them. A name the kernel does not know is
+// left for Closure to report.
+func (k *Kernel) keepClosure(names []string, sp *spill) error {
+	for _, n := range names {
+		mods, err := k.Closure([]string{n})
+		if err != nil {
+			continue
+		}
+		for _, m := range mods {
+			if _, ok := k.data[m.Name]; ok {
+				continue
+			}
+			b, err := sp.get(k.Version + "/" + m.Name)
+			if err != nil {
+				return fmt.Errorf("archive %s: %s/%s: %w", k.Archive, k.ModulesDir, m.Path, err)
+			}
+			if b == nil {
+				continue // not spilled: ReadModules reads it from the archive
+			}
+			if !bytes.HasPrefix(b, elfMagic) || int64(len(b)) != m.Size {
+				return fmt.Errorf("archive %s: %s/%s: spilled bytes differ from the module read", k.Archive, k.ModulesDir, m.Path)
+			}
+			k.data[m.Name] = b
+		}
+	}
+	return nil
 }
 
 // isBzImage reports whether the file at path is an x86 boot image: the

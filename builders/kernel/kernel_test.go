@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -279,19 +280,33 @@ func TestClosureErrors(t *testing.T) {
 	}
 }
 
-// TestReadModulesRereads checks that ReadModules serves the modules Load
-// kept without the archive, and reads the archive again for the rest.
-func TestReadModulesRereads(t *testing.T) {
+// TestReadModulesOnePass checks that Load keeps every module of the
+// closure of DefaultModules and Options.Modules, including those the
+// archive lists before the modules needing them (crc32c_generic before
+// ext4, net_failover and failover around virtio_net), so that ReadModules
+// serves that closure without the archive; that it reads the archive
+// again for anything else; and that the spill file is gone when Load
+// returns.
+func TestReadModulesOnePass(t *testing.T) {
 	path := synthDeb(t)
-	k, err := kernel.Load(path, kernel.Options{Modules: []string{"fuse"}})
+	tmp := t.TempDir()
+	k, err := kernel.Load(path, kernel.Options{Modules: []string{"fuse"}, TempDir: tmp})
 	if err != nil {
 		t.Fatal(err)
 	}
-	kept, err := k.Closure([]string{"ext4", "virtio_blk", "fuse"})
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Errorf("Load left %d files in its temporary directory", len(left))
+	}
+	closure, err := k.Closure(append(slices.Clone(kernel.DefaultModules), "fuse"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// crc32c_intel is asked for by nobody, so Load did not keep it.
+	for _, want := range []string{"crc32c_generic", "failover", "net_failover", "fuse"} {
+		if !slices.Contains(names(closure), want) {
+			t.Fatalf("closure %v lacks %s", names(closure), want)
+		}
+	}
+	// crc32c_intel is in no closure Load was told of.
 	other, err := k.Closure([]string{"crc32c_intel"})
 	if err != nil {
 		t.Fatal(err)
@@ -302,23 +317,52 @@ func TestReadModulesRereads(t *testing.T) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	// ext4 pulls in crc32c_generic, which precedes it in the archive: Load
-	// passed it before it knew ext4 wanted it.
-	var noCRC []*kernel.Module
-	for _, m := range kept {
-		if m.Name != "crc32c_generic" {
-			noCRC = append(noCRC, m)
-		}
-	}
-	data, err := k.ReadModules(noCRC)
+	data, err := k.ReadModules(closure)
 	if err != nil {
-		t.Fatalf("kept modules need the archive: %v", err)
+		t.Fatalf("the closure needs the archive again: %v", err)
 	}
-	if len(data) != len(noCRC) {
-		t.Errorf("got %d modules, want %d", len(data), len(noCRC))
+	objs := objects(t)
+	for _, m := range closure {
+		if !bytes.Equal(data[m.Name], objs[m.Name]) {
+			t.Errorf("%s: %d bytes differ from the module's object (%d bytes)", m.Name, len(data[m.Name]), len(objs[m.Name]))
+		}
 	}
 	if _, err := k.ReadModules(other); err == nil || !strings.Contains(err.Error(), path) {
 		t.Errorf("reading crc32c_intel without the archive: err = %v, want one naming %s", err, path)
+	}
+}
+
+// TestReadModulesNoSpill checks that when Load cannot write its spill
+// file it still succeeds, and ReadModules reads from the archive what
+// Load passed before it knew it was needed.
+func TestReadModulesNoSpill(t *testing.T) {
+	path := synthDeb(t)
+	k, err := kernel.Load(path, kernel.Options{TempDir: filepath.Join(t.TempDir(), "missing")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closure, err := k.Closure(kernel.DefaultModules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := k.ReadModules(closure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := objects(t)
+	for _, m := range closure {
+		if !bytes.Equal(data[m.Name], objs[m.Name]) {
+			t.Errorf("%s: bytes differ from the module's object", m.Name)
+		}
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	// crc32c_generic precedes ext4 in the archive: without a spill file
+	// Load could not keep it.
+	_, err = k.ReadModules(closure)
+	if err == nil || !strings.Contains(err.Error(), path) {
+		t.Errorf("without the archive or a spill: err = %v, want one naming %s", err, path)
 	}
 }
 

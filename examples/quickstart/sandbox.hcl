@@ -5,17 +5,39 @@
 #
 #   sbx validate examples/quickstart
 #   sbx lock     examples/quickstart
-#   sbx plan     examples/quickstart
+#   sbx build    examples/quickstart
+#
+# No lock file is committed here: Debian replaces package versions on
+# security updates and its mirrors drop the old ones, so a committed pin
+# would soon name a package no mirror serves. `sbx lock` pins what the
+# host's apt sees today; when a pinned version disappears, update the
+# versions below (`apt-cache policy PACKAGE` shows the current one).
 
 variable "codex_version" {
   description = "Codex CLI release, as published to npm."
   default     = "0.171.0"
 }
 
+locals {
+  # busybox-static ships only /bin/busybox; its package scripts would make
+  # the applet links, and here the image makes them itself.
+  applets = [
+    "sh", "ash", "ls", "cat", "cp", "mv", "rm", "ln", "mkdir", "rmdir",
+    "chmod", "chown", "touch", "pwd", "echo", "printf", "test", "[",
+    "grep", "sed", "awk", "find", "xargs", "head", "tail", "wc", "sort",
+    "uniq", "cut", "tr", "tee", "diff", "env", "id", "whoami", "hostname",
+    "uname", "date", "sleep", "ps", "kill", "df", "du", "free", "mount",
+    "umount", "tar", "gzip", "gunzip", "vi", "less", "which", "readlink",
+    "basename", "dirname", "true", "false", "clear", "wget",
+  ]
+}
+
 image "quickstart" {
   platform = "linux/amd64"
   size     = "1GiB"
 
+  # The versioned kernel package (the meta package linux-image-amd64
+  # holds no kernel): the generic flavour, which has 9p's fd transport.
   kernel {
     source = "deb:linux-image-6.1.0-57-amd64=6.1.192-3"
     file   = "boot/vmlinuz-*"
@@ -28,12 +50,28 @@ image "quickstart" {
     extract = true
   }
 
+  # Mozilla's CA certificates, one PEM file each under
+  # /usr/share/ca-certificates/mozilla/. The package's postinst, which
+  # would link them into /etc/ssl/certs and concatenate them into
+  # /etc/ssl/certs/ca-certificates.crt, is not run: the image has the
+  # certificates but no bundle and no hashed links.
+  artifact "ca_certificates" {
+    source  = "deb:ca-certificates=20250419~deb12u2"
+    dest    = "/"
+    extract = true
+  }
+
   artifact "codex" {
     source = "npm:@openai/codex@${var.codex_version}-linux-x64"
     file   = "package/vendor/x86_64-unknown-linux-musl/bin/codex"
     dest   = "/usr/local/bin/codex"
     mode   = "0755"
   }
+
+  symlinks = merge(
+    { for a in local.applets : "/bin/${a}" => "busybox" },
+    { "/usr/bin/env" = "/bin/busybox" },
+  )
 
   user "dev" {
     uid = 1000
