@@ -83,6 +83,7 @@ func verbs() []verb {
 		{"lock", "Pin every input into sbx.lock.hcl", lockUsage, runLock},
 		{"plan", "Show what would change, and whether policy widens", planUsage, runPlan},
 		{"build", "Build images reproducibly into the cache", buildUsage, runBuild},
+		{"run", "Boot a sandbox, run one command in it, tear it down", runUsage, runRun},
 		{"show", "Show a saved plan, the lock file or the state", showUsage, runShow},
 		{"version", "Print the sbx version", versionUsage, runVersion},
 		{"help", "Show help for a command", helpUsage, nil},

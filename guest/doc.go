@@ -1,9 +1,19 @@
 // Package guest is the sbx guest agent: the program the kernel starts as
 // PID 1 from the initramfs. Init runs the boot (package guest/initsys)
 // in order, under a watchdog, and then does what the configured mode
-// (bootproto.Mode, from the kernel command line) says. The one mode so
-// far, ready-poweroff, prints the ready line and powers the machine off;
-// serving commands to the host is to be another mode.
+// (bootproto.Mode, from the kernel command line) says. Both modes print
+// the ready line. ready-poweroff then powers the machine off (it proves
+// an image boots). serve runs the exec server (package guest/execsrv) on
+// the virtio-serial port named bootproto.AgentPort, one host connection
+// after another, with the image's /etc/passwd as its user database and
+// PID 1's reaper (execsrv.InitReaper, which replaces initsys's) for its
+// processes; it stops when the host writes the power-off request on the
+// port named bootproto.ControlPort, then terminates every process (SIGTERM,
+// then SIGKILL after two seconds), and the machine powers off as after
+// any mode: sync, root remounted read-only, power off. A control port of
+// its own, rather than a message of the agent protocol, keeps the
+// power-off reachable whatever state that protocol is in, and needs no
+// ACPI event handling in the guest.
 //
 // Init never hangs and never lets PID 1 die: every wait has a timeout,
 // the whole boot has a deadline (sbx.boottimeout), and an error or a

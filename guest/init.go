@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sbx-dev/sbx/guest/bootproto"
+	"github.com/sbx-dev/sbx/guest/execsrv"
 	"github.com/sbx-dev/sbx/guest/initsys"
 )
 
@@ -57,8 +58,12 @@ func Init(opts Options) (err error) {
 		return perr
 	}
 
+	// PID 1 reaps every orphan; in serve mode the same reaper hands the
+	// exec server the exit statuses of its processes.
+	var reaper execsrv.Reaper
 	if opts.Reap {
-		stop := initsys.StartReaper(time.Second)
+		var stop func()
+		reaper, stop = startReaper()
 		defer stop()
 	}
 
@@ -94,6 +99,12 @@ func Init(opts Options) (err error) {
 	if runErr == nil {
 		arm(cfg.BootTimeout, bootproto.ParamBootTimeout)
 		runErr = run(ctx, b, cfg, opts.Start, console)
+	}
+	if runErr == nil && cfg.Mode == bootproto.ModeServe {
+		// Booted: the boot deadline no longer applies. The machine
+		// runs until the host asks for a power-off.
+		dog.stop()
+		runErr = serve(context.Background(), b.Root, console, reaper, opts.Poll)
 	}
 	if perr := shutdown(runErr); perr != nil {
 		if runErr != nil {
@@ -159,7 +170,7 @@ func run(ctx context.Context, b *initsys.Boot, cfg bootproto.Config, start time.
 		return err
 	}
 	switch cfg.Mode {
-	case bootproto.ModeReadyPowerOff:
+	case bootproto.ModeReadyPowerOff, bootproto.ModeServe:
 		ready := bootproto.Ready{
 			Kernel:       kernel,
 			Hostname:     hostname,

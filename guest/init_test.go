@@ -160,8 +160,8 @@ func TestInitFailures(t *testing.T) {
 		{name: "not ext4",
 			change: func(m map[string]string) { m["dev/vda"] = strings.Repeat("x", 4096) },
 			want:   "root disk /dev/vda is not an ext4 file system"},
-		{name: "bad command line", cmdline: "sbx.mode=serve",
-			want: `/proc/cmdline: kernel parameter sbx.mode: unknown mode "serve"`},
+		{name: "bad command line", cmdline: "sbx.mode=shell",
+			want: `/proc/cmdline: kernel parameter sbx.mode: unknown mode "shell"`},
 		{name: "mount fails",
 			fail: func(call string) error {
 				if strings.HasPrefix(call, "mount /dev/vda") {

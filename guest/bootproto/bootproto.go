@@ -35,10 +35,15 @@ const (
 	// prints the ready line and powers the machine off. It proves that
 	// an image boots; it is the default.
 	ModeReadyPowerOff Mode = "ready-poweroff"
+	// ModeServe switches to the root disk, sets the host name, prints
+	// the ready line and then serves the host on the agent port
+	// (AgentPort) until the host asks for a power-off on the control
+	// port (ControlPort). It is what sandboxes boot in.
+	ModeServe Mode = "serve"
 )
 
 // Modes lists every Mode the agent knows, for messages.
-var Modes = []Mode{ModeReadyPowerOff}
+var Modes = []Mode{ModeReadyPowerOff, ModeServe}
 
 // Kernel command-line parameters the agent reads from /proc/cmdline. The
 // kernel passes dotted parameters to no one, so the agent reads them

@@ -48,7 +48,7 @@ func TestParseCmdline(t *testing.T) {
 	}
 
 	for _, c := range []struct{ in, want string }{
-		{"sbx.mode=serve", `kernel parameter sbx.mode: unknown mode "serve" (known: ready-poweroff)`},
+		{"sbx.mode=shell", `kernel parameter sbx.mode: unknown mode "shell" (known: ready-poweroff, serve)`},
 		{"sbx.mode", "kernel parameter sbx.mode has no value"},
 		{"sbx.root=vda", `kernel parameter sbx.root: "vda" is not a device path under /dev/`},
 		{"sbx.root=/dev/../etc/passwd", "not a device path"},
@@ -190,4 +190,24 @@ func FuzzParseCmdline(f *testing.F) {
 			t.Errorf("%q parses as %+v, which renders as %q and parses back as %+v (%v)", s, c, c.Params(), back, err)
 		}
 	})
+}
+
+func TestControl(t *testing.T) {
+	for _, c := range []struct{ line, want, err string }{
+		{"poweroff", ControlPowerOff, ""},
+		{" poweroff\r", ControlPowerOff, ""},
+		{"", "", ""},
+		{"reboot", "", `unknown control request "reboot" (known: poweroff)`},
+	} {
+		got, err := ParseControl(c.line)
+		if got != c.want || (err == nil) != (c.err == "") || (err != nil && err.Error() != c.err) {
+			t.Errorf("ParseControl(%q) = %q, %v; want %q, %q", c.line, got, err, c.want, c.err)
+		}
+	}
+	if line := ControlLine(ControlPowerOff); line != "poweroff\n" {
+		t.Errorf("ControlLine = %q", line)
+	}
+	if req, err := ParseControl(strings.TrimSuffix(ControlLine(ControlPowerOff), "\n")); req != ControlPowerOff || err != nil {
+		t.Errorf("a rendered control line does not parse back: %q, %v", req, err)
+	}
 }

@@ -1,7 +1,9 @@
 // Package bootproto is the boot contract between the host side of sbx and
 // the guest agent: what the initramfs holds and where, the module
 // manifest, the kernel command-line parameters that configure the agent,
-// and the lines the agent prints on the serial console.
+// the lines the agent prints on the serial console, and the names of the
+// virtio-serial ports a serving agent uses (AgentPort for the agent
+// protocol, ControlPort for control lines such as ControlPowerOff).
 //
 // Both sides import it: builders/initramfs lays out the initramfs and
 // writes the module manifest with it, the QEMU provider renders the
@@ -15,5 +17,6 @@
 // and choosing what the agent does after boot is package guest's.
 //
 // The entry points are ParseCmdline (guest side), Config.Params (host
-// side), WriteModuleList/ParseModuleList and Ready/ParseReady.
+// side), WriteModuleList/ParseModuleList, Ready/ParseReady and
+// ControlLine/ParseControl.
 package bootproto

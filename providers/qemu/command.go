@@ -10,13 +10,16 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sbx-dev/sbx/guest/bootproto"
 	"github.com/sbx-dev/sbx/lang"
 )
 
 // Virtio-serial port names the guest sees under /dev/virtio-ports/.
 const (
-	// AgentPortName is the port of the guest agent's control channel.
-	AgentPortName = "sbx.agent"
+	// AgentPortName is the port of the guest agent's protocol; the
+	// name is the boot contract's (bootproto.AgentPort), which the
+	// agent looks for.
+	AgentPortName = bootproto.AgentPort
 )
 
 // Requirements on QEMU.

@@ -1,0 +1,336 @@
+package command
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"maps"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/sbx-dev/sbx/addrs"
+	"github.com/sbx-dev/sbx/builders/image"
+	"github.com/sbx-dev/sbx/guestconn"
+	"github.com/sbx-dev/sbx/lang"
+	"github.com/sbx-dev/sbx/lockfiles"
+	"github.com/sbx-dev/sbx/machine"
+	"github.com/sbx-dev/sbx/providers/qemu"
+)
+
+const runUsage = `
+Usage: sbx run [options] [DIR] SANDBOX -- COMMAND [ARG...]
+
+  Boot a fresh VM of SANDBOX from the configuration in DIR (default: the
+  current directory), run COMMAND in it, and tear the VM down. Output
+  streams as the command writes it; sbx exits with the command's exit
+  code, or 128 plus the signal's number when a signal killed it.
+
+  As "sbx build" would, the lock is brought up to date if it needs to be
+  (unless -lockfile=readonly) and the sandbox's image is built, or found
+  in the cache. The VM gets the sandbox's CPUs and memory and a private
+  copy-on-write layer over the image's disk, discarded at the end. It has
+  no network device and no host directories yet.
+
+  Interrupting sbx (Ctrl-C) or passing the -timeout kills the command's
+  process group in the guest, then stops the VM. sbx's own messages go to
+  standard error; standard output is the command's alone.
+
+Options:
+
+  -u USER            Run as USER (a name or uid in the image, or uid:gid).
+                     Default: the sandbox's user, else root.
+  -e KEY=VALUE       Set an environment variable; may be repeated. The
+                     image's and the sandbox's env come first.
+  -w DIR             Working directory in the guest. Default: the user's
+                     home directory.
+  -i                 Pass standard input to the command. Without it the
+                     command reads nothing (like "docker run" without -i).
+  -t                 Run the command on a pseudo-terminal (with -i and a
+                     terminal on standard input, typing reaches it).
+  -timeout DURATION  Kill the command if it runs longer (e.g. 10m); sbx
+                     then exits with 124. Default: no limit.
+  -boot-timeout DURATION
+                     How long the VM may take to boot (default 2m).
+  -lockfile=readonly Never update sbx.lock.hcl; fail if it is not up to
+                     date.
+` + varUsage + `  -no-color           Print without colour.
+`
+
+// ExitTimeout is the exit code of "sbx run" when -timeout kills the
+// command, as timeout(1) uses.
+const ExitTimeout = 124
+
+type runArgs struct {
+	dir         string
+	sandbox     string
+	command     []string
+	user        string
+	env         stringList
+	workdir     string
+	stdin       bool
+	tty         bool
+	timeout     time.Duration
+	bootTimeout time.Duration
+	lockfile    lockfileMode
+	vars        varFlags
+	noColor     bool
+}
+
+func runRun(ctx context.Context, env *Env, args []string) int {
+	var a runArgs
+	flags := newFlagSet("run")
+	flags.StringVar(&a.user, "u", "", "")
+	flags.Var(&a.env, "e", "")
+	flags.StringVar(&a.workdir, "w", "", "")
+	flags.BoolVar(&a.stdin, "i", false, "")
+	flags.BoolVar(&a.tty, "t", false, "")
+	flags.DurationVar(&a.timeout, "timeout", 0, "")
+	flags.DurationVar(&a.bootTimeout, "boot-timeout", machine.DefaultBootTimeout, "")
+	flags.Var(&a.lockfile, "lockfile", "")
+	a.vars.register(flags)
+	flags.BoolVar(&a.noColor, "no-color", false, "")
+	// Flags come before the sandbox: everything after it is the
+	// command's, its own flags included.
+	if err := flags.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(env.Stdout, strings.TrimLeft(runUsage, "\n"))
+			return ExitOK
+		}
+		fmt.Fprintf(env.Stderr, "sbx run: %v\nRun \"sbx run -h\" for its options.\n", err)
+		return ExitError
+	}
+	if !a.parsePositional(env, flags.Args()) {
+		return ExitError
+	}
+	for _, kv := range a.env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			fmt.Fprintf(env.Stderr, "sbx run: -e %q: write KEY=VALUE\n", kv)
+			return ExitError
+		}
+	}
+
+	// Everything sbx says goes to stderr: stdout is the command's.
+	quiet := *env
+	quiet.Stdout = env.Stderr
+	v := newView(&quiet, a.noColor)
+
+	ctx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+
+	cfg, diags := lang.Load(a.dir, a.vars.options(env))
+	v.diagnostics(sources(cfg), diags)
+	if diags.HasErrors() {
+		return ExitError
+	}
+	sb, ok := cfg.Sandboxes[strings.TrimPrefix(a.sandbox, "sandbox.")]
+	if !ok {
+		names := slices.Sorted(maps.Keys(cfg.Sandboxes))
+		v.errorDetail(fmt.Sprintf("No sandbox %q in the configuration", a.sandbox), "The sandboxes are: "+strings.Join(names, ", "))
+		return ExitError
+	}
+	lock, ok := lockForPlan(ctx, &quiet, v, cfg, a.lockfile == "readonly")
+	if !ok {
+		return ExitError
+	}
+	img, ok := buildImage(ctx, &quiet, v, cfg, lock, sb.Image, a.lockfile == "readonly")
+	if !ok {
+		return ExitError
+	}
+	if missing := unprovided(sb); missing != "" {
+		fmt.Fprintf(env.Stderr, "sbx run: note: %s declares %s, which sbx run does not provide yet: the VM has no network and no host directories.\n", sb.Addr(), missing)
+	}
+
+	m, err := machine.Start(ctx, machine.Options{
+		Name:        sb.Name,
+		Image:       img,
+		CPUs:        sb.CPUs,
+		Memory:      sb.Memory,
+		BootTimeout: a.bootTimeout,
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintf(env.Stderr, "sbx run: interrupted while %s was booting\n", sb.Addr())
+			return 128 + int(syscall.SIGINT)
+		}
+		v.errorDetail(fmt.Sprintf("Cannot start %s", sb.Addr()), err.Error())
+		return ExitError
+	}
+	// The VM is stopped whatever happens, also after an interrupt: Stop
+	// must not inherit the cancelled context.
+	defer func() {
+		if err := m.Stop(context.WithoutCancel(ctx)); err != nil {
+			fmt.Fprintf(env.Stderr, "sbx run: %v\n", err)
+		}
+	}()
+	if m.Accel() == qemu.AccelTCG {
+		note := m.Host().Note
+		if note == "" {
+			note = "no hardware virtualization for this guest; using TCG"
+		}
+		fmt.Fprintf(env.Stderr, "sbx run: note: %s (commands run slower).\n", note)
+	}
+	return a.exec(ctx, env, m, sb, cfg.Images[sb.Image])
+}
+
+// parsePositional splits [DIR] SANDBOX [--] COMMAND....
+func (a *runArgs) parsePositional(env *Env, pos []string) bool {
+	var before []string
+	if i := slices.Index(pos, "--"); i >= 0 {
+		before, a.command = pos[:i], pos[i+1:]
+	} else if len(pos) > 0 {
+		before, a.command = pos[:1], pos[1:]
+	}
+	switch len(before) {
+	case 1:
+		a.dir, a.sandbox = ".", before[0]
+	case 2:
+		a.dir, a.sandbox = before[0], before[1]
+	case 0:
+		fmt.Fprintln(env.Stderr, "sbx run: name the sandbox and the command: sbx run [DIR] SANDBOX -- COMMAND [ARG...]")
+		return false
+	default:
+		fmt.Fprintf(env.Stderr, "sbx run: expected [DIR] SANDBOX before --, got %s\n", strings.Join(before, " "))
+		return false
+	}
+	if len(a.command) == 0 {
+		fmt.Fprintf(env.Stderr, "sbx run: no command to run in %s; write it after --\n", a.sandbox)
+		return false
+	}
+	return true
+}
+
+// exec runs the command in the machine and returns sbx's exit code.
+func (a *runArgs) exec(ctx context.Context, env *Env, m *machine.Machine, sb *lang.Sandbox, img *lang.Image) int {
+	user := a.user
+	if user == "" {
+		user = sb.User
+	}
+	var vars []string
+	if img != nil {
+		for _, k := range slices.Sorted(maps.Keys(img.Env)) {
+			vars = append(vars, k+"="+img.Env[k])
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(sb.Env)) {
+		vars = append(vars, k+"="+sb.Env[k])
+	}
+	vars = append(vars, a.env...)
+	cmd := guestconn.Cmd{Args: a.command, Env: vars, Dir: a.workdir, User: user, Stdout: env.Stdout, Stderr: env.Stderr}
+	if a.stdin {
+		cmd.Stdin = env.Stdin
+	}
+	var restore func()
+	if a.tty {
+		cmd.PTY = &guestconn.PTY{Rows: 24, Cols: 80}
+		if t, ok := env.getenv("TERM"); ok && t != "" {
+			cmd.PTY.Term = t
+		}
+		if fd, ok := terminalFD(env.Stdout); ok {
+			if w, h, err := term.GetSize(fd); err == nil {
+				cmd.PTY.Rows, cmd.PTY.Cols = uint16(h), uint16(w)
+			}
+		}
+		if a.stdin {
+			if f, ok := env.Stdin.(interface{ Fd() uintptr }); ok && term.IsTerminal(int(f.Fd())) {
+				if old, err := term.MakeRaw(int(f.Fd())); err == nil {
+					restore = func() { term.Restore(int(f.Fd()), old) }
+				}
+			}
+		}
+	}
+	if restore != nil {
+		defer restore()
+	}
+
+	runCtx := ctx
+	if a.timeout > 0 {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeout(ctx, a.timeout)
+		defer cancel()
+	}
+	st, err := m.Exec(runCtx, cmd)
+	if restore != nil {
+		restore()
+		restore = nil
+	}
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		fmt.Fprintf(env.Stderr, "sbx run: interrupted; the command was killed\n")
+		return 128 + int(syscall.SIGINT)
+	case errors.Is(err, context.DeadlineExceeded) && a.timeout > 0:
+		fmt.Fprintf(env.Stderr, "sbx run: the command did not finish within %v; it was killed\n", a.timeout)
+		return ExitTimeout
+	default:
+		fmt.Fprintf(env.Stderr, "sbx run: %s: %v\n", sb.Addr(), err)
+		return ExitError
+	}
+	return exitCode(st)
+}
+
+// exitCode maps a guest process's end to sbx's exit code: its own, or
+// 128 plus the signal's number, as shells report it.
+func exitCode(st *guestconn.ExitStatus) int {
+	if st.Signal == "" {
+		return st.Code
+	}
+	if n, ok := linuxSignals[strings.TrimPrefix(st.Signal, "SIG")]; ok {
+		return 128 + n
+	}
+	return 128 + 1
+}
+
+// linuxSignals are the numbers of the guest's signals: Linux's, whatever
+// the host is.
+var linuxSignals = map[string]int{
+	"HUP": 1, "INT": 2, "QUIT": 3, "ILL": 4, "TRAP": 5, "ABRT": 6, "BUS": 7,
+	"FPE": 8, "KILL": 9, "USR1": 10, "SEGV": 11, "USR2": 12, "PIPE": 13,
+	"ALRM": 14, "TERM": 15, "STKFLT": 16, "CHLD": 17, "CONT": 18, "STOP": 19,
+	"TSTP": 20, "TTIN": 21, "TTOU": 22, "URG": 23, "XCPU": 24, "XFSZ": 25,
+	"VTALRM": 26, "PROF": 27, "WINCH": 28, "IO": 29, "PWR": 30, "SYS": 31,
+}
+
+// unprovided names the parts of a sandbox's policy that sbx run does not
+// set up yet, or returns "".
+func unprovided(sb *lang.Sandbox) string {
+	var parts []string
+	if len(sb.Egress) > 0 {
+		parts = append(parts, "egress")
+	}
+	if len(sb.Secrets) > 0 {
+		parts = append(parts, "secrets")
+	}
+	if len(sb.VFS) > 0 {
+		parts = append(parts, "vfs mounts")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// buildImage builds one image of cfg as "sbx build" does, with the
+// progress on stderr, and records its output hashes in the lock file.
+func buildImage(ctx context.Context, env *Env, v *view, cfg *lang.Config, lock *lockfiles.Lock, name string, readonly bool) (*image.Result, bool) {
+	opts, ok := buildOptions(env, v, cfg)
+	if !ok {
+		return nil, false
+	}
+	p := newBuildProgress(env.Stderr, addrs.ImageRef(name).String())
+	opts.Stage = p.stage
+	opts.Fetch.Progress = p.bytes
+	r, err := image.Build(ctx, cfg.Images[name], lock.Lookup(name), opts)
+	p.done()
+	if err != nil {
+		v.errorDetail(fmt.Sprintf("Cannot build %s", p.addr), err.Error())
+		return nil, false
+	}
+	if !recordOutputs(v, cfg, lock, map[string]*image.Result{name: r}, readonly) {
+		return nil, false
+	}
+	return r, true
+}

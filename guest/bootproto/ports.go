@@ -1,0 +1,49 @@
+package bootproto
+
+import (
+	"fmt"
+	"strings"
+)
+
+// The virtio-serial ports a serving guest (ModeServe) has. The host names
+// them when it starts the machine ("-device virtserialport,name=..."),
+// and the agent finds each by its name under PortsDir, so neither side
+// depends on the order the ports are numbered in.
+const (
+	// AgentPort carries the agent protocol (package guest/agentproto):
+	// the host's exec and file requests and their data.
+	AgentPort = "sbx.agent"
+	// ControlPort carries control lines (ControlLine) from the host to
+	// the agent. It is a port of its own so that a request to power off
+	// reaches the agent whatever state the agent protocol is in.
+	ControlPort = "sbx.control"
+)
+
+// PortsDir is where the kernel lists virtio-serial ports, relative to the
+// guest's root: one directory per port (vport0p1, ...), each holding the
+// port's name in the file "name". The port's device is /dev/ plus the
+// directory's name.
+const PortsDir = "sys/class/virtio-ports"
+
+// Control requests the host writes on ControlPort, one per line.
+const (
+	// ControlPowerOff asks the agent to end every process, flush and
+	// detach the root disk and power the machine off.
+	ControlPowerOff = "poweroff"
+)
+
+// ControlLine renders a control request as the line the host writes.
+func ControlLine(request string) string {
+	return request + "\n"
+}
+
+// ParseControl reads one control line (without its newline) and returns
+// the request it holds. Blank lines hold none: request "" and no error.
+func ParseControl(line string) (request string, err error) {
+	line = strings.TrimSpace(line)
+	switch line {
+	case "", ControlPowerOff:
+		return line, nil
+	}
+	return "", fmt.Errorf("unknown control request %q (known: %s)", line, ControlPowerOff)
+}

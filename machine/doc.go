@@ -1,0 +1,33 @@
+// Package machine starts and stops one sandbox's virtual machine on this
+// host and reaches the guest agent inside it.
+//
+// Start takes a built image (the kernel, initramfs and root disk of
+// package builders/image) and the machine's size, and:
+//
+//   - makes a private directory for the machine: a qcow2 copy-on-write
+//     overlay over the image's disk (the image itself is never written),
+//     the unix sockets QEMU listens on (QMP, the agent port, the control
+//     port) and the serial console log;
+//   - launches QEMU through package providers/qemu with the agent in
+//     serve mode (bootproto.ModeServe) and no network device at all;
+//   - waits, at most Options.BootTimeout, for the agent to answer the
+//     host's hello on the agent port (package guestconn). A guest that
+//     fails, powers off or never answers is an error that quotes the
+//     agent's error line and the tail of the console, never a hang.
+//
+// The returned Machine runs commands and moves files through its
+// guestconn.Client (Exec, Start, Put, Get). Stop powers the guest off:
+// it writes a power-off request on the control port (bootproto
+// ControlPowerOff), after which the agent ends every process, flushes and
+// detaches the root disk and powers off; a guest that has not gone within
+// Options.StopTimeout is killed with its whole QEMU process group. Either
+// way Stop returns only once QEMU has exited, and it removes the
+// machine's directory, sockets and overlay included.
+//
+// Package machine does not build images (builders/image), render QEMU's
+// command line or speak QMP (providers/qemu), or speak the agent protocol
+// itself (guestconn). It has no network and no file sharing yet: those
+// are packages egress and vfs, to be wired in here.
+//
+// The entry point is Start.
+package machine

@@ -1,0 +1,409 @@
+package machine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sbx-dev/sbx/builders/image"
+	"github.com/sbx-dev/sbx/builders/qcow2"
+	"github.com/sbx-dev/sbx/guest/bootproto"
+	"github.com/sbx-dev/sbx/guestconn"
+	"github.com/sbx-dev/sbx/lang"
+	"github.com/sbx-dev/sbx/providers/qemu"
+)
+
+// Defaults for Options fields left zero.
+const (
+	DefaultCPUs        = 1
+	DefaultMemory      = 512 << 20
+	DefaultBootTimeout = 2 * time.Minute
+	DefaultStopTimeout = 20 * time.Second
+)
+
+// Names of the files in a machine's directory.
+const (
+	OverlayFile = "root.qcow2"
+	ConsoleFile = "console.log"
+	QEMULogFile = "qemu.log"
+	QMPSocket   = "qmp.sock"
+	AgentSocket = "agent.sock"
+	CtlSocket   = "control.sock"
+)
+
+// consoleTail is how much of the console an error quotes.
+const consoleTail = 3 << 10
+
+// Options describe the machine to start.
+type Options struct {
+	// Name names the machine (the sandbox's name): QEMU's process title,
+	// the guest's host name when Hostname is empty, and messages.
+	Name string
+	// Image is the built image to boot: its kernel, initramfs and disk.
+	Image *image.Result
+	// CPUs and Memory size the machine; zero means DefaultCPUs and
+	// DefaultMemory. Memory is rounded up to a whole MiB.
+	CPUs   int
+	Memory int64
+	// Hostname is the guest's host name; empty means Name when it is a
+	// valid host name, else the image's /etc/hostname.
+	Hostname string
+	// Dir is where the machine's private directory is made; empty means
+	// the default temporary directory. Unix socket paths are short, so
+	// it must be too (about 80 bytes at most).
+	Dir string
+	// Host is what this machine offers (qemu.Probe); nil means probing.
+	Host *qemu.Host
+	// BootTimeout bounds the boot, from QEMU's start to the agent's
+	// answer; zero means DefaultBootTimeout. The guest is told the same
+	// deadline.
+	BootTimeout time.Duration
+	// StopTimeout bounds a graceful power-off in Stop before QEMU is
+	// killed; zero means DefaultStopTimeout.
+	StopTimeout time.Duration
+	// Mode is the agent's mode; empty means bootproto.ModeServe, the
+	// only one a Machine can be used in. Tests set another to check that
+	// a guest that never serves is reported.
+	Mode bootproto.Mode
+}
+
+// Machine is a running sandbox VM.
+type Machine struct {
+	name    string
+	arch    string
+	dir     string
+	host    qemu.Host
+	proc    *qemu.Process
+	client  *guestconn.Client
+	control net.Conn
+	ready   bootproto.Ready
+	booted  time.Duration
+	stopTO  time.Duration
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Start boots a machine from opts.Image and returns it once the guest
+// agent answers on its port. ctx bounds the start only; the machine runs
+// until Stop. On any failure nothing is left running or on disk.
+func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
+	begin := time.Now()
+	if opts.Image == nil {
+		return nil, errors.New("machine: no image to boot")
+	}
+	name := opts.Name
+	if name == "" {
+		name = opts.Image.Image
+	}
+	where := fmt.Sprintf("sandbox %s", name)
+	for _, out := range []string{image.OutputKernel, image.OutputInitramfs, image.OutputDisk} {
+		if _, ok := opts.Image.Outputs[out]; !ok {
+			return nil, fmt.Errorf("%s: image %s has no %s output", where, opts.Image.Image, out)
+		}
+	}
+	manifest, err := image.ReadManifest(opts.Image.Manifest)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	platform, err := lang.ParsePlatform(manifest.Platform)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s: %w", where, opts.Image.Manifest, err)
+	}
+	cpus := opts.CPUs
+	if cpus <= 0 {
+		cpus = DefaultCPUs
+	}
+	memory := opts.Memory
+	if memory <= 0 {
+		memory = DefaultMemory
+	}
+	memory = (memory + 1<<20 - 1) &^ (1<<20 - 1)
+	bootTO := opts.BootTimeout
+	if bootTO <= 0 {
+		bootTO = DefaultBootTimeout
+	}
+	stopTO := opts.StopTimeout
+	if stopTO <= 0 {
+		stopTO = DefaultStopTimeout
+	}
+	var host qemu.Host
+	if opts.Host != nil {
+		host = *opts.Host
+	} else if host, err = qemu.Probe(ctx); err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+
+	parent := opts.Dir
+	if parent == "" {
+		parent = os.TempDir()
+	}
+	dir, err := os.MkdirTemp(parent, "sbx-")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	m := &Machine{name: name, arch: platform.Architecture, dir: dir, host: host, stopTO: stopTO}
+	defer func() {
+		if err != nil {
+			m.kill()
+		}
+	}()
+
+	overlay := filepath.Join(dir, OverlayFile)
+	backing, err := filepath.Abs(opts.Image.Outputs[image.OutputDisk].Path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	if err := qcow2.CreateOverlay(overlay, backing, "qcow2", 0); err != nil {
+		return nil, fmt.Errorf("%s: root disk overlay: %w", where, err)
+	}
+
+	cfg := bootproto.DefaultConfig()
+	cfg.Mode = opts.Mode
+	if cfg.Mode == "" {
+		cfg.Mode = bootproto.ModeServe
+	}
+	cfg.BootTimeout = bootTO
+	cfg.Hostname = opts.Hostname
+	if cfg.Hostname == "" && bootproto.CheckHostname(name) == nil {
+		cfg.Hostname = name
+	}
+	params := strings.Fields(manifest.Cmdline)
+	params = append(params, "quiet")
+	params = append(params, cfg.Params()...)
+
+	spec := qemu.VMSpec{
+		Name:        "sbx-" + name,
+		Platform:    platform,
+		CPUs:        cpus,
+		MemoryBytes: memory,
+		Kernel:      opts.Image.Outputs[image.OutputKernel].Path,
+		Initrd:      opts.Image.Outputs[image.OutputInitramfs].Path,
+		Cmdline:     params,
+		RootDisk:    overlay,
+		Console:     filepath.Join(dir, ConsoleFile),
+		QMPSocket:   filepath.Join(dir, QMPSocket),
+		AgentSocket: filepath.Join(dir, AgentSocket),
+		Ports:       map[string]string{bootproto.ControlPort: filepath.Join(dir, CtlSocket)},
+		QEMULog:     filepath.Join(dir, QEMULogFile),
+	}
+	bootCtx, cancel := context.WithTimeout(ctx, bootTO)
+	defer cancel()
+	m.proc, err = qemu.Launch(bootCtx, spec, host)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+
+	// The sockets exist once QMP answers: QEMU creates every listening
+	// socket before it starts the monitor loop. The guest sees the host
+	// connected from now on; what the host writes waits in QEMU until
+	// the agent opens its port.
+	var d net.Dialer
+	m.control, err = d.DialContext(bootCtx, "unix", spec.Ports[bootproto.ControlPort])
+	if err != nil {
+		return nil, fmt.Errorf("%s: control port: %w", where, err)
+	}
+	agentConn, err := d.DialContext(bootCtx, "unix", spec.AgentSocket)
+	if err != nil {
+		return nil, fmt.Errorf("%s: agent port: %w", where, err)
+	}
+	// The hello is answered once the agent serves; give up when QEMU
+	// exits (the guest powered off or crashed) or the deadline passes.
+	dialCtx, stopDial := context.WithCancel(bootCtx)
+	go func() {
+		select {
+		case <-m.proc.Done():
+			stopDial()
+		case <-dialCtx.Done():
+		}
+	}()
+	m.client, err = guestconn.DialContext(dialCtx, agentConn)
+	stopDial()
+	if err != nil {
+		return nil, m.bootError(ctx, bootTO, err)
+	}
+	m.booted = time.Since(begin)
+	if r, ok, _ := bootproto.ParseReady(m.readConsole(1 << 20)); ok {
+		m.ready = r
+	}
+	return m, nil
+}
+
+// bootError explains why the agent did not answer.
+func (m *Machine) bootError(ctx context.Context, timeout time.Duration, err error) error {
+	var why string
+	// A connection that broke rather than timed out is usually QEMU
+	// exiting; give it a moment to be seen.
+	if ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
+		select {
+		case <-m.proc.Done():
+		case <-time.After(2 * time.Second):
+		}
+	}
+	select {
+	case <-m.proc.Done():
+		why = "the guest stopped before its agent answered"
+		if werr := m.proc.Wait(context.Background()); werr != nil {
+			why += " (" + werr.Error() + ")"
+		}
+	default:
+		switch {
+		case ctx.Err() != nil:
+			why = "start cancelled: " + ctx.Err().Error()
+		default:
+			why = fmt.Sprintf("the guest agent did not answer within %v (%v)", timeout, err)
+		}
+	}
+	console := m.readConsole(consoleTail)
+	if msg, ok := bootproto.ParseError(console); ok {
+		why += "; the agent reported: " + msg
+	}
+	return fmt.Errorf("sandbox %s did not become ready: %s\nconsole (%s), last lines:\n%s",
+		m.name, why, ConsoleFile, indent(lastLines(console, 20)))
+}
+
+// readConsole returns the last limit bytes of the console log.
+func (m *Machine) readConsole(limit int64) []byte {
+	f, err := os.Open(filepath.Join(m.dir, ConsoleFile))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil
+	}
+	off := max(fi.Size()-limit, 0)
+	b, _ := io.ReadAll(io.NewSectionReader(f, off, fi.Size()-off))
+	return b
+}
+
+func lastLines(b []byte, n int) string {
+	s := strings.TrimRight(strings.ReplaceAll(string(b), "\r\n", "\n"), "\n")
+	if s == "" {
+		return "(empty)"
+	}
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func indent(s string) string {
+	return "  " + strings.ReplaceAll(s, "\n", "\n  ")
+}
+
+// Name returns the machine's name.
+func (m *Machine) Name() string { return m.name }
+
+// Dir returns the machine's private directory, removed by Stop.
+func (m *Machine) Dir() string { return m.dir }
+
+// Pid returns QEMU's process id, which is also its process group's.
+func (m *Machine) Pid() int { return m.proc.Pid() }
+
+// Accel returns the accelerator the machine runs under.
+func (m *Machine) Accel() qemu.Accel { return m.host.Accel(m.arch) }
+
+// Host returns what the host offered when the machine started, including
+// the note that says why an accelerator was not used.
+func (m *Machine) Host() qemu.Host { return m.host }
+
+// Ready returns the agent's ready line, and BootTime the time from Start
+// to the agent's answer.
+func (m *Machine) Ready() bootproto.Ready { return m.ready }
+
+// BootTime returns how long Start took, from its call to the agent's
+// answer.
+func (m *Machine) BootTime() time.Duration { return m.booted }
+
+// Client returns the connection to the guest agent.
+func (m *Machine) Client() *guestconn.Client { return m.client }
+
+// Console returns the serial console's output so far (at most its last
+// MiB).
+func (m *Machine) Console() []byte { return m.readConsole(1 << 20) }
+
+// Done is closed once QEMU has exited.
+func (m *Machine) Done() <-chan struct{} { return m.proc.Done() }
+
+// Exec runs a process in the guest and waits for it (guestconn.Client.Exec).
+func (m *Machine) Exec(ctx context.Context, cmd guestconn.Cmd) (*guestconn.ExitStatus, error) {
+	return m.client.Exec(ctx, cmd)
+}
+
+// StartProcess starts a process in the guest (guestconn.Client.Start).
+func (m *Machine) StartProcess(ctx context.Context, cmd guestconn.Cmd) (*guestconn.Process, error) {
+	return m.client.Start(ctx, cmd)
+}
+
+// Put writes a file in the guest (guestconn.Client.Put).
+func (m *Machine) Put(ctx context.Context, r io.Reader, dest string, mode fs.FileMode, owner *guestconn.Owner) error {
+	return m.client.Put(ctx, r, dest, mode, owner)
+}
+
+// Get reads a file from the guest (guestconn.Client.Get).
+func (m *Machine) Get(ctx context.Context, path string, w io.Writer) (*guestconn.FileInfo, error) {
+	return m.client.Get(ctx, path, w)
+}
+
+// Stop powers the guest off and removes the machine's directory. It asks
+// the agent to power off and waits for QEMU to exit, at most the stop
+// timeout or until ctx ends; then it kills QEMU's process group. It
+// returns once QEMU is gone, and reports a guest that had to be killed.
+// Calling it again returns the first call's result.
+func (m *Machine) Stop(ctx context.Context) error {
+	m.stopOnce.Do(func() {
+		m.stopErr = m.stop(ctx)
+	})
+	return m.stopErr
+}
+
+func (m *Machine) stop(ctx context.Context) error {
+	var errs []error
+	select {
+	case <-m.proc.Done():
+	default:
+		ctx, cancel := context.WithTimeout(ctx, m.stopTO)
+		defer cancel()
+		line := []byte(bootproto.ControlLine(bootproto.ControlPowerOff))
+		m.control.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		if _, err := m.control.Write(line); err != nil {
+			errs = append(errs, fmt.Errorf("asking the guest to power off: %w", err))
+		} else if err := m.proc.Wait(ctx); err != nil {
+			if ctx.Err() != nil {
+				err = fmt.Errorf("the guest did not power off within %v; killed it", m.stopTO)
+			}
+			errs = append(errs, err)
+		}
+	}
+	m.kill()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("stopping sandbox %s: %w", m.name, err)
+	}
+	return nil
+}
+
+// kill ends QEMU if it runs, closes the connections and removes the
+// directory.
+func (m *Machine) kill() {
+	if m.client != nil {
+		m.client.Close()
+	}
+	if m.proc != nil {
+		m.proc.Kill()
+	}
+	if m.control != nil {
+		m.control.Close()
+	}
+	os.RemoveAll(m.dir)
+}

@@ -1,0 +1,301 @@
+package sbx
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/sbx-dev/sbx/builders/agentbin"
+	"github.com/sbx-dev/sbx/builders/cache"
+	"github.com/sbx-dev/sbx/builders/fetch"
+	"github.com/sbx-dev/sbx/builders/image"
+	"github.com/sbx-dev/sbx/builders/recipe"
+	"github.com/sbx-dev/sbx/builders/resolve"
+	"github.com/sbx-dev/sbx/guestconn"
+	"github.com/sbx-dev/sbx/lang"
+	"github.com/sbx-dev/sbx/lockfiles"
+	"github.com/sbx-dev/sbx/machine"
+)
+
+// Cmd is a command to run in a sandbox: its arguments, environment,
+// working directory, user, standard streams and optional terminal. An
+// empty User means the sandbox's user.
+type Cmd = guestconn.Cmd
+
+// ExitStatus is how a command ended: its exit code, or the signal that
+// killed it.
+type ExitStatus = guestconn.ExitStatus
+
+// Options configure Load and what the Config does later.
+type Options struct {
+	// Vars ("name=value") and VarFiles set the configuration's
+	// variables, as sbx's -var and -var-file do.
+	Vars     []string
+	VarFiles []string
+	// Environ is the environment: SBX_VAR_name variables, npm and apt
+	// configuration, SBX_CACHE_DIR, SBX_GUEST_AGENT and
+	// SOURCE_DATE_EPOCH are read from it. Nil means os.Environ().
+	Environ []string
+	// HTTPClient fetches inputs (npm, https, OCI registries); nil means
+	// a default client.
+	HTTPClient *http.Client
+	// ReadOnlyLock makes a lock file that is missing pins an error
+	// instead of resolving them and writing sbx.lock.hcl (as sbx's
+	// -lockfile=readonly).
+	ReadOnlyLock bool
+	// Logger receives the builders' progress; nil discards it.
+	Logger *slog.Logger
+}
+
+// Config is a loaded, valid configuration.
+type Config struct {
+	// Lang is the typed configuration: its images, sandboxes and
+	// policies.
+	Lang *lang.Config
+
+	opts Options
+	mu   sync.Mutex
+	lock *lockfiles.Lock
+}
+
+// Load reads and validates the configuration in dir. Its error lists
+// every problem with its file and line.
+func Load(dir string, opts Options) (*Config, error) {
+	if opts.Environ == nil {
+		opts.Environ = os.Environ()
+	}
+	cfg, diags := lang.Load(dir, lang.Options{Vars: opts.Vars, VarFiles: opts.VarFiles, Environ: opts.Environ})
+	if diags.HasErrors() {
+		return nil, diagError("loading "+dir, diags)
+	}
+	return &Config{Lang: cfg, opts: opts}, nil
+}
+
+// diagError turns error diagnostics into one error naming each problem's
+// position.
+func diagError(what string, diags hcl.Diagnostics) error {
+	var lines []string
+	for _, d := range diags {
+		if d.Severity != hcl.DiagError {
+			continue
+		}
+		line := d.Summary
+		if d.Detail != "" {
+			line += ": " + d.Detail
+		}
+		if d.Subject != nil {
+			line = d.Subject.String() + ": " + line
+		}
+		lines = append(lines, line)
+	}
+	return fmt.Errorf("%s: %s", what, strings.Join(lines, "\n"))
+}
+
+func (c *Config) getenv(name string) string {
+	for i := len(c.opts.Environ) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(c.opts.Environ[i], name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// Lock returns the configuration's lock, from sbx.lock.hcl, first
+// resolving and writing the pins it lacks (unless Options.ReadOnlyLock).
+func (c *Config) Lock(ctx context.Context) (*lockfiles.Lock, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lock != nil {
+		return c.lock, nil
+	}
+	path := filepath.Join(c.Lang.Dir, lockfiles.FileName)
+	lock, diags := lockfiles.Read(path)
+	if diags.HasErrors() {
+		return nil, diagError("reading "+path, diags)
+	}
+	if stale := recipe.CheckLocked(c.Lang, lock); stale.HasErrors() {
+		if c.opts.ReadOnlyLock {
+			return nil, diagError(path+" is not up to date with the configuration (run sbx lock)", stale)
+		}
+		set := resolve.New(resolve.Options{
+			Dir:        c.Lang.Dir,
+			Environ:    c.opts.Environ,
+			HTTPClient: c.opts.HTTPClient,
+			Logger:     c.opts.Logger,
+		})
+		next, _, diags := set.Lock(ctx, c.Lang, lock, false)
+		if diags.HasErrors() {
+			return nil, diagError("locking "+c.Lang.Dir, diags)
+		}
+		if err := lockfiles.Write(path, next); err != nil {
+			return nil, err
+		}
+		lock = next
+	}
+	c.lock = lock
+	return lock, nil
+}
+
+// Build builds the image named image (an image block's name), or finds
+// it in the cache, and returns its kernel, initramfs and disk. The lock
+// is brought up to date first (see Lock). Unlike sbx build, Build does
+// not record the output hashes in the lock file.
+func (c *Config) Build(ctx context.Context, imageName string) (*image.Result, error) {
+	img, ok := c.Lang.Images[strings.TrimPrefix(imageName, "image.")]
+	if !ok {
+		return nil, fmt.Errorf("no image %q in the configuration in %s (images: %s)", imageName, c.Lang.Dir,
+			strings.Join(slices.Sorted(maps.Keys(c.Lang.Images)), ", "))
+	}
+	lock, err := c.Lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	root := c.getenv(cache.EnvRoot)
+	if root == "" {
+		if root, err = cache.DefaultRoot(); err != nil {
+			return nil, err
+		}
+	}
+	store, err := cache.Open(root)
+	if err != nil {
+		return nil, err
+	}
+	var epoch int64
+	if s := c.getenv("SOURCE_DATE_EPOCH"); s != "" {
+		if epoch, err = strconv.ParseInt(s, 10, 64); err != nil || epoch < 0 {
+			return nil, fmt.Errorf("SOURCE_DATE_EPOCH=%q is not a number of seconds since 1970", s)
+		}
+	}
+	search := agentbin.Search{Env: c.getenv(agentbin.EnvVar)}
+	if exe, err := os.Executable(); err == nil {
+		search.ExeDir = filepath.Dir(exe)
+	}
+	return image.Build(ctx, img, lock.Lookup(img.Name), image.Options{
+		Cache: store,
+		Fetch: fetch.Options{
+			Dir:        c.Lang.Dir,
+			Environ:    c.opts.Environ,
+			HTTPClient: c.opts.HTTPClient,
+			Logger:     c.opts.Logger,
+		},
+		Agent: search.Find,
+		Epoch: epoch,
+	})
+}
+
+// StartOptions configure Start.
+type StartOptions struct {
+	// BootTimeout bounds the boot; zero means machine.DefaultBootTimeout.
+	BootTimeout time.Duration
+	// Dir is where the sandbox's private directory (disk overlay,
+	// sockets, console log) is made; empty means the temporary
+	// directory. It must be short: unix socket paths are.
+	Dir string
+}
+
+// Sandbox is a running sandbox: one VM booted from its image.
+type Sandbox struct {
+	// Name is the sandbox block's name.
+	Name string
+
+	spec *lang.Sandbox
+	env  []string
+	m    *machine.Machine
+}
+
+// Start builds the image of the sandbox named name (see Config.Build),
+// boots a VM of it with the sandbox's CPUs and memory, and returns once
+// the guest agent answers. The VM has no network device and no host
+// directories yet. Stop it when done; it is not stopped when ctx ends.
+func Start(ctx context.Context, cfg *Config, name string, opts StartOptions) (*Sandbox, error) {
+	sb, ok := cfg.Lang.Sandboxes[strings.TrimPrefix(name, "sandbox.")]
+	if !ok {
+		return nil, fmt.Errorf("no sandbox %q in the configuration in %s (sandboxes: %s)", name, cfg.Lang.Dir,
+			strings.Join(slices.Sorted(maps.Keys(cfg.Lang.Sandboxes)), ", "))
+	}
+	r, err := cfg.Build(ctx, sb.Image)
+	if err != nil {
+		return nil, err
+	}
+	m, err := machine.Start(ctx, machine.Options{
+		Name:        sb.Name,
+		Image:       r,
+		CPUs:        sb.CPUs,
+		Memory:      sb.Memory,
+		BootTimeout: opts.BootTimeout,
+		Dir:         opts.Dir,
+	})
+	if err != nil {
+		return nil, err
+	}
+	var env []string
+	if img := cfg.Lang.Images[sb.Image]; img != nil {
+		for _, k := range slices.Sorted(maps.Keys(img.Env)) {
+			env = append(env, k+"="+img.Env[k])
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(sb.Env)) {
+		env = append(env, k+"="+sb.Env[k])
+	}
+	return &Sandbox{Name: sb.Name, spec: sb, env: env, m: m}, nil
+}
+
+// cmd applies the sandbox's defaults to c: its user when c names none,
+// and its environment under c's.
+func (s *Sandbox) cmd(c Cmd) Cmd {
+	if c.User == "" {
+		c.User = s.spec.User
+	}
+	c.Env = append(slices.Clone(s.env), c.Env...)
+	return c
+}
+
+// Exec runs a command in the sandbox and waits for it, streaming its
+// standard input and output as it runs. A command killed by a signal is
+// not an error: its ExitStatus says so. When ctx ends first the
+// command's process group is killed and ctx's error returned with the
+// status.
+func (s *Sandbox) Exec(ctx context.Context, c Cmd) (*ExitStatus, error) {
+	return s.m.Exec(ctx, s.cmd(c))
+}
+
+// StartProcess starts a command and returns once it runs; Wait on the
+// process for its end.
+func (s *Sandbox) StartProcess(ctx context.Context, c Cmd) (*guestconn.Process, error) {
+	return s.m.StartProcess(ctx, s.cmd(c))
+}
+
+// Put writes r's content to the guest file dest with mode's permission
+// bits, owned by owner (nil: root).
+func (s *Sandbox) Put(ctx context.Context, r io.Reader, dest string, mode fs.FileMode, owner *guestconn.Owner) error {
+	return s.m.Put(ctx, r, dest, mode, owner)
+}
+
+// Get writes the content of the guest file path to w.
+func (s *Sandbox) Get(ctx context.Context, path string, w io.Writer) (*guestconn.FileInfo, error) {
+	return s.m.Get(ctx, path, w)
+}
+
+// Machine returns the VM, for what this package does not wrap (its
+// console, accelerator, timings).
+func (s *Sandbox) Machine() *machine.Machine { return s.m }
+
+// Stop powers the VM off (killing it if it does not go within the
+// machine's stop timeout) and removes its files. It waits for QEMU to
+// exit; a ctx that has already ended makes it kill at once.
+func (s *Sandbox) Stop(ctx context.Context) error {
+	return s.m.Stop(ctx)
+}
