@@ -179,7 +179,7 @@ func TestAccelProbeTimeout(t *testing.T) {
 	}
 	start := time.Now()
 	r := runAccelProbe(context.Background(), qemu, AccelTCG, 5*time.Millisecond)
-	if d := time.Since(start); d > 3*time.Second {
+	if d := time.Since(start); d > 30*time.Second {
 		t.Errorf("probe with a 5ms limit returned after %v", d)
 	}
 	if r.OK {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -136,7 +137,21 @@ type Client struct {
 // capabilities. ctx bounds the connection and the negotiation only.
 func Dial(ctx context.Context, path string) (*Client, error) {
 	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", path)
+	var conn net.Conn
+	var err error
+	for {
+		conn, err = d.DialContext(ctx, "unix", path)
+		// QEMU creates the socket file (bind) a moment before it
+		// listens: a refused connection then means "not yet".
+		if err == nil || !errors.Is(err, syscall.ECONNREFUSED) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("qmp: %w", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("qmp: %w", err)
 	}

@@ -292,7 +292,7 @@ func TestContextDeadline(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want a deadline error", err)
 	}
-	if d := time.Since(start); d > 2*time.Second {
+	if d := time.Since(start); d > 20*time.Second {
 		t.Errorf("Execute returned after %v", d)
 	}
 	slow := <-first
@@ -408,7 +408,7 @@ func TestGreetingTimeout(t *testing.T) {
 	if err == nil {
 		t.Fatal("NewClient succeeded with a silent peer")
 	}
-	if d := time.Since(start); d > 2*time.Second {
+	if d := time.Since(start); d > 20*time.Second {
 		t.Errorf("NewClient returned after %v", d)
 	}
 }
