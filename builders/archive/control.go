@@ -3,12 +3,13 @@ package archive
 import (
 	"archive/tar"
 	"bufio"
-	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"strings"
+
+	"github.com/klauspost/compress/gzip"
 )
 
 // Fields are a package's own metadata: the fields of a Debian control

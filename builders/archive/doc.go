@@ -11,7 +11,11 @@
 // .PKGINFO or .SIGN.* — with names cleaned ("./usr/bin/x" becomes
 // "usr/bin/x"; the root entry "./" is not visited). Extract finds one file
 // by name or by a glob that must match exactly one entry, and says which
-// names came close when none does. Control reads a package's own fields
+// names came close when none does; ExtractFileTo does the same for an
+// archive on disk but streams the file to a function instead of returning
+// its bytes, so that a file of hundreds of megabytes is never held in
+// memory (it reads the archive twice: once to find the file and resolve
+// links, once to stream it). Control reads a package's own fields
 // (the deb control file, the apk .PKGINFO). CheckEntry says whether an
 // entry is safe to write under a directory: Walk passes every entry as it
 // is and callers that extract a whole tree decide what to do with unsafe
@@ -23,6 +27,6 @@
 // a kernel and its modules (package builders/kernel), are the callers'.
 // Package archivetest writes archives of every format for tests.
 //
-// The entry points are Walk and Extract (and WalkFile and ExtractFile for
-// archives on disk).
+// The entry points are Walk and Extract (and WalkFile, ExtractFile and
+// ExtractFileTo for archives on disk).
 package archive

@@ -2,11 +2,12 @@ package archive
 
 import (
 	"bytes"
-	"compress/gzip"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/klauspost/compress/gzip"
 )
 
 // Format is an archive format, told by its magic bytes.

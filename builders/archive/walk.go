@@ -3,7 +3,6 @@ package archive
 import (
 	"archive/tar"
 	"bufio"
-	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +10,8 @@ import (
 	"os"
 	"path"
 	"strings"
+
+	"github.com/klauspost/compress/gzip"
 )
 
 // WalkFunc is called for each entry of an archive's file tree. body reads

@@ -2,7 +2,6 @@ package rootfs
 
 import (
 	"archive/tar"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -96,41 +95,38 @@ func (a *assembler) place(art *lang.Artifact, blob string, image bool) error {
 	if e, ok := a.tree.Lookup(dest); ok && e.Type == tar.TypeDir {
 		return fmt.Errorf("dest %s is a directory in the image; a file cannot replace it (set extract = true to unpack an archive into it)", dest)
 	}
-	mode := int64(art.Mode)
-	e := layers.Entry{Path: dest, Type: tar.TypeReg, UID: art.UID, GID: art.GID}
-	var r io.Reader
-	if art.File == "" {
-		if image {
-			return errors.New("an OCI image is not a single file: name one with file, or set extract = true")
-		}
-		f, err := os.Open(blob)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		fi, err := f.Stat()
-		if err != nil {
-			return err
-		}
-		e.Size, r = fi.Size(), f
-		if mode == 0 {
-			mode = 0o644
-		}
-	} else {
-		data, hdr, err := archive.ExtractFile(blob, art.File)
-		if err != nil {
-			return err
-		}
-		e.Size, r = int64(len(data)), bytes.NewReader(data)
-		if mode == 0 {
-			mode = 0o644
-			if hdr.Mode&0o111 != 0 {
-				mode = 0o755
+	e := layers.Entry{Path: dest, Type: tar.TypeReg, Mode: int64(art.Mode), UID: art.UID, GID: art.GID}
+	if art.File != "" {
+		// Streamed from the archive into the tree: an artifact may be a
+		// binary of hundreds of megabytes.
+		return archive.ExtractFileTo(blob, art.File, func(hdr *tar.Header, body io.Reader) error {
+			e.Size = hdr.Size
+			if e.Mode == 0 {
+				e.Mode = 0o644
+				if hdr.Mode&0o111 != 0 {
+					e.Mode = 0o755
+				}
 			}
-		}
+			return a.tree.Add(e, body)
+		})
 	}
-	e.Mode = mode
-	return a.tree.Add(e, r)
+	if image {
+		return errors.New("an OCI image is not a single file: name one with file, or set extract = true")
+	}
+	f, err := os.Open(blob)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	e.Size = fi.Size()
+	if e.Mode == 0 {
+		e.Mode = 0o644
+	}
+	return a.tree.Add(e, f)
 }
 
 // extract unpacks the whole archive at blob under the artifact's dest.

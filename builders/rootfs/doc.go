@@ -24,7 +24,8 @@
 //     artifact's file names inside the archive (a glob must match exactly
 //     one file; links inside the archive are followed; an npm tarball's
 //     entries are under "package/"), or the download itself when file is
-//     empty. Its mode is the artifact's mode or, when none is given, 0755 if
+//     empty; either is streamed into the tree's spill file, never held in
+//     memory whole. Its mode is the artifact's mode or, when none is given, 0755 if
 //     the archive entry has an execute bit and 0644 otherwise (0644 for a
 //     whole download); its owner is the artifact's uid and gid. With extract
 //     = true every entry of the archive (the data tree of a .deb or .apk, the

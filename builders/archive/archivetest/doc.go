@@ -8,5 +8,6 @@
 // imported only from _test.go files and other test-support packages
 // (builders/kernel/kerneltest). Reading archives is package archive's.
 //
-// The entry points are Tar, Deb, APK and AptDownload.
+// The entry points are Tar, Deb, APK and AptDownload; LargeTarGz writes
+// an archive too large to hold in memory comfortably, as a stream.
 package archivetest
