@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/sbx-dev/sbx/supervisor"
 )
 
 // Exit codes returned by Run.
@@ -84,6 +86,7 @@ func verbs() []verb {
 		{"plan", "Show what would change, and whether policy widens", planUsage, runPlan},
 		{"build", "Build images reproducibly into the cache", buildUsage, runBuild},
 		{"run", "Boot a sandbox, run one command in it, tear it down", runUsage, runRun},
+		{"exec", "Run a command in a running sandbox", execUsage, runExec},
 		{"show", "Show a saved plan, the lock file or the state", showUsage, runShow},
 		{"version", "Print the sbx version", versionUsage, runVersion},
 		{"help", "Show help for a command", helpUsage, nil},
@@ -142,6 +145,8 @@ func Run(args []string, env *Env) (code int) {
 		return runVersion(ctx, env, nil)
 	case "help":
 		return runHelp(env, rest)
+	case supervisor.Verb: // hidden: the process supervisor.Spawn starts
+		return runSupervise(ctx, env, rest)
 	}
 	v, ok := lookupVerb(name)
 	if !ok {

@@ -1,0 +1,209 @@
+package command
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/sbx-dev/sbx/guestconn"
+	"github.com/sbx-dev/sbx/supervisor"
+)
+
+const execUsage = `
+Usage: sbx exec [options] [DIR] SANDBOX -- COMMAND [ARG...]
+
+  Run COMMAND in the running sandbox SANDBOX of the configuration in DIR
+  (default: the current directory), through the sandbox's supervisor.
+  Output streams as the command writes it; sbx exits with the command's
+  exit code, or 128 plus the signal's number when a signal killed it.
+  Several sbx exec may run in one sandbox at once.
+
+  Interrupting sbx (Ctrl-C), passing the -timeout or losing the
+  connection kills the command's process group in the guest; the sandbox
+  keeps running.
+
+Options:
+
+  -u USER            Run as USER (a name or uid in the image, or uid:gid).
+                     Default: the sandbox's user, else root.
+  -e KEY=VALUE       Set an environment variable; may be repeated. The
+                     image's and the sandbox's env come first.
+  -w DIR             Working directory in the guest. Default: the user's
+                     home directory.
+  -i                 Pass standard input to the command.
+  -t                 Run the command on a pseudo-terminal.
+  -timeout DURATION  Kill the command if it runs longer (e.g. 10m); sbx
+                     then exits with 124. Default: no limit.
+
+  Supervisors keep their sockets under $SBX_RUNTIME_DIR, else
+  $XDG_RUNTIME_DIR/sbx, else sbx-UID in the temporary directory.
+`
+
+type execArgs struct {
+	dir     string
+	sandbox string
+	command []string
+	user    string
+	env     stringList
+	workdir string
+	stdin   bool
+	tty     bool
+	timeout time.Duration
+}
+
+func runExec(ctx context.Context, env *Env, args []string) int {
+	var a execArgs
+	flags := newFlagSet("exec")
+	flags.StringVar(&a.user, "u", "", "")
+	flags.Var(&a.env, "e", "")
+	flags.StringVar(&a.workdir, "w", "", "")
+	flags.BoolVar(&a.stdin, "i", false, "")
+	flags.BoolVar(&a.tty, "t", false, "")
+	flags.DurationVar(&a.timeout, "timeout", 0, "")
+	// Flags come before the sandbox: everything after it is the
+	// command's, its own flags included.
+	if err := flags.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(env.Stdout, strings.TrimLeft(execUsage, "\n"))
+			return ExitOK
+		}
+		fmt.Fprintf(env.Stderr, "sbx exec: %v\nRun \"sbx exec -h\" for its options.\n", err)
+		return ExitError
+	}
+	if !a.parsePositional(env, flags.Args()) {
+		return ExitError
+	}
+	for _, kv := range a.env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			fmt.Fprintf(env.Stderr, "sbx exec: -e %q: write KEY=VALUE\n", kv)
+			return ExitError
+		}
+	}
+
+	ctx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+
+	name := strings.TrimPrefix(a.sandbox, "sandbox.")
+	dir, err := supervisor.SandboxDir(supervisor.RuntimeBase(env.Environ), a.dir, name)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "sbx exec: %v\n", err)
+		return ExitError
+	}
+	spec, err := supervisor.ReadSpec(dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			fmt.Fprintf(env.Stderr, "sbx exec: sandbox.%s of %s is not running\n", name, a.dir)
+		} else {
+			fmt.Fprintf(env.Stderr, "sbx exec: sandbox.%s: %v\n", name, err)
+		}
+		return ExitError
+	}
+	c, err := supervisor.Dial(ctx, dir)
+	if err != nil {
+		if errors.Is(err, supervisor.ErrNotRunning) {
+			fmt.Fprintf(env.Stderr, "sbx exec: sandbox.%s of %s is not running\n", name, a.dir)
+		} else {
+			fmt.Fprintf(env.Stderr, "sbx exec: sandbox.%s: %v\n", name, err)
+		}
+		return ExitError
+	}
+	defer c.Close()
+	return a.exec(ctx, env, c, spec)
+}
+
+// parsePositional splits [DIR] SANDBOX [--] COMMAND....
+func (a *execArgs) parsePositional(env *Env, pos []string) bool {
+	var before []string
+	if i := slices.Index(pos, "--"); i >= 0 {
+		before, a.command = pos[:i], pos[i+1:]
+	} else if len(pos) > 0 {
+		before, a.command = pos[:1], pos[1:]
+	}
+	switch len(before) {
+	case 1:
+		a.dir, a.sandbox = ".", before[0]
+	case 2:
+		a.dir, a.sandbox = before[0], before[1]
+	case 0:
+		fmt.Fprintln(env.Stderr, "sbx exec: name the sandbox and the command: sbx exec [DIR] SANDBOX -- COMMAND [ARG...]")
+		return false
+	default:
+		fmt.Fprintf(env.Stderr, "sbx exec: expected [DIR] SANDBOX before --, got %s\n", strings.Join(before, " "))
+		return false
+	}
+	if len(a.command) == 0 {
+		fmt.Fprintf(env.Stderr, "sbx exec: no command to run in %s; write it after --\n", a.sandbox)
+		return false
+	}
+	return true
+}
+
+// exec runs the command through the supervisor's connection and returns
+// sbx's exit code.
+func (a *execArgs) exec(ctx context.Context, env *Env, c *guestconn.Client, spec *supervisor.Spec) int {
+	user := a.user
+	if user == "" {
+		user = spec.User
+	}
+	vars := append(slices.Clip(spec.Env), a.env...)
+	cmd := guestconn.Cmd{Args: a.command, Env: vars, Dir: a.workdir, User: user, Stdout: env.Stdout, Stderr: env.Stderr}
+	if a.stdin {
+		cmd.Stdin = env.Stdin
+	}
+	var restore func()
+	if a.tty {
+		cmd.PTY = &guestconn.PTY{Rows: 24, Cols: 80}
+		if t, ok := env.getenv("TERM"); ok && t != "" {
+			cmd.PTY.Term = t
+		}
+		if fd, ok := terminalFD(env.Stdout); ok {
+			if w, h, err := term.GetSize(fd); err == nil {
+				cmd.PTY.Rows, cmd.PTY.Cols = uint16(h), uint16(w)
+			}
+		}
+		if a.stdin {
+			if f, ok := env.Stdin.(interface{ Fd() uintptr }); ok && term.IsTerminal(int(f.Fd())) {
+				if old, err := term.MakeRaw(int(f.Fd())); err == nil {
+					restore = func() { term.Restore(int(f.Fd()), old) }
+				}
+			}
+		}
+	}
+	if restore != nil {
+		defer restore()
+	}
+
+	runCtx := ctx
+	if a.timeout > 0 {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeout(ctx, a.timeout)
+		defer cancel()
+	}
+	st, err := c.Exec(runCtx, cmd)
+	if restore != nil {
+		restore()
+		restore = nil
+	}
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		fmt.Fprintf(env.Stderr, "sbx exec: interrupted; the command was killed\n")
+		return 128 + int(syscall.SIGINT)
+	case errors.Is(err, context.DeadlineExceeded) && a.timeout > 0:
+		fmt.Fprintf(env.Stderr, "sbx exec: the command did not finish within %v; it was killed\n", a.timeout)
+		return ExitTimeout
+	default:
+		fmt.Fprintf(env.Stderr, "sbx exec: sandbox.%s: %v\n", strings.TrimPrefix(a.sandbox, "sandbox."), err)
+		return ExitError
+	}
+	return exitCode(st)
+}

@@ -1,0 +1,35 @@
+// Package supervisor keeps one sandbox running beyond the command that
+// started it, and lets many commands use it at once.
+//
+// A guest agent serves one host connection at a time on its virtio-serial
+// port. Router sits on that one connection and speaks the same agent
+// protocol (package guest/agentproto) to any number of clients on a unix
+// socket: it answers each client's hello with the guest's, gives each
+// client session a stream id of its own on the guest connection and
+// rewrites stream ids both ways for every frame (flow-control windows
+// included), so a guestconn.Client dialled on the supervisor's socket
+// works as one dialled on the guest. It checks every client frame and its
+// credit, so a client that breaks the protocol is disconnected without
+// breaking the connection the others share, and when a client goes, its
+// sessions are cancelled in the guest (their processes killed).
+//
+// Run is the supervisor process itself: it boots the sandbox's machine
+// (package machine), serves a Router on <dir>/supervisor.sock, records
+// itself in <dir>/status.json, and stops the machine when asked on
+// <dir>/control.sock (Stop), when its context ends (SIGTERM, in the
+// command that calls it) or when the guest goes. Spawn starts Run in a
+// detached process, re-executing the current binary, and waits until the
+// sandbox is ready; Dial connects a guestconn.Client to a running
+// supervisor. SandboxDir names a sandbox's supervisor directory under the
+// per-user RuntimeBase, short enough for unix socket paths whatever the
+// configuration's path, so that "sbx exec NAME" finds it.
+//
+// It does not build images (builders/image), boot QEMU itself (machine,
+// providers/qemu), speak the guest's side of the protocol
+// (guest/execsrv) or record sandboxes in the configuration's state
+// (state). It never prints; Run logs to the slog.Logger it is given.
+//
+// The entry points are NewRouter and Router.Serve for the routing alone;
+// Spawn, Dial and Stop for a sandbox's supervisor process, and Run for the
+// process itself.
+package supervisor

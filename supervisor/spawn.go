@@ -1,0 +1,172 @@
+package supervisor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/sbx-dev/sbx/atomicfile"
+)
+
+// Verb is the hidden command-line verb that runs a supervisor: Spawn
+// starts "<binary> supervise DIR" by default, and the command line's
+// supervise verb calls RunDir.
+const Verb = "supervise"
+
+// DefaultReadyTimeout bounds Spawn's wait for the sandbox when
+// SpawnOptions.ReadyTimeout is zero; the boot itself is bounded by
+// Spec.BootTimeout.
+const DefaultReadyTimeout = 5 * time.Minute
+
+// SpawnOptions configure Spawn.
+type SpawnOptions struct {
+	// Command is the program, and its first arguments, that runs the
+	// supervisor; the directory is added as the last argument. Nil means
+	// this executable with the Verb: {os.Executable(), "supervise"}.
+	Command []string
+	// Env is the supervisor's environment; nil means this process's.
+	Env []string
+	// ReadyTimeout bounds the wait for the sandbox to run; zero means
+	// DefaultReadyTimeout.
+	ReadyTimeout time.Duration
+}
+
+// Spawn starts a supervisor for spec in dir as a detached process (its own
+// session, its output in dir/supervisor.log) that outlives this one, and
+// returns its status once the sandbox runs. When the supervisor fails
+// first, the error quotes its status or the end of its log. When ctx ends
+// first, the supervisor is told to stop.
+func Spawn(ctx context.Context, dir string, spec Spec, opts SpawnOptions) (*Status, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("supervisor: %w", err)
+	}
+	if running(dir) {
+		return nil, fmt.Errorf("supervisor: %s is already served by a running supervisor", dir)
+	}
+	b, err := json.MarshalIndent(spec, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("supervisor: %w", err)
+	}
+	if err := atomicfile.WriteBytes(filepath.Join(dir, SpecFile), append(b, '\n'), 0o600); err != nil {
+		return nil, fmt.Errorf("supervisor: %w", err)
+	}
+	if err := os.Remove(filepath.Join(dir, StatusFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("supervisor: %w", err)
+	}
+	argv := opts.Command
+	if len(argv) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("supervisor: finding this executable: %w", err)
+		}
+		argv = []string{exe, Verb}
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("supervisor: %w", err)
+	}
+	logPath := filepath.Join(dir, LogFile)
+	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("supervisor: %w", err)
+	}
+	logStart, _ := logf.Seek(0, io.SeekEnd)
+	cmd := exec.Command(argv[0], append(argv[1:len(argv):len(argv)], abs)...)
+	cmd.Dir = abs
+	cmd.Env = opts.Env
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	err = cmd.Start()
+	logf.Close()
+	if err != nil {
+		return nil, fmt.Errorf("supervisor: starting %s: %w", argv[0], err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	timeout := opts.ReadyTimeout
+	if timeout <= 0 {
+		timeout = DefaultReadyTimeout
+	}
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if st, err := ReadStatus(dir); err == nil && st.Pid == cmd.Process.Pid {
+			switch st.State {
+			case StateRunning:
+				return st, nil
+			case StateFailed, StateStopped:
+				return nil, fmt.Errorf("supervisor: sandbox %s did not start: %s", spec.Name, st.Error)
+			}
+		}
+		select {
+		case err := <-exited:
+			return nil, fmt.Errorf("supervisor: sandbox %s: the supervisor exited (%v) before the sandbox ran; %s says:\n%s",
+				spec.Name, err, logPath, logTail(logPath, logStart))
+		case <-ctx.Done():
+			cmd.Process.Signal(syscall.SIGTERM)
+			return nil, fmt.Errorf("supervisor: sandbox %s: %w", spec.Name, ctx.Err())
+		case <-deadline.C:
+			cmd.Process.Signal(syscall.SIGTERM)
+			return nil, fmt.Errorf("supervisor: sandbox %s did not run within %v; see %s", spec.Name, timeout, logPath)
+		case <-tick.C:
+		}
+	}
+}
+
+// logTail returns the end of what the log got from offset on.
+func logTail(path string, from int64) string {
+	b, err := os.ReadFile(path)
+	if err != nil || int64(len(b)) < from {
+		return "(no log)"
+	}
+	b = b[from:]
+	if len(b) > 4<<10 {
+		b = b[len(b)-4<<10:]
+	}
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return "(empty)"
+	}
+	return string(b)
+}
+
+// ReadSpec reads the spec Spawn wrote in dir.
+func ReadSpec(dir string) (*Spec, error) {
+	path := filepath.Join(dir, SpecFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("supervisor: %w", err)
+	}
+	var spec Spec
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&spec); err != nil {
+		return nil, fmt.Errorf("supervisor: %s: %w", path, err)
+	}
+	if spec.Image == nil {
+		return nil, fmt.Errorf("supervisor: %s: no image", path)
+	}
+	return &spec, nil
+}
+
+// RunDir runs the supervisor of the spec Spawn wrote in dir (see Run);
+// it is what the supervise verb does.
+func RunDir(ctx context.Context, dir string, opts Options) error {
+	spec, err := ReadSpec(dir)
+	if err != nil {
+		return err
+	}
+	opts.Dir, opts.Spec = dir, *spec
+	return Run(ctx, opts)
+}
