@@ -1,5 +1,5 @@
 // Package command implements the sbx command line: one function per verb
-// (validate, fmt, lock, plan, build, show, version, help), each parsing its
+// (validate, fmt, lock, plan, build, run, exec, show, version, help, and the hidden supervise), each parsing its
 // flags into a small struct, orchestrating the library packages, and
 // printing one view of the result. It is the only package that prints
 // diagnostics, picks colours or chooses exit codes.
