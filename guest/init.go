@@ -76,8 +76,11 @@ func Init(opts Options) (err error) {
 	defer dog.stop()
 	arm := func(d time.Duration, what string) {
 		dog.arm(d, func() {
-			cancel()
+			// Report the overrun before stopping the boot's waits, so
+			// the error line names the deadline, not the interrupted
+			// wait.
 			shutdown(fmt.Errorf("boot did not finish within %v (%s)", d, what))
+			cancel()
 		})
 	}
 	arm(bootproto.DefaultBootTimeout, "the default boot timeout")
