@@ -13,8 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/term"
-
 	"github.com/sbx-dev/sbx/addrs"
 	"github.com/sbx-dev/sbx/builders/image"
 	"github.com/sbx-dev/sbx/guestconn"
@@ -222,57 +220,8 @@ func (a *runArgs) exec(ctx context.Context, env *Env, m *machine.Machine, sb *la
 		vars = append(vars, k+"="+sb.Env[k])
 	}
 	vars = append(vars, a.env...)
-	cmd := guestconn.Cmd{Args: a.command, Env: vars, Dir: a.workdir, User: user, Stdout: env.Stdout, Stderr: env.Stderr}
-	if a.stdin {
-		cmd.Stdin = env.Stdin
-	}
-	var restore func()
-	if a.tty {
-		cmd.PTY = &guestconn.PTY{Rows: 24, Cols: 80}
-		if t, ok := env.getenv("TERM"); ok && t != "" {
-			cmd.PTY.Term = t
-		}
-		if fd, ok := terminalFD(env.Stdout); ok {
-			if w, h, err := term.GetSize(fd); err == nil {
-				cmd.PTY.Rows, cmd.PTY.Cols = uint16(h), uint16(w)
-			}
-		}
-		if a.stdin {
-			if f, ok := env.Stdin.(interface{ Fd() uintptr }); ok && term.IsTerminal(int(f.Fd())) {
-				if old, err := term.MakeRaw(int(f.Fd())); err == nil {
-					restore = func() { term.Restore(int(f.Fd()), old) }
-				}
-			}
-		}
-	}
-	if restore != nil {
-		defer restore()
-	}
-
-	runCtx := ctx
-	if a.timeout > 0 {
-		var cancel context.CancelFunc
-		runCtx, cancel = context.WithTimeout(ctx, a.timeout)
-		defer cancel()
-	}
-	st, err := m.Exec(runCtx, cmd)
-	if restore != nil {
-		restore()
-		restore = nil
-	}
-	switch {
-	case err == nil:
-	case ctx.Err() != nil:
-		fmt.Fprintf(env.Stderr, "sbx run: interrupted; the command was killed\n")
-		return 128 + int(syscall.SIGINT)
-	case errors.Is(err, context.DeadlineExceeded) && a.timeout > 0:
-		fmt.Fprintf(env.Stderr, "sbx run: the command did not finish within %v; it was killed\n", a.timeout)
-		return ExitTimeout
-	default:
-		fmt.Fprintf(env.Stderr, "sbx run: %s: %v\n", sb.Addr(), err)
-		return ExitError
-	}
-	return exitCode(st)
+	g := guestCommand{verb: "run", target: sb.Addr().String(), stdin: a.stdin, tty: a.tty, timeout: a.timeout}
+	return g.run(ctx, env, guestconn.Cmd{Args: a.command, Env: vars, Dir: a.workdir, User: user}, m.Exec)
 }
 
 // exitCode maps a guest process's end to sbx's exit code: its own, or

@@ -1,0 +1,82 @@
+package command
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/sbx-dev/sbx/guestconn"
+	"golang.org/x/term"
+)
+
+// guestCommand is what sbx run and sbx exec share: running one command in
+// a guest with the CLI's streams, terminal and timeout, and turning the
+// outcome into sbx's exit code.
+type guestCommand struct {
+	verb    string // "run" or "exec", for messages
+	target  string // the sandbox's address, for messages
+	stdin   bool   // -i
+	tty     bool   // -t
+	timeout time.Duration
+}
+
+// run completes cmd (Args, Env, Dir and User set by the caller) with the
+// CLI's streams and terminal, runs it with exec and returns sbx's exit
+// code: the command's, 128+signal, ExitTimeout, 130 when interrupted or
+// ExitError.
+func (g guestCommand) run(ctx context.Context, env *Env, cmd guestconn.Cmd,
+	exec func(context.Context, guestconn.Cmd) (*guestconn.ExitStatus, error)) int {
+	cmd.Stdout, cmd.Stderr = env.Stdout, env.Stderr
+	if g.stdin {
+		cmd.Stdin = env.Stdin
+	}
+	var restore func()
+	if g.tty {
+		cmd.PTY = &guestconn.PTY{Rows: 24, Cols: 80}
+		if t, ok := env.getenv("TERM"); ok && t != "" {
+			cmd.PTY.Term = t
+		}
+		if fd, ok := terminalFD(env.Stdout); ok {
+			if w, h, err := term.GetSize(fd); err == nil {
+				cmd.PTY.Rows, cmd.PTY.Cols = uint16(h), uint16(w)
+			}
+		}
+		if g.stdin {
+			if f, ok := env.Stdin.(interface{ Fd() uintptr }); ok && term.IsTerminal(int(f.Fd())) {
+				if old, err := term.MakeRaw(int(f.Fd())); err == nil {
+					restore = func() { term.Restore(int(f.Fd()), old) }
+				}
+			}
+		}
+	}
+	if restore != nil {
+		defer restore()
+	}
+
+	runCtx := ctx
+	if g.timeout > 0 {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeout(ctx, g.timeout)
+		defer cancel()
+	}
+	st, err := exec(runCtx, cmd)
+	if restore != nil {
+		restore()
+		restore = nil
+	}
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		fmt.Fprintf(env.Stderr, "sbx %s: interrupted; the command was killed\n", g.verb)
+		return 128 + int(syscall.SIGINT)
+	case errors.Is(err, context.DeadlineExceeded) && g.timeout > 0:
+		fmt.Fprintf(env.Stderr, "sbx %s: the command did not finish within %v; it was killed\n", g.verb, g.timeout)
+		return ExitTimeout
+	default:
+		fmt.Fprintf(env.Stderr, "sbx %s: %s: %v\n", g.verb, g.target, err)
+		return ExitError
+	}
+	return exitCode(st)
+}
