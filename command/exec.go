@@ -120,29 +120,9 @@ func runExec(ctx context.Context, env *Env, args []string) int {
 
 // parsePositional splits [DIR] SANDBOX [--] COMMAND....
 func (a *execArgs) parsePositional(env *Env, pos []string) bool {
-	var before []string
-	if i := slices.Index(pos, "--"); i >= 0 {
-		before, a.command = pos[:i], pos[i+1:]
-	} else if len(pos) > 0 {
-		before, a.command = pos[:1], pos[1:]
-	}
-	switch len(before) {
-	case 1:
-		a.dir, a.sandbox = ".", before[0]
-	case 2:
-		a.dir, a.sandbox = before[0], before[1]
-	case 0:
-		fmt.Fprintln(env.Stderr, "sbx exec: name the sandbox and the command: sbx exec [DIR] SANDBOX -- COMMAND [ARG...]")
-		return false
-	default:
-		fmt.Fprintf(env.Stderr, "sbx exec: expected [DIR] SANDBOX before --, got %s\n", strings.Join(before, " "))
-		return false
-	}
-	if len(a.command) == 0 {
-		fmt.Fprintf(env.Stderr, "sbx exec: no command to run in %s; write it after --\n", a.sandbox)
-		return false
-	}
-	return true
+	var ok bool
+	a.dir, a.sandbox, a.command, ok = sandboxCommand(env, "exec", pos)
+	return ok
 }
 
 // exec runs the command through the supervisor's connection and returns

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -79,4 +81,32 @@ func (g guestCommand) run(ctx context.Context, env *Env, cmd guestconn.Cmd,
 		return ExitError
 	}
 	return exitCode(st)
+}
+
+// sandboxCommand splits the positional arguments of sbx run and sbx exec,
+// [DIR] SANDBOX [--] COMMAND..., reporting a usage error for verb.
+func sandboxCommand(env *Env, verb string, pos []string) (dir, sandbox string, command []string, ok bool) {
+	var before []string
+	if i := slices.Index(pos, "--"); i >= 0 {
+		before, command = pos[:i], pos[i+1:]
+	} else if len(pos) > 0 {
+		before, command = pos[:1], pos[1:]
+	}
+	switch len(before) {
+	case 1:
+		dir, sandbox = ".", before[0]
+	case 2:
+		dir, sandbox = before[0], before[1]
+	case 0:
+		fmt.Fprintf(env.Stderr, "sbx %s: name the sandbox and the command: sbx %s [DIR] SANDBOX -- COMMAND [ARG...]\n", verb, verb)
+		return "", "", nil, false
+	default:
+		fmt.Fprintf(env.Stderr, "sbx %s: expected [DIR] SANDBOX before --, got %s\n", verb, strings.Join(before, " "))
+		return "", "", nil, false
+	}
+	if len(command) == 0 {
+		fmt.Fprintf(env.Stderr, "sbx %s: no command to run in %s; write it after --\n", verb, sandbox)
+		return "", "", nil, false
+	}
+	return dir, sandbox, command, true
 }

@@ -304,7 +304,7 @@ type parentError struct {
 }
 
 func (e *parentError) Error() string {
-	what := "a " + typeName(e.n.typ)
+	what := "a " + TypeName(e.n.typ)
 	if e.n.typ == tar.TypeSymlink {
 		what += " to " + e.n.linkname + ", which is not followed"
 	}
@@ -470,7 +470,8 @@ func join(dir, name string) string {
 	return dir + "/" + name
 }
 
-func typeName(typ byte) string {
+// TypeName names a tar entry type for messages ("symbolic link").
+func TypeName(typ byte) string {
 	switch typ {
 	case tar.TypeReg:
 		return "regular file"

@@ -35,7 +35,7 @@ func (a *assembler) readAcct(p string) (*acctFile, error) {
 		return f, nil
 	}
 	if e.Type != tar.TypeReg {
-		return nil, fmt.Errorf("%s is a %s in the image, not a file; links in the image are never followed", p, typeName(e.Type))
+		return nil, fmt.Errorf("%s is a %s in the image, not a file; links in the image are never followed", p, layers.TypeName(e.Type))
 	}
 	r, err := a.tree.Open(p)
 	if err != nil {
@@ -262,7 +262,7 @@ func (a *assembler) home(u *lang.User, inBase bool) error {
 	e, ok := a.tree.Lookup(u.Home)
 	switch {
 	case ok && e.Type != tar.TypeDir:
-		return fmt.Errorf("home %s is a %s in the image, not a directory", u.Home, typeName(e.Type))
+		return fmt.Errorf("home %s is a %s in the image, not a directory", u.Home, layers.TypeName(e.Type))
 	case ok && inBase:
 		return nil
 	case ok:

@@ -148,7 +148,7 @@ func (a *assembler) extract(ctx context.Context, art *lang.Artifact, blob string
 	case e.Type == tar.TypeSymlink:
 		return fmt.Errorf("dest %s is a symbolic link to %s; links in the image are never followed, so name the directory it points at", dest, e.Linkname)
 	case e.Type != tar.TypeDir:
-		return fmt.Errorf("dest %s is a %s in the image, not a directory to unpack into", dest, typeName(e.Type))
+		return fmt.Errorf("dest %s is a %s in the image, not a directory to unpack into", dest, layers.TypeName(e.Type))
 	}
 	var links []layers.Entry
 	err := archive.WalkFile(blob, func(hdr *tar.Header, body io.Reader) error {
@@ -189,7 +189,7 @@ func (a *assembler) extract(ctx context.Context, art *lang.Artifact, blob string
 			return fmt.Errorf("entry %q: unsupported entry type %q", hdr.Name, hdr.Typeflag)
 		}
 		if exists && old.Type == tar.TypeDir && e.Type != tar.TypeDir {
-			return fmt.Errorf("entry %q is a %s, but %s is a directory in the image", hdr.Name, typeName(e.Type), e.Path)
+			return fmt.Errorf("entry %q is a %s, but %s is a directory in the image", hdr.Name, layers.TypeName(e.Type), e.Path)
 		}
 		if err := a.tree.Add(e, body); err != nil {
 			return fmt.Errorf("entry %q: %w", hdr.Name, err)

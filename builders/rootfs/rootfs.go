@@ -289,28 +289,8 @@ func (a *assembler) checkParents(p string) error {
 		case tar.TypeSymlink:
 			return fmt.Errorf("%s goes through %s, a symbolic link to %s; links in the image are never followed, so name the path the link points at", p, dir, e.Linkname)
 		default:
-			return fmt.Errorf("%s goes through %s, which is a %s, not a directory", p, dir, typeName(e.Type))
+			return fmt.Errorf("%s goes through %s, which is a %s, not a directory", p, dir, layers.TypeName(e.Type))
 		}
 	}
 	return nil
-}
-
-func typeName(typ byte) string {
-	switch typ {
-	case tar.TypeReg:
-		return "regular file"
-	case tar.TypeDir:
-		return "directory"
-	case tar.TypeSymlink:
-		return "symbolic link"
-	case tar.TypeLink:
-		return "hard link"
-	case tar.TypeChar:
-		return "character device"
-	case tar.TypeBlock:
-		return "block device"
-	case tar.TypeFifo:
-		return "FIFO"
-	}
-	return fmt.Sprintf("entry of type %q", typ)
 }
