@@ -241,16 +241,7 @@ func Start(ctx context.Context, cfg *Config, name string, opts StartOptions) (*S
 	if err != nil {
 		return nil, err
 	}
-	var env []string
-	if img := cfg.Lang.Images[sb.Image]; img != nil {
-		for _, k := range slices.Sorted(maps.Keys(img.Env)) {
-			env = append(env, k+"="+img.Env[k])
-		}
-	}
-	for _, k := range slices.Sorted(maps.Keys(sb.Env)) {
-		env = append(env, k+"="+sb.Env[k])
-	}
-	return &Sandbox{Name: sb.Name, spec: sb, env: env, m: m}, nil
+	return &Sandbox{Name: sb.Name, spec: sb, env: cfg.Lang.CommandEnv(sb), m: m}, nil
 }
 
 // cmd applies the sandbox's defaults to c: its user when c names none,

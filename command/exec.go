@@ -38,7 +38,9 @@ Options:
   -w DIR             Working directory in the guest. Default: the user's
                      home directory.
   -i                 Pass standard input to the command.
-  -t                 Run the command on a pseudo-terminal.
+  -t                 Run the command on a pseudo-terminal the size of this
+                     terminal, resized with it (with -i and a terminal on
+                     standard input, typing reaches it, in raw mode).
   -timeout DURATION  Kill the command if it runs longer (e.g. 10m); sbx
                      then exits with 124. Default: no limit.
 
@@ -91,7 +93,7 @@ func runExec(ctx context.Context, env *Env, args []string) int {
 	defer stopSignals()
 
 	name := strings.TrimPrefix(a.sandbox, "sandbox.")
-	dir, err := supervisor.SandboxDir(supervisor.RuntimeBase(env.Environ), a.dir, name)
+	dir, err := runtimeDir(env, a.dir, name)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "sbx exec: %v\n", err)
 		return ExitError

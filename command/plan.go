@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/sbx-dev/sbx/apply"
 	"github.com/sbx-dev/sbx/builders/recipe"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/lockfiles"
@@ -24,7 +25,9 @@ Usage: sbx plan [options] [DIR]
   as widening or narrowing what a sandbox may do.
 
   By default the configuration is compared with what was last applied
-  (DIR/.sbx/state.json, read under the state lock). With -against it is
+  (DIR/.sbx/state.json, read under the state lock), after checking that
+  the sandboxes it records still run: one whose supervisor or VM died is
+  shown as to be replaced. With -against it is
   compared with another revision of itself instead, and no state is read:
   REV is a directory, or else a git revision of the repository holding DIR
   (the same directory at that revision). The other revision is loaded with
@@ -192,6 +195,7 @@ func planState(ctx context.Context, v *view, cfg *lang.Config, lock *lockfiles.L
 		v.errorDetail("Cannot read the state", err.Error())
 		return nil, false
 	}
+	apply.Refresh(ctx, st)
 	desired, diags := plan.Desired(cfg, lock)
 	v.diagnostics(cfg.Sources, diags)
 	if diags.HasErrors() {

@@ -27,6 +27,9 @@ const (
 	ExitChanges = 2
 	// ExitUnformatted: fmt -check found files that need formatting.
 	ExitUnformatted = 3
+	// ExitInterrupted: interrupted (Ctrl-C, SIGTERM), as shells report
+	// a process killed by SIGINT.
+	ExitInterrupted = 130
 )
 
 // Env is what a command runs with: its streams and environment, and the
@@ -86,7 +89,13 @@ func verbs() []verb {
 		{"plan", "Show what would change, and whether policy widens", planUsage, runPlan},
 		{"build", "Build images reproducibly into the cache", buildUsage, runBuild},
 		{"run", "Boot a sandbox, run one command in it, tear it down", runUsage, runRun},
+		{"apply", "Build images and start, replace or stop sandboxes", applyUsage, runApply},
 		{"exec", "Run a command in a running sandbox", execUsage, runExec},
+		{"cp", "Copy a file into or out of a running sandbox", cpUsage, runCp},
+		{"ps", "List the sandboxes of a configuration and whether they run", psUsage, runPs},
+		{"status", "Show one sandbox's state, or list them as ps does", statusUsage, runStatus},
+		{"logs", "Show a sandbox's console and supervisor logs", logsUsage, runLogs},
+		{"destroy", "Stop sandboxes and remove them from the state", destroyUsage, runDestroy},
 		{"show", "Show a saved plan, the lock file or the state", showUsage, runShow},
 		{"version", "Print the sbx version", versionUsage, runVersion},
 		{"help", "Show help for a command", helpUsage, nil},

@@ -50,8 +50,9 @@ Options:
                      home directory.
   -i                 Pass standard input to the command. Without it the
                      command reads nothing (like "docker run" without -i).
-  -t                 Run the command on a pseudo-terminal (with -i and a
-                     terminal on standard input, typing reaches it).
+  -t                 Run the command on a pseudo-terminal the size of this
+                     terminal, resized with it (with -i and a terminal on
+                     standard input, typing reaches it, in raw mode).
   -timeout DURATION  Kill the command if it runs longer (e.g. 10m); sbx
                      then exits with 124. Default: no limit.
   -boot-timeout DURATION
@@ -174,7 +175,7 @@ func runRun(ctx context.Context, env *Env, args []string) int {
 		}
 		fmt.Fprintf(env.Stderr, "sbx run: note: %s (commands run slower).\n", note)
 	}
-	return a.exec(ctx, env, m, sb, cfg.Images[sb.Image])
+	return a.exec(ctx, env, m, cfg, sb)
 }
 
 // parsePositional splits [DIR] SANDBOX [--] COMMAND....
@@ -185,21 +186,12 @@ func (a *runArgs) parsePositional(env *Env, pos []string) bool {
 }
 
 // exec runs the command in the machine and returns sbx's exit code.
-func (a *runArgs) exec(ctx context.Context, env *Env, m *machine.Machine, sb *lang.Sandbox, img *lang.Image) int {
+func (a *runArgs) exec(ctx context.Context, env *Env, m *machine.Machine, cfg *lang.Config, sb *lang.Sandbox) int {
 	user := a.user
 	if user == "" {
 		user = sb.User
 	}
-	var vars []string
-	if img != nil {
-		for _, k := range slices.Sorted(maps.Keys(img.Env)) {
-			vars = append(vars, k+"="+img.Env[k])
-		}
-	}
-	for _, k := range slices.Sorted(maps.Keys(sb.Env)) {
-		vars = append(vars, k+"="+sb.Env[k])
-	}
-	vars = append(vars, a.env...)
+	vars := append(cfg.CommandEnv(sb), a.env...)
 	g := guestCommand{verb: "run", target: sb.Addr().String(), stdin: a.stdin, tty: a.tty, timeout: a.timeout}
 	return g.run(ctx, env, guestconn.Cmd{Args: a.command, Env: vars, Dir: a.workdir, User: user}, m.Exec)
 }

@@ -11,9 +11,14 @@ import (
 	"time"
 
 	"github.com/sbx-dev/sbx/machine/machinetest"
+	"github.com/sbx-dev/sbx/supervisor"
 )
 
 func TestMain(m *testing.M) {
+	// Started by supervisor.Spawn as "<this binary> supervise DIR": be sbx.
+	if os.Getenv(asSbxEnv) == "1" && len(os.Args) > 1 && os.Args[1] == supervisor.Verb {
+		os.Exit(Run(os.Args[1:], &Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Environ: os.Environ()}))
+	}
 	code := m.Run()
 	machinetest.Cleanup()
 	os.Exit(code)

@@ -1,6 +1,9 @@
 package lang
 
 import (
+	"maps"
+	"slices"
+
 	"github.com/hashicorp/hcl/v2"
 	"github.com/sbx-dev/sbx/addrs"
 	"github.com/sbx-dev/sbx/policy"
@@ -243,3 +246,20 @@ type Sandbox struct {
 
 // Addr returns sandbox.NAME.
 func (s *Sandbox) Addr() addrs.Ref { return addrs.SandboxRef(s.Name) }
+
+// CommandEnv returns the environment of the commands run in sandbox sb,
+// as "KEY=value" entries: its image's env, then the sandbox's (which
+// overrides it), each sorted by key. Later entries win where a key
+// repeats, as in a process environment.
+func (c *Config) CommandEnv(sb *Sandbox) []string {
+	var env []string
+	if img := c.Images[sb.Image]; img != nil {
+		for _, k := range slices.Sorted(maps.Keys(img.Env)) {
+			env = append(env, k+"="+img.Env[k])
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(sb.Env)) {
+		env = append(env, k+"="+sb.Env[k])
+	}
+	return env
+}

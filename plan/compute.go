@@ -29,6 +29,10 @@ import (
 // can run, and a reviewer sees everything it may reach. A destroyed
 // sandbox lists none.
 //
+// A sandbox that state records as running but that a refresh found gone
+// (SandboxAttrs.Runtime.Gone) is replaced: it is re-created, after what
+// is left of it (a QEMU whose supervisor was killed) is cleaned up.
+//
 // Resources are matched by address; a resource whose Addr is unset is
 // matched by its Address string, as read from a state file.
 func Compute(desired, prior []*state.Resource) *Plan {
@@ -278,6 +282,12 @@ func diffSandbox(a addrs.Ref, before, after *state.Resource, replacedImages map[
 		case len(rc.Attrs) > 0:
 			rc.Action = Replace
 			rc.Reason = joinClauses(reasons)
+			if gone := goneReason(b); gone != "" {
+				rc.Reason += ", and " + gone
+			}
+		case goneReason(b) != "":
+			rc.Action = Replace
+			rc.Reason = goneReason(b)
 		case policyMoved:
 			rc.Action = Update
 		default:
@@ -290,6 +300,15 @@ func diffSandbox(a addrs.Ref, before, after *state.Resource, replacedImages map[
 		}
 	}
 	return rc
+}
+
+// goneReason explains a sandbox found not running when state was
+// refreshed (SandboxAttrs.Runtime.Gone), or is empty.
+func goneReason(a *state.SandboxAttrs) string {
+	if a.Runtime == nil || a.Runtime.Gone == "" {
+		return ""
+	}
+	return "it no longer runs (" + a.Runtime.Gone + ")"
 }
 
 func intString(n int) string {

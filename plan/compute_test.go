@@ -432,3 +432,42 @@ func TestWriteFileFailureLeavesNothing(t *testing.T) {
 		t.Errorf("WriteFile left files behind: %v", entries)
 	}
 }
+
+// TestComputeGoneSandbox checks that a sandbox a refresh found not
+// running is replaced, with the reason, whatever else changed; and that
+// a running one with the same attributes is left alone.
+func TestComputeGoneSandbox(t *testing.T) {
+	running := func(gone string) func(s *state.SandboxAttrs) {
+		return func(s *state.SandboxAttrs) {
+			s.Runtime = &state.Runtime{Dir: "/run/sbx/x/box", Pid: 41, QEMUPid: 42, Gone: gone}
+		}
+	}
+	cases := []struct {
+		name   string
+		before *state.Resource
+		after  *state.Resource
+		action plan.Action
+		reason string
+	}{
+		{"running", sandbox("box", running("")), sandbox("box", nil), plan.NoOp, ""},
+		{"no runtime recorded", sandbox("box", nil), sandbox("box", nil), plan.NoOp, ""},
+		{"gone", sandbox("box", running("its supervisor (pid 41) has exited")), sandbox("box", nil), plan.Replace,
+			"it no longer runs (its supervisor (pid 41) has exited)"},
+		{"gone and changed", sandbox("box", running("its supervisor (pid 41) has exited")), sandbox("box", func(s *state.SandboxAttrs) { s.CPUs = 8 }), plan.Replace,
+			"cpus changed, and it no longer runs (its supervisor (pid 41) has exited)"},
+		{"gone and removed", sandbox("box", running("its supervisor (pid 41) has exited")), nil, plan.Delete, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var desired []*state.Resource
+			if c.after != nil {
+				desired = append(desired, c.after)
+			}
+			p := plan.Compute(desired, []*state.Resource{c.before})
+			rc := find(t, p, "sandbox.box")
+			if rc.Action != c.action || rc.Reason != c.reason {
+				t.Errorf("action %s, reason %q; want %s, %q", rc.Action, rc.Reason, c.action, c.reason)
+			}
+		})
+	}
+}

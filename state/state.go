@@ -55,6 +55,28 @@ type SandboxAttrs struct {
 	Env        map[string]string `json:"env,omitempty"`
 	Policy     policy.Sandbox    `json:"policy"`
 	PolicyHash string            `json:"policy_hash"`
+	// Runtime is where the sandbox runs, recorded by apply; nil in the
+	// desired resources of a plan and in states written by plan-only
+	// tools. It never takes part in a diff.
+	Runtime *Runtime `json:"runtime,omitempty"`
+}
+
+// Runtime is a running sandbox's host side: its supervisor process, the
+// supervisor's directory (sockets, status and logs) and QEMU.
+type Runtime struct {
+	// Dir is the supervisor's directory.
+	Dir string `json:"dir"`
+	// Pid is the supervisor's process id, QEMUPid the machine's.
+	Pid     int `json:"pid"`
+	QEMUPid int `json:"qemu_pid,omitempty"`
+	// Accel is the accelerator the machine runs under.
+	Accel string `json:"accel,omitempty"`
+	// Started is when apply started the sandbox (RFC 3339, UTC).
+	Started string `json:"started,omitempty"`
+	// Gone, set when state is refreshed against the running processes,
+	// says why the sandbox no longer runs ("its supervisor (pid 41) has
+	// exited"); empty means it was found running, or not checked.
+	Gone string `json:"gone,omitempty"`
 }
 
 // Lookup returns the resource at addr, or nil.

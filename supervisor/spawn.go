@@ -43,7 +43,7 @@ type SpawnOptions struct {
 // session, its output in dir/supervisor.log) that outlives this one, and
 // returns its status once the sandbox runs. When the supervisor fails
 // first, the error quotes its status or the end of its log. When ctx ends
-// first, the supervisor is told to stop.
+// first, the supervisor is told to stop, and Spawn returns once it has.
 func Spawn(ctx context.Context, dir string, spec Spec, opts SpawnOptions) (*Status, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("supervisor: %w", err)
@@ -114,13 +114,30 @@ func Spawn(ctx context.Context, dir string, spec Spec, opts SpawnOptions) (*Stat
 			return nil, fmt.Errorf("supervisor: sandbox %s: the supervisor exited (%v) before the sandbox ran; %s says:\n%s",
 				spec.Name, err, logPath, logTail(logPath, logStart))
 		case <-ctx.Done():
-			cmd.Process.Signal(syscall.SIGTERM)
+			abandon(cmd.Process, exited)
 			return nil, fmt.Errorf("supervisor: sandbox %s: %w", spec.Name, ctx.Err())
 		case <-deadline.C:
-			cmd.Process.Signal(syscall.SIGTERM)
+			abandon(cmd.Process, exited)
 			return nil, fmt.Errorf("supervisor: sandbox %s did not run within %v; see %s", spec.Name, timeout, logPath)
 		case <-tick.C:
 		}
+	}
+}
+
+// abandonWait bounds how long an abandoned supervisor may take to stop
+// its machine before it is killed.
+const abandonWait = 30 * time.Second
+
+// abandon tells a supervisor that is still starting to stop, and waits
+// until it has (it stops its machine first), killing it if it takes too
+// long, so that nothing of the sandbox outlives the abandoned start.
+func abandon(p *os.Process, exited <-chan error) {
+	p.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(abandonWait):
+		p.Kill()
+		<-exited
 	}
 }
 

@@ -77,6 +77,9 @@ type Status struct {
 	// Pid is the supervisor's process id, QEMUPid the machine's.
 	Pid     int `json:"pid"`
 	QEMUPid int `json:"qemu_pid,omitempty"`
+	// MachineDir is the running machine's private directory (its
+	// console log, overlay disk and sockets).
+	MachineDir string `json:"machine_dir,omitempty"`
 	// Accel is the accelerator the machine runs under, and Note why a
 	// faster one was not used.
 	Accel string `json:"accel,omitempty"`
@@ -156,7 +159,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if err != nil {
 		return fmt.Errorf("supervisor: %w", err)
 	}
-	st.QEMUPid, st.Accel, st.Note = m.Pid(), string(m.Accel()), m.Host().Note
+	st.QEMUPid, st.Accel, st.Note, st.MachineDir = m.Pid(), string(m.Accel()), m.Host().Note, m.Dir()
 	log.Info("machine started", "sandbox", opts.Spec.Name, "qemu", m.Pid(), "accel", m.Accel(), "boot", m.BootTime())
 
 	var listeners []net.Listener
@@ -168,6 +171,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 		if r != nil {
 			r.Close()
 		}
+		saveConsole(dir)
 		err := m.Stop(context.Background())
 		os.Remove(sockPath)
 		return err

@@ -1,0 +1,18 @@
+// Package apply carries out a plan: it builds the images the plan
+// creates or replaces, stops the sandboxes it deletes or replaces, starts
+// the sandboxes it creates or replaces — each under a detached
+// supervisor process that outlives the caller — and records every change
+// in state as it lands, so that an interrupted or failed apply leaves
+// state that says truthfully what runs.
+//
+// Refresh is the other half: before planning, it checks the sandboxes
+// state records against the processes that run them, so that a sandbox
+// whose supervisor died shows in the plan as one to re-create.
+//
+// Deciding what to change is package plan's; building images is
+// builders/image's (through the Build callback, which the command line
+// gives progress output); running a sandbox is package supervisor's;
+// holding the state lock and reading the configuration are the caller's.
+//
+// The entry points are Refresh and Apply.
+package apply

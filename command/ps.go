@@ -1,0 +1,266 @@
+package command
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sbx-dev/sbx/addrs"
+	"github.com/sbx-dev/sbx/apply"
+	"github.com/sbx-dev/sbx/state"
+	"github.com/sbx-dev/sbx/supervisor"
+)
+
+const psUsage = `
+Usage: sbx ps [options] [DIR]
+
+  List the sandboxes that the state of the configuration in DIR (default:
+  the current directory) records, and whether each still runs: its
+  supervisor is asked, and a sandbox whose supervisor or VM died shows as
+  "gone" with the reason ("sbx apply" re-creates it).
+
+Options:
+
+  -json   Print a JSON array instead of a table.
+`
+
+const statusUsage = `
+Usage: sbx status [options] [DIR] [SANDBOX]
+
+  Show one sandbox in detail: whether it runs, its image, size, user, its
+  supervisor and QEMU processes, the accelerator, when it started and
+  where its logs are. Without SANDBOX, list every sandbox as "sbx ps"
+  does.
+
+Options:
+
+  -json   Print JSON instead of text.
+`
+
+// sandboxStatus is one sandbox as ps and status show it.
+type sandboxStatus struct {
+	Address    string `json:"address"`
+	Status     string `json:"status"` // "running" or "gone"
+	Gone       string `json:"gone,omitempty"`
+	Image      string `json:"image"`
+	ImageHash  string `json:"image_hash"`
+	CPUs       int    `json:"cpus,omitempty"`
+	Memory     int64  `json:"memory,omitempty"`
+	User       string `json:"user,omitempty"`
+	Dir        string `json:"dir"`
+	Pid        int    `json:"supervisor_pid"`
+	QEMUPid    int    `json:"qemu_pid,omitempty"`
+	OrphanQEMU int    `json:"orphan_qemu_pid,omitempty"`
+	Accel      string `json:"accel,omitempty"`
+	Started    string `json:"started,omitempty"`
+	Console    string `json:"console_log"`
+	Log        string `json:"supervisor_log"`
+}
+
+// liveSandboxes reads the state of dir (without its lock: nothing is
+// written) and checks each recorded sandbox's processes.
+func liveSandboxes(ctx context.Context, dir string) ([]sandboxStatus, error) {
+	st, err := state.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []sandboxStatus
+	for _, r := range st.Resources {
+		if r.Sandbox == nil {
+			continue
+		}
+		a := r.Sandbox
+		s := sandboxStatus{Address: r.Address, Status: "gone", Gone: "state records no runtime", Image: addrs.ImageRef(a.Image).String(),
+			ImageHash: a.ImageHash, CPUs: a.CPUs, Memory: a.Memory, User: a.User}
+		if rt := a.Runtime; rt != nil {
+			lv := apply.Inspect(ctx, rt)
+			s.Dir, s.Pid, s.QEMUPid, s.Accel, s.Started = rt.Dir, rt.Pid, rt.QEMUPid, rt.Accel, rt.Started
+			s.Console, _ = supervisor.ConsolePath(rt.Dir)
+			s.Log = filepath.Join(rt.Dir, supervisor.LogFile)
+			s.OrphanQEMU = lv.OrphanQEMU
+			if lv.Running {
+				s.Status, s.Gone = "running", ""
+				if lv.Status != nil {
+					s.QEMUPid = lv.Status.QEMUPid
+				}
+			} else {
+				s.Gone = lv.Gone
+			}
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func runPs(ctx context.Context, env *Env, args []string) int {
+	var asJSON bool
+	flags := newFlagSet("ps")
+	flags.BoolVar(&asJSON, "json", false, "")
+	pos, code, ok := parseArgs(env, flags, psUsage, args)
+	if !ok {
+		return code
+	}
+	dir, ok := dirArg(env, "ps", pos)
+	if !ok {
+		return ExitError
+	}
+	return listSandboxes(ctx, env, dir, asJSON)
+}
+
+func listSandboxes(ctx context.Context, env *Env, dir string, asJSON bool) int {
+	v := newView(env, false)
+	list, err := liveSandboxes(ctx, dir)
+	if err != nil {
+		v.errorDetail("Cannot read the state", err.Error())
+		return ExitError
+	}
+	if asJSON {
+		if list == nil {
+			list = []sandboxStatus{}
+		}
+		return writeJSON(env, v, list)
+	}
+	if len(list) == 0 {
+		fmt.Fprintf(env.Stderr, "No sandboxes: the state of %s records none. \"sbx apply\" starts them.\n", dir)
+		return ExitOK
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SANDBOX\tSTATUS\tIMAGE\tCPUS\tMEMORY\tSUPERVISOR\tQEMU\tACCEL\tUP")
+	var notes []string
+	for _, s := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			strings.TrimPrefix(s.Address, "sandbox."), s.Status, strings.TrimPrefix(s.Image, "image."),
+			dash(s.CPUs), sizeOrDash(s.Memory), pidOrDash(s.Pid, s.Status == "running"), pidOrDash(s.QEMUPid, s.Status == "running" || s.OrphanQEMU != 0),
+			orDash(s.Accel), uptime(s.Started, s.Status == "running"))
+		if s.Gone != "" {
+			notes = append(notes, fmt.Sprintf("%s is gone: %s.", s.Address, s.Gone))
+		}
+	}
+	tw.Flush()
+	if len(notes) > 0 {
+		fmt.Fprintf(env.Stderr, "\n%s\nRun \"sbx apply\" to re-create, or \"sbx destroy\" to clean up.\n", strings.Join(notes, "\n"))
+	}
+	return ExitOK
+}
+
+func runStatus(ctx context.Context, env *Env, args []string) int {
+	var asJSON bool
+	flags := newFlagSet("status")
+	flags.BoolVar(&asJSON, "json", false, "")
+	pos, code, ok := parseArgs(env, flags, statusUsage, args)
+	if !ok {
+		return code
+	}
+	dir, names := splitDirNames(pos)
+	switch len(names) {
+	case 0:
+		return listSandboxes(ctx, env, dir, asJSON)
+	case 1:
+	default:
+		fmt.Fprintf(env.Stderr, "sbx status: expected [DIR] [SANDBOX], got %s\n", strings.Join(pos, " "))
+		return ExitError
+	}
+	v := newView(env, false)
+	list, err := liveSandboxes(ctx, dir)
+	if err != nil {
+		v.errorDetail("Cannot read the state", err.Error())
+		return ExitError
+	}
+	want := addrs.SandboxRef(strings.TrimPrefix(names[0], "sandbox.")).String()
+	for _, s := range list {
+		if s.Address != want {
+			continue
+		}
+		if asJSON {
+			return writeJSON(env, v, s)
+		}
+		w := env.Stdout
+		fmt.Fprintf(w, "%s\n", v.bold(s.Address))
+		row := func(k, val string) {
+			if val != "" {
+				fmt.Fprintf(w, "  %-12s %s\n", k+":", val)
+			}
+		}
+		status := s.Status
+		if s.Gone != "" {
+			status += " (" + s.Gone + ")"
+		}
+		row("status", status)
+		row("image", s.Image+" "+abbrev(s.ImageHash))
+		row("cpus", dash(s.CPUs))
+		row("memory", sizeOrDash(s.Memory))
+		row("user", s.User)
+		if s.Pid != 0 {
+			row("supervisor", fmt.Sprintf("pid %d", s.Pid))
+		}
+		if s.QEMUPid != 0 {
+			row("qemu", fmt.Sprintf("pid %d, %s", s.QEMUPid, orDash(s.Accel)))
+		}
+		if s.Started != "" {
+			row("started", s.Started+" ("+uptime(s.Started, true)+" ago)")
+		}
+		row("directory", s.Dir)
+		row("console", s.Console)
+		row("log", s.Log)
+		return ExitOK
+	}
+	v.errorDetail(fmt.Sprintf("No sandbox %q in the state of %s", names[0], dir), "\"sbx ps\" lists the sandboxes the state records.")
+	return ExitError
+}
+
+func dash(n int) string {
+	if n == 0 {
+		return "-"
+	}
+	return fmt.Sprint(n)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func pidOrDash(pid int, live bool) string {
+	if pid == 0 || !live {
+		return "-"
+	}
+	return fmt.Sprint(pid)
+}
+
+func sizeOrDash(n int64) string {
+	if n == 0 {
+		return "-"
+	}
+	return humanBytes(n)
+}
+
+func abbrev(hash string) string {
+	if i := strings.IndexByte(hash, ':'); i >= 0 && len(hash) > i+13 {
+		return "(" + hash[:i+13] + "…)"
+	}
+	if hash == "" {
+		return ""
+	}
+	return "(" + hash + ")"
+}
+
+// uptime renders how long ago the RFC 3339 time started was.
+func uptime(started string, live bool) string {
+	t, err := time.Parse(time.RFC3339, started)
+	if err != nil || !live {
+		return "-"
+	}
+	d := time.Since(t)
+	switch {
+	case d < time.Minute:
+		return d.Round(time.Second).String()
+	case d < time.Hour:
+		return d.Round(time.Minute).String()
+	}
+	return d.Round(time.Hour).String()
+}
