@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"syscall"
@@ -27,7 +28,8 @@ type guestCommand struct {
 // run completes cmd (Args, Env, Dir and User set by the caller) with the
 // CLI's streams and terminal, runs it with exec and returns sbx's exit
 // code: the command's, 128+signal, ExitTimeout, 130 when interrupted or
-// ExitError.
+// ExitError. With -t the guest's terminal starts with the size of the
+// local one (stdout's, else stdin's) and, on unix, follows its resizes.
 func (g guestCommand) run(ctx context.Context, env *Env, cmd guestconn.Cmd,
 	exec func(context.Context, guestconn.Cmd) (*guestconn.ExitStatus, error)) int {
 	cmd.Stdout, cmd.Stderr = env.Stdout, env.Stderr
@@ -40,9 +42,13 @@ func (g guestCommand) run(ctx context.Context, env *Env, cmd guestconn.Cmd,
 		if t, ok := env.getenv("TERM"); ok && t != "" {
 			cmd.PTY.Term = t
 		}
-		if fd, ok := terminalFD(env.Stdout); ok {
-			if w, h, err := term.GetSize(fd); err == nil {
-				cmd.PTY.Rows, cmd.PTY.Cols = uint16(h), uint16(w)
+		if fd, ok := sizeFD(env); ok {
+			// Watch before reading the size, so that a resize in
+			// between is not lost.
+			stop := forwardResizes(fd, &cmd)
+			defer stop()
+			if rows, cols, ok := terminalSize(fd); ok {
+				cmd.PTY.Rows, cmd.PTY.Cols = rows, cols
 			}
 		}
 		if g.stdin {
@@ -81,6 +87,27 @@ func (g guestCommand) run(ctx context.Context, env *Env, cmd guestconn.Cmd,
 		return ExitError
 	}
 	return exitCode(st)
+}
+
+// sizeFD returns the terminal whose size the guest's terminal follows:
+// stdout's, else stdin's.
+func sizeFD(env *Env) (int, bool) {
+	if fd, ok := terminalFD(env.Stdout); ok {
+		return fd, true
+	}
+	if f, ok := env.Stdin.(interface{ Fd() uintptr }); ok && term.IsTerminal(int(f.Fd())) {
+		return int(f.Fd()), true
+	}
+	return 0, false
+}
+
+// terminalSize returns the size of the terminal fd, if it has one.
+func terminalSize(fd int) (rows, cols uint16, ok bool) {
+	w, h, err := term.GetSize(fd)
+	if err != nil || w <= 0 || h <= 0 || w > math.MaxUint16 || h > math.MaxUint16 {
+		return 0, 0, false
+	}
+	return uint16(h), uint16(w), true
 }
 
 // sandboxCommand splits the positional arguments of sbx run and sbx exec,

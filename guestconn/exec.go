@@ -37,6 +37,10 @@ type Cmd struct {
 	Stderr io.Writer
 	// PTY, when set, runs the process on a pseudo-terminal.
 	PTY *PTY
+	// Started, when set, is called with the process once it runs, before
+	// Start returns (and before Exec waits): a caller of Exec uses it to
+	// resize or signal the process meanwhile.
+	Started func(*Process)
 }
 
 // PTY is the size and type of a pseudo-terminal.
@@ -170,6 +174,9 @@ func (c *Client) Start(ctx context.Context, cmd Cmd) (*Process, error) {
 				c.conn.WriteEOF(p.id, agentproto.ChanStdin)
 			}
 		}()
+	}
+	if cmd.Started != nil {
+		cmd.Started(p)
 	}
 	return p, nil
 }
