@@ -155,6 +155,14 @@ func runApply(ctx context.Context, env *Env, args []string) int {
 		}
 	}
 	v.println("")
+	for _, c := range p.Changes {
+		if c.Addr.Kind != addrs.Sandbox || (c.Action != plan.Create && c.Action != plan.Replace && c.Action != plan.Update) {
+			continue
+		}
+		if missing := unprovided(cfg.Sandboxes[c.Addr.Name]); missing != "" {
+			fmt.Fprintf(env.Stderr, "sbx apply: note: %s declares %s, which sandboxes do not enforce yet: its VM has no network and no host directories; the policy is recorded in the state.\n", c.Addr, missing)
+		}
+	}
 
 	o := newApplyOutput(v)
 	res, err := apply.Apply(ctx, apply.Options{
@@ -329,6 +337,9 @@ func (o *applyOutput) finish(v *view, res apply.Result, err error, interrupted b
 	}
 	summary := fmt.Sprintf("%d created, %d updated, %d replaced, %d destroyed",
 		o.counts[plan.Create], o.counts[plan.Update], o.counts[plan.Replace], o.counts[plan.Delete])
+	if o.verb == "Destroy" {
+		summary = fmt.Sprintf("%d destroyed", o.counts[plan.Delete])
+	}
 	switch {
 	case interrupted:
 		fmt.Fprintf(o.w, "\nInterrupted: %s; %d not done. The state records what runs.\n", summary, res.Skipped+res.Failed)

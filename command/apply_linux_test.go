@@ -289,6 +289,9 @@ func TestApplyLifecycle(t *testing.T) {
 		if !strings.Contains(logs, "==> console") || !strings.Contains(logs, "sbx-guest: ready") || !strings.Contains(logs, "machine started") {
 			t.Errorf("logs lack the console's ready line or the supervisor's start")
 		}
+		if strings.Contains(logs, "sbx-guest: warning") {
+			t.Errorf("the guest warned while the supervisor took over its agent port")
+		}
 	})
 
 	t.Run("state-lock", func(t *testing.T) {
@@ -332,7 +335,7 @@ func TestApplyLifecycle(t *testing.T) {
 	})
 
 	out = w.must("destroy", "-auto-approve", w.dir)
-	if !strings.Contains(out, "Destroy complete! 0 created, 0 updated, 0 replaced, 2 destroyed") {
+	if !strings.Contains(out, "Destroy complete! 2 destroyed.") {
 		t.Errorf("destroy did not report the sandbox and the image")
 	}
 	if alive(rt.Pid) || alive(rt.QEMUPid) {
@@ -343,6 +346,9 @@ func TestApplyLifecycle(t *testing.T) {
 	}
 	if socks := socketsUnder(w.runtime); len(socks) > 0 {
 		t.Errorf("sockets left after destroy: %v", socks)
+	}
+	if ents, err := os.ReadDir(w.runtime); err != nil || len(ents) > 0 {
+		t.Errorf("the runtime directory still holds %v (%v)", ents, err)
 	}
 	if _, err := os.Stat(rt.Dir); !os.IsNotExist(err) {
 		t.Errorf("the supervisor directory %s is still there (%v)", rt.Dir, err)
@@ -364,9 +370,14 @@ func TestApplyFour(t *testing.T) {
 		fmt.Fprintf(&extra, "\nsandbox %q {\n  image  = image.box\n  cpus   = 1\n  memory = \"256MiB\"\n}\n", n)
 	}
 	w := newWorld(t, extra.String())
-	out := w.must("apply", "-auto-approve", w.dir)
+	planFile := filepath.Join(t.TempDir(), "plan")
+	w.must("plan", "-out", planFile, w.dir)
+	out := w.must("apply", "-plan", planFile, w.dir)
 	if !strings.Contains(out, "5 created") {
-		t.Errorf("apply did not create the image and four sandboxes")
+		t.Errorf("apply of the saved plan did not create the image and four sandboxes")
+	}
+	if code, _, stderr := w.sbx(nil, "apply", "-plan", planFile, w.dir); code != ExitError || !strings.Contains(stderr, "The saved plan is out of date") {
+		t.Errorf("a saved plan applied twice: exit %d, want 1 saying it is out of date", code)
 	}
 	var qemus []int
 	for _, n := range names {

@@ -71,7 +71,7 @@ func serve(ctx context.Context, root string, console *lockedWriter, reaper execs
 			}
 			return err
 		}
-		if err := execsrv.Serve(ctx, f, opts); err != nil && ctx.Err() == nil {
+		if err := execsrv.Serve(ctx, f, opts); err != nil && ctx.Err() == nil && !errors.Is(err, execsrv.ErrTakenOver) {
 			console.WriteString(bootproto.WarningLine(err.Error()))
 		}
 	}

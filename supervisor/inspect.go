@@ -125,6 +125,9 @@ func Remove(ctx context.Context, dir string, pid, qemuPid int) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("supervisor: %w", err)
 	}
+	// The configuration's directory (SandboxDir) goes with its last
+	// sandbox; it stays while it holds others.
+	os.Remove(filepath.Dir(dir))
 	return nil
 }
 

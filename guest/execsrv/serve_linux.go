@@ -85,9 +85,21 @@ type server struct {
 
 // protocolError breaks the connection: it is reported to the host in a
 // TypeError frame and returned by Serve.
-type protocolError struct{ msg string }
+type protocolError struct {
+	msg      string
+	takeover bool // a new client said hello: see ErrTakenOver
+}
 
 func (e *protocolError) Error() string { return "execsrv: protocol error: " + e.msg }
+
+func (e *protocolError) Is(target error) bool { return e.takeover && target == ErrTakenOver }
+
+// ErrTakenOver is what Serve's error matches (errors.Is) when the
+// connection ended because a new host client said hello on it: the host
+// replaced its client while the stream carried on, which is how a
+// virtio-serial port looks from the guest. It is an expected end, not a
+// fault.
+var ErrTakenOver = errors.New("execsrv: a new host client took over the connection")
 
 func protocolf(format string, args ...any) error {
 	return &protocolError{msg: fmt.Sprintf(format, args...)}
@@ -167,7 +179,11 @@ func (s *server) dispatch(f agentproto.Frame) error {
 			}
 			return s.conn.WriteFrame(agentproto.TypePong, 0, f.Payload)
 		case agentproto.TypeHello:
-			return protocolf("a second hello")
+			// The host's end of the port was taken over by a new client
+			// (the supervisor after the boot's own connection) before
+			// this connection saw the old one close. This connection
+			// ends; the new client tries again on the next.
+			return &protocolError{msg: "a second hello: a new host client took over the port", takeover: true}
 		}
 		return protocolf("%s frame on stream 0", f.Type)
 	}

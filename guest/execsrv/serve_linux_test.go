@@ -410,8 +410,28 @@ func TestProtocolErrors(t *testing.T) {
 	if err != nil || f.Type != agentproto.TypeError {
 		t.Fatalf("hello with version 99: %v %v", f.Type, err)
 	}
-	if err := <-done; err == nil || !strings.Contains(err.Error(), "no common protocol version") {
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "no common protocol version") || errors.Is(err, execsrv.ErrTakenOver) {
 		t.Errorf("Serve = %v", err)
+	}
+	host.Close()
+
+	// A second hello on a connection means a new host client took the
+	// port over: the connection ends with ErrTakenOver, an expected end.
+	host, guest = socketPair(t)
+	go func() { done <- execsrv.Serve(context.Background(), guest, execsrv.Options{}) }()
+	conn = agentproto.NewConn(host)
+	for i := range 2 {
+		conn.WriteJSON(agentproto.TypeHello, 0, &agentproto.Hello{Versions: []int{1}})
+		want := agentproto.TypeHello
+		if i == 1 {
+			want = agentproto.TypeError
+		}
+		if f, err := conn.ReadFrame(); err != nil || f.Type != want {
+			t.Fatalf("hello %d: %v %v, want %v", i+1, f.Type, err, want)
+		}
+	}
+	if err := <-done; !errors.Is(err, execsrv.ErrTakenOver) {
+		t.Errorf("Serve after a second hello = %v, want ErrTakenOver", err)
 	}
 	host.Close()
 }
