@@ -413,6 +413,15 @@ func TestApplyFour(t *testing.T) {
 	if code, _, _ := w.sbx(nil, "plan", "-detailed-exitcode", w.dir); code != ExitChanges {
 		t.Errorf("plan after destroying b3 should want it back")
 	}
+	// A VM that crashes takes its supervisor with it: plan says why, and
+	// destroy leaves nothing behind.
+	b4 := w.runtimeOf("b4")
+	syscall.Kill(b4.QEMUPid, syscall.SIGKILL)
+	waitDead(t, b4.Pid)
+	code, out, _ := w.sbx(nil, "plan", w.dir)
+	if want := fmt.Sprintf("its supervisor (pid %d) has exited: supervisor: sandbox b4: the machine exited on its own", b4.Pid); code != 0 || !strings.Contains(out, want) {
+		t.Errorf("plan after the VM crashed: exit %d, want the reason %q", code, want)
+	}
 	w.must("destroy", "-auto-approve", w.dir)
 	for _, pid := range qemus {
 		if alive(pid) {
@@ -421,6 +430,9 @@ func TestApplyFour(t *testing.T) {
 	}
 	if left := processesUnder(w.runtime); len(left) > 0 {
 		t.Errorf("processes left after destroy: %v", left)
+	}
+	if socks := socketsUnder(w.runtime); len(socks) > 0 {
+		t.Errorf("sockets left after destroy: %v", socks)
 	}
 }
 

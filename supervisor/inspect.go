@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -142,14 +141,12 @@ func ensureStopped(ctx context.Context, dir string, pid, qemuPid int) error {
 			qemuPid = st.QEMUPid
 		}
 	}
-	err := Stop(ctx, dir)
-	switch {
-	case err == nil:
-	case errors.Is(err, ErrNotRunning):
-	default:
-		// It answered but did not stop cleanly, or did not answer in
-		// time: make sure below.
-	}
+	// A supervisor stops its machine within the machine's stop timeout;
+	// one that takes much longer is stuck and is killed below, as is one
+	// that answered but did not stop cleanly.
+	stopCtx, cancel := context.WithTimeout(ctx, removeStopWait)
+	Stop(stopCtx, dir)
+	cancel()
 	if pid != 0 && processAlive(pid) && ownsProcess(dir, pid) {
 		syscall.Kill(pid, syscall.SIGKILL)
 		waitGone(ctx, pid)
@@ -176,6 +173,10 @@ func ensureStopped(ctx context.Context, dir string, pid, qemuPid int) error {
 	}
 	return nil
 }
+
+// removeStopWait bounds Remove's wait for a supervisor to stop its
+// sandbox before it kills the supervisor and QEMU.
+const removeStopWait = 2 * time.Minute
 
 // waitGone waits until pid has exited (or is a zombie) for a few seconds.
 func waitGone(ctx context.Context, pid int) bool {

@@ -218,7 +218,14 @@ func Run(ctx context.Context, opts Options) (err error) {
 	case <-m.Done():
 		ended = errors.New("the machine exited on its own")
 	case <-r.Done():
-		ended = fmt.Errorf("the guest agent connection ended: %w", r.Err())
+		// QEMU closes the agent's socket when it exits: say so when that
+		// is why.
+		select {
+		case <-m.Done():
+			ended = errors.New("the machine exited on its own")
+		case <-time.After(2 * time.Second):
+			ended = fmt.Errorf("the guest agent connection ended: %w", r.Err())
+		}
 	}
 	setState(StateStopping)
 	writeStatus(dir, ctl.status())
