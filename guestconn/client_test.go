@@ -157,3 +157,29 @@ func TestModeBits(t *testing.T) {
 		t.Errorf("setuid bits: %o", unixMode(0o755|fs.ModeSetuid))
 	}
 }
+
+// TestStartQuickCommand: a command that starts and exits before Start
+// looks (the guest sends started and exit back to back) is a started
+// process, never "ended before starting". Start picks between the two
+// at random when both are ready, so it is tried many times.
+func TestStartQuickCommand(t *testing.T) {
+	conn := scriptedGuest(t, func(g *agentproto.Conn, f agentproto.Frame) {
+		if helloOK(g, f) {
+			return
+		}
+		if f.Type == agentproto.TypeExec {
+			g.WriteJSON(agentproto.TypeStarted, f.Stream, &agentproto.Started{Pid: 7})
+			g.WriteJSON(agentproto.TypeExit, f.Stream, &agentproto.Exit{Code: 3})
+		}
+	})
+	c, err := Dial(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 300 {
+		st, err := c.Exec(context.Background(), Cmd{Args: []string{"true"}})
+		if err != nil || st.Code != 3 {
+			t.Fatalf("exec %d: %v, %v; want exit 3", i, st, err)
+		}
+	}
+}

@@ -161,10 +161,16 @@ func (c *Client) Start(ctx context.Context, cmd Cmd) (*Process, error) {
 	select {
 	case <-p.started:
 	case <-p.done:
-		if _, err := p.Wait(); err != nil {
-			return nil, err
+		select {
+		case <-p.started:
+			// A quick command: it started and ended before this select
+			// ran, which picks either ready case at random.
+		default:
+			if _, err := p.Wait(); err != nil {
+				return nil, err
+			}
+			return nil, fmt.Errorf("guestconn: exec %s: the guest ended the session before starting it", cmd.Args[0])
 		}
-		return nil, fmt.Errorf("guestconn: exec %s: the guest ended the session before starting it", cmd.Args[0])
 	}
 	if cmd.Stdin != nil {
 		go func() {

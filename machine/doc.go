@@ -7,9 +7,16 @@
 //   - makes a private directory for the machine: a qcow2 copy-on-write
 //     overlay over the image's disk (the image itself is never written),
 //     the unix sockets QEMU listens on (QMP, the agent port, the control
-//     port) and the serial console log;
-//   - launches QEMU through package providers/qemu with the agent in
-//     serve mode (bootproto.ModeServe) and no network device at all;
+//     port), the one it connects to (NetSocket) and the serial console
+//     log;
+//   - listens on NetSocket, then launches QEMU through package
+//     providers/qemu with the agent in serve mode (bootproto.ModeServe)
+//     and exactly one network device, a virtio-net device whose other
+//     end is that socket ("-netdev stream"); it takes QEMU's connection,
+//     and no other, within the boot deadline and hands it to
+//     Options.Network. The default, Sink, reads and drops every frame
+//     the guest sends and answers none, counting them (NetStats): the
+//     guest has a device and no network, never an open one;
 //   - waits, at most Options.BootTimeout, for the agent to answer the
 //     host's hello on the agent port (package guestconn). A guest that
 //     fails, powers off or never answers is an error that quotes the
@@ -21,13 +28,16 @@
 // ControlPowerOff), after which the agent ends every process, flushes and
 // detaches the root disk and powers off; a guest that has not gone within
 // Options.StopTimeout is killed with its whole QEMU process group. Either
-// way Stop returns only once QEMU has exited, and it removes the
-// machine's directory, sockets and overlay included.
+// way Stop returns only once QEMU has exited; it ends the Network's
+// Serve, and removes the machine's directory, sockets and overlay
+// included.
 //
 // Package machine does not build images (builders/image), render QEMU's
-// command line or speak QMP (providers/qemu), or speak the agent protocol
-// itself (guestconn). It has no network and no file sharing yet: those
-// are packages egress and vfs, to be wired in here.
+// command line or speak QMP (providers/qemu), speak the agent protocol
+// itself (guestconn), or read the network device's framing itself
+// (machine/netstream). It serves no network and shares no files: the
+// host's network stack (package egress) is to be given to it as
+// Options.Network, and file sharing (vfs) wired in here.
 //
 // The entry point is Start.
 package machine

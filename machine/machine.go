@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sbx-dev/sbx/atomicfile"
 	"github.com/sbx-dev/sbx/builders/image"
 	"github.com/sbx-dev/sbx/builders/qcow2"
 	"github.com/sbx-dev/sbx/guest/bootproto"
@@ -37,6 +38,9 @@ const (
 	QMPSocket   = "qmp.sock"
 	AgentSocket = "agent.sock"
 	CtlSocket   = "control.sock"
+	// NetSocket is where the machine listens for QEMU's network device
+	// connection; it is removed once QEMU has connected.
+	NetSocket = "net.sock"
 )
 
 // consoleTail is how much of the console an error quotes.
@@ -73,6 +77,15 @@ type Options struct {
 	// only one a Machine can be used in. Tests set another to check that
 	// a guest that never serves is reported.
 	Mode bootproto.Mode
+	// KeepConsole, when set, is a file the serial console is copied to
+	// when the machine ends (Stop, or a failed Start), before its
+	// directory is removed: the end of a crashed or stopped guest's
+	// story stays readable.
+	KeepConsole string
+	// Network serves the guest's one network device; nil means a Sink
+	// of the machine's own, which reads and drops every frame so that
+	// the guest has a device and no network.
+	Network Network
 }
 
 // Machine is a running sandbox VM.
@@ -85,6 +98,9 @@ type Machine struct {
 	client  *guestconn.Client
 	control net.Conn
 	ready   bootproto.Ready
+	network Network
+	net     *netLink
+	keep    string // Options.KeepConsole
 	booted  time.Duration
 	stopTO  time.Duration
 
@@ -150,12 +166,21 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
-	m := &Machine{name: name, arch: platform.Architecture, dir: dir, host: host, stopTO: stopTO}
+	m := &Machine{name: name, arch: platform.Architecture, dir: dir, host: host, stopTO: stopTO, network: opts.Network, keep: opts.KeepConsole}
 	defer func() {
 		if err != nil {
 			m.kill()
 		}
 	}()
+	if m.network == nil {
+		m.network = new(Sink)
+	}
+	// QEMU connects the guest's network device to this socket as it
+	// starts, so it must be listening first.
+	m.net, err = listenNet(filepath.Join(dir, NetSocket), m.network)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
 
 	overlay := filepath.Join(dir, OverlayFile)
 	backing, err := filepath.Abs(opts.Image.Outputs[image.OutputDisk].Path)
@@ -193,12 +218,21 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 		QMPSocket:   filepath.Join(dir, QMPSocket),
 		AgentSocket: filepath.Join(dir, AgentSocket),
 		Ports:       map[string]string{bootproto.ControlPort: filepath.Join(dir, CtlSocket)},
+		NetSocket:   m.net.path,
 		QEMULog:     filepath.Join(dir, QEMULogFile),
 	}
 	bootCtx, cancel := context.WithTimeout(ctx, bootTO)
 	defer cancel()
 	m.proc, err = qemu.Launch(bootCtx, spec, host)
 	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	if err := m.net.wait(bootCtx, m.proc.Done()); err != nil {
+		if errors.Is(err, errQEMUExited) {
+			if werr := m.proc.Wait(context.Background()); werr != nil {
+				err = fmt.Errorf("%w (%v)", err, werr)
+			}
+		}
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 
@@ -333,6 +367,23 @@ func (m *Machine) Client() *guestconn.Client { return m.client }
 // MiB).
 func (m *Machine) Console() []byte { return m.readConsole(1 << 20) }
 
+// NetStats returns what the guest has sent on its network device so
+// far, when the machine's Network counts it (Sink does; another Network
+// does when it has a method Stats() NetStats), else zero. It stays
+// readable after Stop.
+func (m *Machine) NetStats() NetStats {
+	if s, ok := m.network.(interface{ Stats() NetStats }); ok {
+		return s.Stats()
+	}
+	return NetStats{}
+}
+
+// NetErr returns the error the machine's Network ended with while the
+// machine ran (a Sink's: a stream whose framing broke). It is nil while
+// the Network serves, when Serve returned nil or io.EOF (QEMU closed the
+// connection), and for however Serve ended once Stop was called.
+func (m *Machine) NetErr() error { return m.net.Err() }
+
 // Done is closed once QEMU has exited.
 func (m *Machine) Done() <-chan struct{} { return m.proc.Done() }
 
@@ -369,6 +420,7 @@ func (m *Machine) Stop(ctx context.Context) error {
 }
 
 func (m *Machine) stop(ctx context.Context) error {
+	m.net.stop()
 	var errs []error
 	select {
 	case <-m.proc.Done():
@@ -404,6 +456,14 @@ func (m *Machine) kill() {
 	}
 	if m.control != nil {
 		m.control.Close()
+	}
+	if m.net != nil {
+		m.net.close()
+	}
+	if m.keep != "" {
+		if b, err := os.ReadFile(filepath.Join(m.dir, ConsoleFile)); err == nil {
+			atomicfile.WriteBytes(m.keep, b, 0o600)
+		}
 	}
 	os.RemoveAll(m.dir)
 }

@@ -40,6 +40,7 @@ const (
 var Applets = []string{
 	"sh", "cat", "id", "uname", "head", "sha256sum", "kill", "true", "false",
 	"sleep", "echo", "env", "pwd", "ls", "wc", "hostname", "sync", "ps",
+	"readlink", "ip", "ping", "arping", "nc", "wget", "nslookup", "udhcpc", "timeout",
 }
 
 // Spec is the fixture's configuration, sbx.hcl.
@@ -341,6 +342,11 @@ func newest(paths []string) string {
 }
 
 func linkOrCopy(src, dst string) error {
+	// dst may be a link to src from an earlier run: writing through it
+	// would truncate src.
+	if err := os.Remove(dst); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
 	if err := os.Link(src, dst); err == nil {
 		return nil
 	}
