@@ -422,6 +422,9 @@ func TestApplyFour(t *testing.T) {
 	if want := fmt.Sprintf("its supervisor (pid %d) has exited: supervisor: sandbox b4: the machine exited on its own", b4.Pid); code != 0 || !strings.Contains(out, want) {
 		t.Errorf("plan after the VM crashed: exit %d, want the reason %q", code, want)
 	}
+	if out := w.must("logs", "-console", w.dir, "b4"); !strings.Contains(out, `sbx-guest: ready {"kernel"`) || !strings.Contains(out, `"hostname":"b4"`) {
+		t.Errorf("the crashed VM's console was not kept for sbx logs")
+	}
 	w.must("destroy", "-auto-approve", w.dir)
 	for _, pid := range qemus {
 		if alive(pid) {

@@ -155,6 +155,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 		Host:        opts.Host,
 		BootTimeout: opts.Spec.BootTimeout,
 		StopTimeout: opts.Spec.StopTimeout,
+		KeepConsole: filepath.Join(dir, ConsoleFile),
 	})
 	if err != nil {
 		return fmt.Errorf("supervisor: %w", err)
@@ -171,7 +172,6 @@ func Run(ctx context.Context, opts Options) (err error) {
 		if r != nil {
 			r.Close()
 		}
-		saveConsole(dir)
 		err := m.Stop(context.Background())
 		os.Remove(sockPath)
 		return err
