@@ -218,8 +218,9 @@ type Sandbox struct {
 
 // Start builds the image of the sandbox named name (see Config.Build),
 // boots a VM of it with the sandbox's CPUs and memory, and returns once
-// the guest agent answers. The VM has no network device and no host
-// directories yet. Stop it when done; it is not stopped when ctx ends.
+// the guest agent answers. The VM's network device leads to a host
+// socket that drops every frame, and it has no host directories yet.
+// Stop it when done; it is not stopped when ctx ends.
 func Start(ctx context.Context, cfg *Config, name string, opts StartOptions) (*Sandbox, error) {
 	sb, ok := cfg.Lang.Sandboxes[strings.TrimPrefix(name, "sandbox.")]
 	if !ok {

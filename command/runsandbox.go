@@ -33,8 +33,9 @@ Usage: sbx run [options] [DIR] SANDBOX -- COMMAND [ARG...]
   As "sbx build" would, the lock is brought up to date if it needs to be
   (unless -lockfile=readonly) and the sandbox's image is built, or found
   in the cache. The VM gets the sandbox's CPUs and memory and a private
-  copy-on-write layer over the image's disk, discarded at the end. It has
-  no network device and no host directories yet.
+  copy-on-write layer over the image's disk, discarded at the end. Its
+  network device leads nowhere yet (the host drops every frame), and it
+  has no host directories.
 
   Interrupting sbx (Ctrl-C) or passing the -timeout kills the command's
   process group in the guest, then stops the VM. sbx's own messages go to
