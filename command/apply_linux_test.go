@@ -334,6 +334,30 @@ func TestApplyLifecycle(t *testing.T) {
 		rt = nrt
 	})
 
+	t.Run("policy-update-in-place", func(t *testing.T) {
+		path := filepath.Join(w.dir, "sbx.hcl")
+		spec, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		edited := strings.Replace(string(spec), "sandbox \"box\" {\n", "sandbox \"box\" {\n  egress = [egress.web]\n", 1) +
+			"\negress \"web\" {\n  allow = [\"api.example.com\"]\n}\n"
+		os.Remove(path) // a link to the fixture's
+		if err := os.WriteFile(path, []byte(edited), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, out, stderr := w.sbx(nil, "apply", "-auto-approve", w.dir)
+		if code != 0 || !strings.Contains(out, "will be updated in place") || !strings.Contains(out, "[widens]") || !strings.Contains(out, "1 updated") {
+			t.Errorf("apply of a new egress rule: exit %d, want an in-place update that widens", code)
+		}
+		if !strings.Contains(stderr, "declares egress") {
+			t.Errorf("apply did not say that egress is not enforced yet")
+		}
+		if nrt := w.runtimeOf("box"); nrt.Pid != rt.Pid || !alive(nrt.Pid) {
+			t.Errorf("the policy update restarted the sandbox: supervisor %d, was %d", nrt.Pid, rt.Pid)
+		}
+	})
+
 	out = w.must("destroy", "-auto-approve", w.dir)
 	if !strings.Contains(out, "Destroy complete! 2 destroyed.") {
 		t.Errorf("destroy did not report the sandbox and the image")
