@@ -122,7 +122,10 @@ func TestApplyInterruptedBeforeStart(t *testing.T) {
 	res, err := Apply(ctx, Options{
 		Config: &lang.Config{Dir: t.TempDir()},
 		Plan:   p, State: st, Save: (&saver{}).save,
-		Build: func(context.Context, string) (*image.Result, error) { t.Error("built after the interrupt"); return nil, nil },
+		Build: func(context.Context, string) (*image.Result, error) {
+			t.Error("built after the interrupt")
+			return nil, nil
+		},
 	})
 	if !errors.Is(err, context.Canceled) || res.Skipped != 1 || len(st.Resources) != 0 {
 		t.Errorf("Apply = %+v, %v; want interrupted with 1 skipped", res, err)
