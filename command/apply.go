@@ -18,7 +18,6 @@ import (
 	"github.com/sbx-dev/sbx/apply"
 	"github.com/sbx-dev/sbx/builders/image"
 	"github.com/sbx-dev/sbx/lang"
-	"github.com/sbx-dev/sbx/lockfiles"
 	"github.com/sbx-dev/sbx/plan"
 	"github.com/sbx-dev/sbx/state"
 	"github.com/sbx-dev/sbx/supervisor"
@@ -171,7 +170,7 @@ func runApply(ctx context.Context, env *Env, args []string) int {
 		State:  st,
 		Save:   lease.Save,
 		Build: func(ctx context.Context, name string) (*image.Result, error) {
-			return o.build(ctx, env, v, cfg, lock, name, a.lockfile == "readonly")
+			return buildOne(ctx, env, v, cfg, lock, name, a.lockfile == "readonly")
 		},
 		RuntimeBase: supervisor.RuntimeBase(env.Environ),
 		Spawn:       supervisor.SpawnOptions{Env: env.Environ},
@@ -301,27 +300,6 @@ func (o *applyOutput) progress(e apply.Event) {
 		what = "Removed from state (its files stay in the build cache)"
 	}
 	fmt.Fprintf(o.w, "%s: %s after %s%s\n", e.Addr, what, roundDuration(e.Took), detail)
-}
-
-// build builds an image for apply with "sbx build"'s progress line on
-// standard error.
-func (o *applyOutput) build(ctx context.Context, env *Env, v *view, cfg *lang.Config, lock *lockfiles.Lock, name string, readonly bool) (*image.Result, error) {
-	opts, ok := buildOptions(env, v, cfg)
-	if !ok {
-		return nil, errors.New("cannot set up the build")
-	}
-	p := newBuildProgress(env.Stderr, addrs.ImageRef(name).String())
-	opts.Stage = p.stage
-	opts.Fetch.Progress = p.bytes
-	r, err := image.Build(ctx, cfg.Images[name], lock.Lookup(name), opts)
-	p.done()
-	if err != nil {
-		return nil, err
-	}
-	if !recordOutputs(v, cfg, lock, map[string]*image.Result{name: r}, readonly) {
-		return nil, errors.New("cannot record its outputs in " + lockfiles.FileName)
-	}
-	return r, nil
 }
 
 // finish prints the outcome and returns the exit code.

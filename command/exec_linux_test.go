@@ -22,58 +22,7 @@ import (
 // real execsrv.Serve on the host, over a socket pair (the stand-in for the
 // agent's virtio-serial port), at the directory sbx exec looks in.
 func TestExec(t *testing.T) {
-	runtime, err := os.MkdirTemp("", "sbx-rt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(runtime) })
-	configDir := t.TempDir()
-	environ := []string{"SBX_RUNTIME_DIR=" + runtime}
-	dir, err := supervisor.SandboxDir(supervisor.RuntimeBase(environ), configDir, "box")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	spec, _ := json.Marshal(supervisor.Spec{Name: "box", Image: &image.Result{Image: "box"}, Env: []string{"FROM_SPEC=1", "OVER=spec"}})
-	if err := os.WriteFile(filepath.Join(dir, supervisor.SpecFile), spec, 0o600); err != nil {
-		t.Fatal(err)
-	}
-
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var conns [2]net.Conn
-	for i, fd := range fds {
-		f := os.NewFile(uintptr(fd), "socketpair")
-		conns[i], err = net.FileConn(f)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	host, guest := conns[0], conns[1]
-	served := make(chan error, 1)
-	go func() { served <- execsrv.Serve(context.Background(), guest, execsrv.Options{}) }()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	r, err := supervisor.NewRouter(ctx, host, supervisor.RouterOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("unix", filepath.Join(dir, supervisor.SocketFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	go r.Serve(l)
-	t.Cleanup(func() {
-		r.Close()
-		if err := <-served; err != nil {
-			t.Errorf("execsrv.Serve: %v", err)
-		}
-	})
+	configDir, environ := execGuest(t, supervisor.Spec{Name: "box", Env: []string{"FROM_SPEC=1", "OVER=spec"}})
 
 	run := func(stdin string, args ...string) (int, string, string) {
 		var stdout, stderr bytes.Buffer
@@ -118,4 +67,69 @@ func TestSuperviseWithoutSpec(t *testing.T) {
 	if code != ExitOK || !strings.Contains(help.String(), "exec") || strings.Contains(help.String(), supervisor.Verb) {
 		t.Errorf("help should list exec and not the hidden supervise verb:\n%s", help.String())
 	}
+}
+
+// execGuest stands up what "sbx exec" connects to for the sandbox of spec in
+// a fresh configuration directory: a supervisor's router whose guest is a
+// real execsrv.Serve on the host, over a socket pair, at the directory
+// sbx exec looks in. It returns the configuration directory and the
+// environment that points sbx there.
+func execGuest(t *testing.T, spec supervisor.Spec) (configDir string, environ []string) {
+	t.Helper()
+	rt, err := os.MkdirTemp("", "sbx-rt") // short: it holds a socket
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(rt) })
+	configDir = t.TempDir()
+	environ = []string{"SBX_RUNTIME_DIR=" + rt}
+	dir, err := supervisor.SandboxDir(supervisor.RuntimeBase(environ), configDir, spec.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if spec.Image == nil {
+		spec.Image = &image.Result{Image: spec.Name}
+	}
+	b, _ := json.Marshal(spec)
+	if err := os.WriteFile(filepath.Join(dir, supervisor.SpecFile), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns [2]net.Conn
+	for i, fd := range fds {
+		f := os.NewFile(uintptr(fd), "socketpair")
+		conns[i], err = net.FileConn(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	host, guest := conns[0], conns[1]
+	served := make(chan error, 1)
+	go func() { served <- execsrv.Serve(context.Background(), guest, execsrv.Options{}) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := supervisor.NewRouter(ctx, host, supervisor.RouterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("unix", filepath.Join(dir, supervisor.SocketFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go r.Serve(l)
+	t.Cleanup(func() {
+		r.Close()
+		if err := <-served; err != nil {
+			t.Errorf("execsrv.Serve: %v", err)
+		}
+	})
+	return configDir, environ
 }

@@ -237,10 +237,22 @@ func unprovided(sb *lang.Sandbox) string {
 
 // buildImage builds one image of cfg as "sbx build" does, with the
 // progress on stderr, and records its output hashes in the lock file.
+// Errors are printed.
 func buildImage(ctx context.Context, env *Env, v *view, cfg *lang.Config, lock *lockfiles.Lock, name string, readonly bool) (*image.Result, bool) {
+	r, err := buildOne(ctx, env, v, cfg, lock, name, readonly)
+	if err != nil {
+		v.errorDetail(fmt.Sprintf("Cannot build %s", addrs.ImageRef(name)), err.Error())
+		return nil, false
+	}
+	return r, true
+}
+
+// buildOne is buildImage returning its error instead of printing it
+// (recording the outputs prints its own).
+func buildOne(ctx context.Context, env *Env, v *view, cfg *lang.Config, lock *lockfiles.Lock, name string, readonly bool) (*image.Result, error) {
 	opts, ok := buildOptions(env, v, cfg)
 	if !ok {
-		return nil, false
+		return nil, errors.New("cannot set up the build")
 	}
 	p := newBuildProgress(env.Stderr, addrs.ImageRef(name).String())
 	opts.Stage = p.stage
@@ -248,11 +260,10 @@ func buildImage(ctx context.Context, env *Env, v *view, cfg *lang.Config, lock *
 	r, err := image.Build(ctx, cfg.Images[name], lock.Lookup(name), opts)
 	p.done()
 	if err != nil {
-		v.errorDetail(fmt.Sprintf("Cannot build %s", p.addr), err.Error())
-		return nil, false
+		return nil, err
 	}
 	if !recordOutputs(v, cfg, lock, map[string]*image.Result{name: r}, readonly) {
-		return nil, false
+		return nil, errors.New("cannot record its outputs in " + lockfiles.FileName)
 	}
-	return r, true
+	return r, nil
 }

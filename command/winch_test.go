@@ -6,19 +6,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"net"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/sbx-dev/sbx/builders/image"
-	"github.com/sbx-dev/sbx/guest/execsrv"
 	"github.com/sbx-dev/sbx/supervisor"
 	"golang.org/x/sys/unix"
 )
@@ -30,7 +25,7 @@ func TestExecWinch(t *testing.T) {
 	if _, err := os.Stat("/dev/ptmx"); err != nil {
 		t.Fatalf("this test needs pseudo-terminals: %v", err)
 	}
-	configDir, environ := execGuest(t, "box")
+	configDir, environ := execGuest(t, supervisor.Spec{Name: "box"})
 
 	// The guest's shell prints its terminal's size, then waits for
 	// SIGWINCH and prints the size again.
@@ -107,68 +102,6 @@ func TestExecWinch(t *testing.T) {
 			}
 		})
 	}
-}
-
-// execGuest stands up what "sbx exec" connects to for sandbox name of a
-// fresh configuration directory: a supervisor's router whose guest is a
-// real execsrv.Serve on the host, over a socket pair, at the directory
-// sbx exec looks in. It returns the configuration directory and the
-// environment that points sbx there.
-func execGuest(t *testing.T, name string) (configDir string, environ []string) {
-	t.Helper()
-	rt, err := os.MkdirTemp("", "sbx-rt") // short: it holds a socket
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(rt) })
-	configDir = t.TempDir()
-	environ = []string{"SBX_RUNTIME_DIR=" + rt}
-	dir, err := supervisor.SandboxDir(supervisor.RuntimeBase(environ), configDir, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	spec, _ := json.Marshal(supervisor.Spec{Name: name, Image: &image.Result{Image: name}})
-	if err := os.WriteFile(filepath.Join(dir, supervisor.SpecFile), spec, 0o600); err != nil {
-		t.Fatal(err)
-	}
-
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var conns [2]net.Conn
-	for i, fd := range fds {
-		f := os.NewFile(uintptr(fd), "socketpair")
-		conns[i], err = net.FileConn(f)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	host, guest := conns[0], conns[1]
-	served := make(chan error, 1)
-	go func() { served <- execsrv.Serve(context.Background(), guest, execsrv.Options{}) }()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	r, err := supervisor.NewRouter(ctx, host, supervisor.RouterOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("unix", filepath.Join(dir, supervisor.SocketFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	go r.Serve(l)
-	t.Cleanup(func() {
-		r.Close()
-		if err := <-served; err != nil {
-			t.Errorf("execsrv.Serve: %v", err)
-		}
-	})
-	return configDir, environ
 }
 
 // openPTY opens a pseudo-terminal pair; both ends are closed when the
