@@ -9,9 +9,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sbx-dev/sbx/socketpair"
 
 	"github.com/sbx-dev/sbx/builders/image"
 	"github.com/sbx-dev/sbx/guest/execsrv"
@@ -98,20 +99,7 @@ func execGuest(t *testing.T, spec supervisor.Spec) (configDir string, environ []
 		t.Fatal(err)
 	}
 
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var conns [2]net.Conn
-	for i, fd := range fds {
-		f := os.NewFile(uintptr(fd), "socketpair")
-		conns[i], err = net.FileConn(f)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	host, guest := conns[0], conns[1]
+	host, guest := socketpair.New(t)
 	served := make(chan error, 1)
 	go func() { served <- execsrv.Serve(context.Background(), guest, execsrv.Options{}) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

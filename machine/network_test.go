@@ -6,44 +6,22 @@ import (
 	"errors"
 	"io"
 	"net"
-	"os"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sbx-dev/sbx/socketpair"
 
 	"github.com/sbx-dev/sbx/machine"
 	"github.com/sbx-dev/sbx/machine/netstream"
 )
-
-// socketPair returns the two ends of a connected unix stream socket, the
-// kind of connection QEMU's "-netdev stream" makes.
-func socketPair(t *testing.T) (net.Conn, net.Conn) {
-	t.Helper()
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var conns [2]net.Conn
-	for i, fd := range fds {
-		f := os.NewFile(uintptr(fd), "socketpair")
-		c, err := net.FileConn(f)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		conns[i] = c
-	}
-	return conns[0], conns[1]
-}
 
 // serve runs sink.Serve on one end of a socket pair in the background
 // and returns QEMU's end and Serve's result. The host's end is closed
 // once Serve returns, as the machine does.
 func serve(t *testing.T, ctx context.Context, sink *machine.Sink) (net.Conn, <-chan error) {
 	t.Helper()
-	qemu, host := socketPair(t)
+	qemu, host := socketpair.New(t)
 	done := make(chan error, 1)
 	go func() {
 		err := sink.Serve(ctx, host)

@@ -18,32 +18,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbx-dev/sbx/socketpair"
+
 	"github.com/sbx-dev/sbx/guest/agentproto"
 	"github.com/sbx-dev/sbx/guest/execsrv"
 	"github.com/sbx-dev/sbx/guestconn"
 )
-
-// socketPair returns the two ends of a Unix stream socket pair: on the
-// host, the faithful stand-in for the guest agent's virtio-serial port,
-// one reliable ordered byte stream.
-func socketPair(t testing.TB) (host, guest net.Conn) {
-	t.Helper()
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conns := make([]net.Conn, 2)
-	for i, fd := range fds {
-		f := os.NewFile(uintptr(fd), "socketpair")
-		c, err := net.FileConn(f)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns[i] = c
-	}
-	return conns[0], conns[1]
-}
 
 // fixture is a router between a real execsrv.Serve, over a socket pair,
 // and a unix socket that clients dial.
@@ -56,7 +36,7 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	host, guest := socketPair(t)
+	host, guest := socketpair.New(t)
 	root := t.TempDir()
 	served := make(chan error, 1)
 	go func() {

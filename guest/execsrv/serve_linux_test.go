@@ -9,7 +9,6 @@ import (
 	"io"
 	"io/fs"
 	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,43 +17,20 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sbx-dev/sbx/socketpair"
 
 	"github.com/sbx-dev/sbx/guest/agentproto"
 	"github.com/sbx-dev/sbx/guest/execsrv"
 	"github.com/sbx-dev/sbx/guestconn"
 )
 
-// socketPair returns the two ends of a Unix stream socket pair. In the VM
-// the transport is a virtio-serial port, one reliable ordered byte stream
-// with no message boundaries; a stream socket pair is the faithful
-// stand-in on the host (a pipe pair would be too, but a socket is one
-// full-duplex object, like the port).
-func socketPair(t testing.TB) (host, guest net.Conn) {
-	t.Helper()
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conns := make([]net.Conn, 2)
-	for i, fd := range fds {
-		f := os.NewFile(uintptr(fd), "socketpair")
-		c, err := net.FileConn(f)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns[i] = c
-	}
-	return conns[0], conns[1]
-}
-
 // serve runs Serve on one end of a socket pair and dials the other.
 func serve(t testing.TB, opts execsrv.Options) *guestconn.Client {
 	t.Helper()
-	host, guest := socketPair(t)
+	host, guest := socketpair.New(t)
 	done := make(chan error, 1)
 	go func() { done <- execsrv.Serve(context.Background(), guest, opts) }()
 	c, err := guestconn.Dial(host)
@@ -244,7 +220,7 @@ type rawGuest struct {
 }
 
 func dialRaw(t *testing.T, opts execsrv.Options) *rawGuest {
-	host, guest := socketPair(t)
+	host, guest := socketpair.New(t)
 	done := make(chan error, 1)
 	go func() { done <- execsrv.Serve(context.Background(), guest, opts) }()
 	t.Cleanup(func() {
@@ -401,7 +377,7 @@ func TestProtocolErrors(t *testing.T) {
 	}
 
 	// A version the guest does not speak is refused at hello.
-	host, guest := socketPair(t)
+	host, guest := socketpair.New(t)
 	done := make(chan error, 1)
 	go func() { done <- execsrv.Serve(context.Background(), guest, execsrv.Options{}) }()
 	conn := agentproto.NewConn(host)
@@ -417,7 +393,7 @@ func TestProtocolErrors(t *testing.T) {
 
 	// A second hello on a connection means a new host client took the
 	// port over: the connection ends with ErrTakenOver, an expected end.
-	host, guest = socketPair(t)
+	host, guest = socketpair.New(t)
 	go func() { done <- execsrv.Serve(context.Background(), guest, execsrv.Options{}) }()
 	conn = agentproto.NewConn(host)
 	for i := range 2 {
@@ -708,7 +684,7 @@ func TestCancelKillsProcessGroup(t *testing.T) {
 }
 
 func TestCloseKillsProcesses(t *testing.T) {
-	host, guest := socketPair(t)
+	host, guest := socketpair.New(t)
 	done := make(chan error, 1)
 	go func() { done <- execsrv.Serve(context.Background(), guest, execsrv.Options{}) }()
 	c, err := guestconn.Dial(host)

@@ -6,35 +6,13 @@ import (
 	"errors"
 	"io"
 	"net"
-	"os"
 	"strings"
-	"syscall"
 	"testing"
+
+	"github.com/sbx-dev/sbx/socketpair"
 
 	"github.com/sbx-dev/sbx/machine/netstream"
 )
-
-// socketPair returns the two ends of a connected unix stream socket, the
-// kind of connection QEMU's "-netdev stream" makes.
-func socketPair(t *testing.T) (net.Conn, net.Conn) {
-	t.Helper()
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var conns [2]net.Conn
-	for i, fd := range fds {
-		f := os.NewFile(uintptr(fd), "socketpair")
-		c, err := net.FileConn(f)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		conns[i] = c
-	}
-	return conns[0], conns[1]
-}
 
 // frame returns a frame of n bytes whose content depends on n and seed.
 func frame(n int, seed byte) []byte {
@@ -46,7 +24,7 @@ func frame(n int, seed byte) []byte {
 }
 
 func TestRoundTrip(t *testing.T) {
-	a, b := socketPair(t)
+	a, b := socketpair.New(t)
 	sizes := []int{14, 60, 0, 1514, 9000, 65549, netstream.MaxFrame}
 	done := make(chan error, 1)
 	go func() {
@@ -126,7 +104,7 @@ func TestBrokenStreams(t *testing.T) {
 			"frame 2: length prefix 0x47455420"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			a, b := socketPair(t)
+			a, b := socketpair.New(t)
 			go func() {
 				a.Write(c.stream)
 				a.Close()
@@ -148,7 +126,7 @@ func TestBrokenStreams(t *testing.T) {
 
 // A read error other than the end of the stream is passed on.
 func TestReadError(t *testing.T) {
-	a, b := socketPair(t)
+	a, b := socketpair.New(t)
 	a.Write([]byte{0, 0, 0, 10, 1, 2})
 	b.Close()
 	_, err := netstream.NewReader(b).ReadFrame()

@@ -8,12 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sbx-dev/sbx/socketpair"
 )
 
 // These tests run the client against a scripted peer over a socketpair.
@@ -25,27 +25,6 @@ import (
 // against a real QEMU.
 
 const greeting = `{"QMP": {"version": {"qemu": {"micro": 22, "minor": 2, "major": 7}, "package": "Debian 1:7.2"}, "capabilities": ["oob"]}}` + "\n"
-
-// socketpair returns two connected unix stream sockets.
-func socketpair(t *testing.T) (net.Conn, net.Conn) {
-	t.Helper()
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var conns [2]net.Conn
-	for i, fd := range fds {
-		f := os.NewFile(uintptr(fd), fmt.Sprintf("socketpair-%d", i))
-		c, err := net.FileConn(f)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns[i] = c
-	}
-	t.Cleanup(func() { conns[0].Close(); conns[1].Close() })
-	return conns[0], conns[1]
-}
 
 // peer is the scripted QMP side of a socketpair.
 type peer struct {
@@ -84,7 +63,7 @@ func (p *peer) ret(c cmd, ret string) {
 // accepted qmp_capabilities.
 func connect(t *testing.T) (*Client, *peer) {
 	t.Helper()
-	a, b := socketpair(t)
+	a, b := socketpair.New(t)
 	p := &peer{t: t, conn: b, dec: json.NewDecoder(b)}
 	go func() {
 		p.send(greeting)
@@ -387,7 +366,7 @@ func TestBadGreeting(t *testing.T) {
 		"not JSON":       "hello\n",
 	} {
 		t.Run(name, func(t *testing.T) {
-			a, b := socketpair(t)
+			a, b := socketpair.New(t)
 			go b.Write([]byte(first))
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
@@ -400,7 +379,7 @@ func TestBadGreeting(t *testing.T) {
 }
 
 func TestGreetingTimeout(t *testing.T) {
-	a, _ := socketpair(t)
+	a, _ := socketpair.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -414,7 +393,7 @@ func TestGreetingTimeout(t *testing.T) {
 }
 
 func TestCapabilitiesRefused(t *testing.T) {
-	a, b := socketpair(t)
+	a, b := socketpair.New(t)
 	p := &peer{t: t, conn: b, dec: json.NewDecoder(b)}
 	go func() {
 		p.send(greeting)
