@@ -25,11 +25,6 @@ import (
 	"github.com/sbx-dev/sbx/state"
 )
 
-// asSbxEnv makes the test binary act as the sbx command when it is
-// started as "<binary> supervise DIR" (supervisor.Spawn starts this
-// executable): the stand-in for the sbx binary, running the same code.
-const asSbxEnv = "SBX_COMMAND_TEST_AS_SBX"
-
 // world is a configuration directory made from the machinetest fixture,
 // with its own state and its own runtime directory for supervisors.
 type world struct {

@@ -14,6 +14,11 @@ import (
 	"github.com/sbx-dev/sbx/supervisor"
 )
 
+// asSbxEnv makes the test binary act as the sbx command when it is
+// started as "<binary> supervise DIR" (supervisor.Spawn starts this
+// executable): the stand-in for the sbx binary, running the same code.
+const asSbxEnv = "SBX_COMMAND_TEST_AS_SBX"
+
 func TestMain(m *testing.M) {
 	// Started by supervisor.Spawn as "<this binary> supervise DIR": be sbx.
 	if os.Getenv(asSbxEnv) == "1" && len(os.Args) > 1 && os.Args[1] == supervisor.Verb {
