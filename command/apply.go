@@ -264,10 +264,15 @@ type applyOutput struct {
 	w      io.Writer
 	counts map[plan.Action]int
 	verb   string // "Apply" or "Destroy"
+	// still stops the "Still creating..." line of each change in flight.
+	still map[addrs.Ref]chan struct{}
 }
 
+// stillEvery is how often a change in flight says it still runs.
+const stillEvery = 10 * time.Second
+
 func newApplyOutput(v *view) *applyOutput {
-	return &applyOutput{w: v.stdout, counts: map[plan.Action]int{}, verb: "Apply"}
+	return &applyOutput{w: v.stdout, counts: map[plan.Action]int{}, verb: "Apply", still: map[addrs.Ref]chan struct{}{}}
 }
 
 var (
@@ -281,10 +286,18 @@ func (o *applyOutput) progress(e apply.Event) {
 	if !e.Done {
 		what := actionStarting[e.Action]
 		if e.Addr.Kind == addrs.Image && e.Action != plan.Delete {
-			what = "Building..."
+			what = "Building..." // the build's own progress follows
+		} else {
+			stop := make(chan struct{})
+			o.still[e.Addr] = stop
+			go o.stillRunning(e, stop)
 		}
 		fmt.Fprintf(o.w, "%s: %s\n", e.Addr, what)
 		return
+	}
+	if stop, ok := o.still[e.Addr]; ok {
+		close(stop)
+		delete(o.still, e.Addr)
 	}
 	if e.Err != nil {
 		fmt.Fprintf(o.w, "%s: Failed after %s\n", e.Addr, roundDuration(e.Took))
@@ -300,6 +313,29 @@ func (o *applyOutput) progress(e apply.Event) {
 		what = "Removed from state (its files stay in the build cache)"
 	}
 	fmt.Fprintf(o.w, "%s: %s after %s%s\n", e.Addr, what, roundDuration(e.Took), detail)
+}
+
+// stillRunning says every stillEvery that change e is still in flight,
+// until stop is closed.
+func (o *applyOutput) stillRunning(e apply.Event, stop <-chan struct{}) {
+	verb := strings.ToLower(strings.TrimSuffix(actionStarting[e.Action], "..."))
+	begin := time.Now()
+	tick := time.NewTicker(stillEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+			o.mu.Lock()
+			select {
+			case <-stop:
+			default:
+				fmt.Fprintf(o.w, "%s: Still %s... [%s elapsed]\n", e.Addr, verb, time.Since(begin).Round(time.Second))
+			}
+			o.mu.Unlock()
+		}
+	}
 }
 
 // finish prints the outcome and returns the exit code.
