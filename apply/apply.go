@@ -111,6 +111,11 @@ func Apply(ctx context.Context, opts Options) (Result, error) {
 		}
 	}
 	total := len(images) + len(deletes) + len(creates) + len(updates)
+	for _, c := range creates {
+		if c.Action == plan.Replace {
+			total-- // in deletes too, and one change
+		}
+	}
 
 	for _, c := range images {
 		if ctx.Err() != nil {
@@ -126,7 +131,6 @@ func Apply(ctx context.Context, opts Options) (Result, error) {
 		}
 		a.update(c)
 	}
-	// A replace counts once: its stop and start are one change.
 	a.res.Skipped = max(total-a.res.Applied-a.res.Failed, 0)
 	err := errors.Join(a.errs...)
 	if ctx.Err() != nil {
@@ -264,21 +268,29 @@ func (a *applier) stop(ctx context.Context, c *plan.ResourceChange) {
 	if err != nil {
 		err = fmt.Errorf("%s: %w", c.Addr, err)
 	}
-	a.mu.Lock()
-	if err == nil {
-		a.remove(c.Addr)
-		if c.Action == plan.Replace {
-			if a.stopped == nil {
-				a.stopped = map[addrs.Ref]bool{}
-			}
-			a.stopped[c.Addr] = true
+	if err != nil || c.Action == plan.Delete {
+		if err == nil {
+			a.mu.Lock()
+			a.remove(c.Addr)
+			a.mu.Unlock()
 		}
+		a.finish(c, began, err, nil, true)
+		return
+	}
+	// The first half of a replace: the old sandbox is gone, and state
+	// says so at once; start finishes the change.
+	a.mu.Lock()
+	a.remove(c.Addr)
+	err = a.opts.Save(a.opts.State)
+	if err == nil {
+		if a.stopped == nil {
+			a.stopped = map[addrs.Ref]bool{}
+		}
+		a.stopped[c.Addr] = true
 	}
 	a.mu.Unlock()
-	if c.Action == plan.Delete {
-		a.finish(c, began, err, nil, true)
-	} else if err != nil {
-		a.finish(c, began, err, nil, true)
+	if err != nil {
+		a.finish(c, began, fmt.Errorf("%s: saving state: %w", c.Addr, err), nil, true)
 	}
 }
 
