@@ -136,13 +136,16 @@ func runtimeDir(env *Env, dir, name string) (string, error) {
 // supervisor runs in sdir any more (then what is left is copied).
 func followFile(ctx context.Context, w io.Writer, path, sdir string) error {
 	var f *os.File
-	for f == nil {
+	for n := 0; f == nil; n++ {
 		var err error
 		f, err = os.Open(path)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 		if f == nil {
+			if n%10 == 0 && !supervisor.Inspect(ctx, sdir, 0, 0).Running {
+				return fmt.Errorf("no log at %s, and the sandbox does not run", path)
+			}
 			select {
 			case <-ctx.Done():
 				return nil
