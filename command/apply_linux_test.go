@@ -284,6 +284,12 @@ func TestApplyLifecycle(t *testing.T) {
 		if !strings.Contains(logs, "==> console") || !strings.Contains(logs, "sbx-guest: ready") || !strings.Contains(logs, "machine started") {
 			t.Errorf("logs lack the console's ready line or the supervisor's start")
 		}
+		// Following a log runs until interrupted.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if code, out, _ := w.sbxContext(ctx, nil, "logs", "-f", "-supervisor", w.dir, "box"); code != 0 || !strings.Contains(out, "msg=serving") {
+			t.Errorf("logs -f: exit %d, want 0 and the supervisor's log", code)
+		}
 		if strings.Contains(logs, "sbx-guest: warning") {
 			t.Errorf("the guest warned while the supervisor took over its agent port")
 		}
