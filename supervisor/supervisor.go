@@ -395,12 +395,19 @@ func Dial(ctx context.Context, dir string) (*guestconn.Client, error) {
 		}
 		return nil, fmt.Errorf("supervisor: %w", err)
 	}
-	c, err := guestconn.DialContext(ctx, conn)
+	// A supervisor answers the hello at once (with the guest's, which it
+	// keeps); one that does not is stuck, and waiting on it would hang.
+	helloCtx, cancel := context.WithTimeout(ctx, dialHelloTimeout)
+	defer cancel()
+	c, err := guestconn.DialContext(helloCtx, conn)
 	if err != nil {
 		return nil, fmt.Errorf("supervisor: %s: %w", dir, err)
 	}
 	return c, nil
 }
+
+// dialHelloTimeout bounds Dial's wait for the supervisor's hello.
+const dialHelloTimeout = 15 * time.Second
 
 // running reports whether a supervisor answers on dir's control socket.
 func running(dir string) bool {
