@@ -144,7 +144,7 @@ func processesUnder(dir string) []int {
 			continue
 		}
 		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil || !bytes.Contains(cmdline, []byte(dir)) {
+		if err != nil || !bytes.Contains(cmdline, []byte(dir+"/")) {
 			continue
 		}
 		if alive(pid) {

@@ -65,3 +65,12 @@ func saveConsole(dir string) {
 	}
 	atomicfile.WriteBytes(filepath.Join(dir, ConsoleFile), b, 0o600)
 }
+
+// consoleTail returns the last n lines of a console, indented.
+func consoleTail(b []byte, n int) string {
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return "    " + strings.Join(lines, "\n    ")
+}

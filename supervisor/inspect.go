@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -188,4 +189,17 @@ func waitGone(ctx context.Context, pid int) bool {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return true
+}
+
+// namesDir reports whether one of args is dir or a path inside it
+// (possibly after a "name=" prefix, as in QEMU's "path=DIR/x.sock").
+func namesDir(args [][]byte, dir string) bool {
+	d := []byte(filepath.Clean(dir))
+	inside := append(append([]byte{}, d...), '/')
+	for _, a := range args {
+		if bytes.Equal(a, d) || bytes.Contains(a, inside) {
+			return true
+		}
+	}
+	return false
 }

@@ -15,7 +15,7 @@ import (
 // line names dir, as a supervisor's or its QEMU's does.
 func startNamed(t *testing.T, dir string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command("sh", "-c", "sleep 600; : "+dir)
+	cmd := exec.Command("sh", "-c", "sleep 600", filepath.Join(dir, "sbx-1", "qemu"))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // as QEMU runs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -84,5 +84,30 @@ func TestInspectAndRemoveWithoutSupervisor(t *testing.T) {
 	}
 	if lv := Inspect(context.Background(), dir, 0, 0); lv.Running || lv.Gone != "it has no supervisor" {
 		t.Errorf("Inspect of a removed directory: %+v", lv)
+	}
+}
+
+func TestNamesDir(t *testing.T) {
+	args := func(s ...string) [][]byte {
+		var out [][]byte
+		for _, a := range s {
+			out = append(out, []byte(a))
+		}
+		return out
+	}
+	cases := []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"/usr/bin/sbx", "supervise", "/run/sbx/abc/box"}, true},
+		{[]string{"qemu", "-chardev", "socket,id=a,path=/run/sbx/abc/box/sbx-1/agent.sock"}, true},
+		{[]string{"/usr/bin/sbx", "supervise", "/run/sbx/abc/box-2"}, false},
+		{[]string{"qemu", "-chardev", "socket,path=/run/sbx/abc/box-2/sbx-1/agent.sock"}, false},
+		{[]string{"sleep", "600"}, false},
+	}
+	for _, c := range cases {
+		if got := namesDir(args(c.args...), "/run/sbx/abc/box"); got != c.want {
+			t.Errorf("namesDir(%q) = %v, want %v", c.args, got, c.want)
+		}
 	}
 }

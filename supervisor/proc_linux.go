@@ -18,12 +18,13 @@ func processAlive(pid int) bool {
 
 // ownsProcess reports whether process pid belongs to the sandbox of the
 // supervisor directory dir: its command line names dir (the supervisor's
-// last argument is dir; QEMU's sockets are inside it). It guards the
+// last argument is dir; QEMU's sockets are inside it). A directory whose
+// name merely starts the same ("box" and "box-2") does not count. It guards the
 // kills of Remove against a process id reused by an unrelated process.
 func ownsProcess(dir string, pid int) bool {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 	if err != nil {
 		return false
 	}
-	return bytes.Contains(b, []byte(dir))
+	return namesDir(bytes.Split(bytes.TrimRight(b, "\x00"), []byte{0}), dir)
 }

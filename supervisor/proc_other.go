@@ -21,5 +21,12 @@ func processAlive(pid int) bool {
 // unrelated process.
 func ownsProcess(dir string, pid int) bool {
 	out, err := exec.Command("ps", "-ww", "-o", "command=", "-p", strconv.Itoa(pid)).Output()
-	return err == nil && strings.Contains(string(out), dir)
+	if err != nil {
+		return false
+	}
+	var args [][]byte
+	for _, f := range strings.Fields(string(out)) {
+		args = append(args, []byte(f))
+	}
+	return namesDir(args, dir)
 }
