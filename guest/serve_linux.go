@@ -64,7 +64,7 @@ func serve(ctx context.Context, root string, console *lockedWriter, reaper execs
 
 	opts := execsrv.Options{Root: root, Reaper: reaper, Software: software}
 	for ctx.Err() == nil {
-		f, err := openPort(ctx, agent)
+		f, err := reopenPort(ctx, agent, console)
 		if err != nil {
 			if ctx.Err() != nil {
 				break
@@ -114,6 +114,30 @@ func othersAlive() bool {
 		}
 	}
 	return false
+}
+
+// reopenWait bounds how long reopenPort retries a port that will not
+// open before the agent gives up (and the machine powers off).
+const reopenWait = 10 * time.Second
+
+// reopenPort is openPort, retried for a while: between two host
+// connections the port can refuse to open for a moment (EBUSY while the
+// kernel still holds the previous open), and a sandbox must not power
+// off for that.
+func reopenPort(ctx context.Context, dev string, console *lockedWriter) (*os.File, error) {
+	deadline := time.Now().Add(reopenWait)
+	for {
+		f, err := openPort(ctx, dev)
+		if err == nil || ctx.Err() != nil || time.Now().After(deadline) {
+			return f, err
+		}
+		console.WriteString(bootproto.WarningLine(fmt.Sprintf("reopening %s: %v; trying again", dev, err)))
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // openPort opens a virtio-serial port and returns it once the host has
