@@ -14,7 +14,6 @@ import (
 	"github.com/sbx-dev/sbx/lockfiles"
 	"github.com/sbx-dev/sbx/plan"
 	"github.com/sbx-dev/sbx/policy"
-	"github.com/sbx-dev/sbx/state"
 )
 
 const planUsage = `
@@ -182,19 +181,11 @@ func lockForPlan(ctx context.Context, env *Env, v *view, cfg *lang.Config, reado
 // planState plans cfg against the state in its directory, holding the
 // state lock while it reads.
 func planState(ctx context.Context, v *view, cfg *lang.Config, lock *lockfiles.Lock, lockTimeout time.Duration) (*plan.Plan, bool) {
-	lctx, cancel := context.WithTimeout(ctx, lockTimeout)
-	defer cancel()
-	lease, err := state.Lock(lctx, cfg.Dir)
-	if err != nil {
-		v.errorDetail("Cannot lock the state", err.Error())
+	lease, st, ok := lockState(ctx, v, cfg.Dir, lockTimeout)
+	if !ok {
 		return nil, false
 	}
 	defer lease.Close()
-	st, err := lease.Load()
-	if err != nil {
-		v.errorDetail("Cannot read the state", err.Error())
-		return nil, false
-	}
 	apply.Refresh(ctx, st)
 	desired, diags := plan.Desired(cfg, lock)
 	v.diagnostics(cfg.Sources, diags)
