@@ -68,7 +68,7 @@ func Inspect(ctx context.Context, dir string, pid, qemuPid int) Liveness {
 	switch {
 	case pid == 0:
 		lv.Gone = "it has no supervisor"
-	case processAlive(pid):
+	case processAlive(pid) && ownsProcess(dir, pid): // not a reused pid
 		lv.Gone = fmt.Sprintf("its supervisor (pid %d) does not answer on %s: %v", pid, filepath.Join(dir, ControlFile), err)
 	default:
 		lv.Gone = fmt.Sprintf("its supervisor (pid %d) has exited", pid)
