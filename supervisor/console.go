@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,4 +74,11 @@ func consoleTail(b []byte, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return "    " + strings.Join(lines, "\n    ")
+}
+
+// machineTails quotes the ends of an ended machine's console and of
+// QEMU's own output, which say why it ended.
+func machineTails(m *machine.Machine) string {
+	qemuLog, _ := os.ReadFile(filepath.Join(m.Dir(), machine.QEMULogFile))
+	return fmt.Sprintf("the console's last lines:\n%s\nQEMU's last lines:\n%s", consoleTail(m.Console(), 15), consoleTail(qemuLog, 10))
 }

@@ -217,14 +217,14 @@ func Run(ctx context.Context, opts Options) (err error) {
 		log.Info("stopping", "why", "asked on the control socket")
 	case <-m.Done():
 		ended = errors.New("the machine exited on its own")
-		log.Warn("the machine exited on its own", "console", consoleTail(m.Console(), 15))
+		log.Warn("the machine exited on its own: " + machineTails(m))
 	case <-r.Done():
 		// QEMU closes the agent's socket when it exits: say so when that
 		// is why.
 		select {
 		case <-m.Done():
 			ended = errors.New("the machine exited on its own")
-			log.Warn("the machine exited on its own", "console", consoleTail(m.Console(), 15))
+			log.Warn("the machine exited on its own: " + machineTails(m))
 		case <-time.After(2 * time.Second):
 			ended = fmt.Errorf("the guest agent connection ended: %w", r.Err())
 		}
@@ -272,7 +272,7 @@ func takeOver(ctx context.Context, m *machine.Machine, log *slog.Logger) (*Route
 		case <-ctx.Done():
 			return nil, fmt.Errorf("connecting to the guest agent: %w", err)
 		case <-m.Done():
-			return nil, fmt.Errorf("the machine exited while the supervisor connected to its agent; the console's last lines:\n%s", consoleTail(m.Console(), 15))
+			return nil, fmt.Errorf("the machine exited while the supervisor connected to its agent; %s", machineTails(m))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
