@@ -39,6 +39,9 @@ type SpawnOptions struct {
 	ReadyTimeout time.Duration
 }
 
+// maxLog is the size past which Spawn starts a new supervisor log.
+const maxLog = 1 << 20
+
 // Spawn starts a supervisor for spec in dir as a detached process (its own
 // session, its output in dir/supervisor.log) that outlives this one, and
 // returns its status once the sandbox runs. When the supervisor fails
@@ -74,6 +77,11 @@ func Spawn(ctx context.Context, dir string, spec Spec, opts SpawnOptions) (*Stat
 		return nil, fmt.Errorf("supervisor: %w", err)
 	}
 	logPath := filepath.Join(dir, LogFile)
+	// Each start appends to the log; a log grown past maxLog is kept as
+	// LogFile.1 (replacing the one before) and a new one begun.
+	if fi, err := os.Stat(logPath); err == nil && fi.Size() > maxLog {
+		os.Rename(logPath, logPath+".1")
+	}
 	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("supervisor: %w", err)
