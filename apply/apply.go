@@ -341,12 +341,13 @@ func (a *applier) spawn(ctx context.Context, c *plan.ResourceChange) (*state.Run
 		return nil, err
 	}
 	spec := supervisor.Spec{
-		Name:   sb.Name,
-		Image:  img,
-		CPUs:   sb.CPUs,
-		Memory: sb.Memory,
-		User:   sb.User,
-		Env:    a.opts.Config.CommandEnv(sb),
+		Name:      sb.Name,
+		ConfigDir: a.opts.Config.Dir,
+		Image:     img,
+		CPUs:      sb.CPUs,
+		Memory:    sb.Memory,
+		User:      sb.User,
+		Env:       a.opts.Config.CommandEnv(sb),
 	}
 	st, err := supervisor.Spawn(ctx, dir, spec, a.opts.Spawn)
 	if err != nil {

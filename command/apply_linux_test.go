@@ -429,6 +429,15 @@ func TestApplyFour(t *testing.T) {
 	if got := strings.Count(ps, "running"); got != 4 {
 		t.Errorf("ps shows %d running sandboxes, want 4", got)
 	}
+	var all []runtimeEntry
+	if err := json.Unmarshal([]byte(w.must("ps", "-a", "-json")), &all); err != nil || len(all) != 4 {
+		t.Errorf("ps -a -json: %d sandboxes (%v), want 4", len(all), err)
+	}
+	for _, e := range all {
+		if e.Status != "running" || e.ConfigDir != w.dir || e.QEMUPid == 0 {
+			t.Errorf("ps -a: %+v, want running in %s", e, w.dir)
+		}
+	}
 
 	w.must("destroy", "-auto-approve", w.dir, "b3")
 	waitDead(t, qemus[2])

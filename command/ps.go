@@ -16,14 +16,20 @@ import (
 
 const psUsage = `
 Usage: sbx ps [options] [DIR]
+       sbx ps -a [options]
 
   List the sandboxes that the state of the configuration in DIR (default:
   the current directory) records, and whether each still runs: its
   supervisor is asked, and a sandbox whose supervisor or VM died shows as
   "gone" with the reason ("sbx apply" re-creates it).
 
+  With -a, list every sandbox supervisor directory of this user instead,
+  whatever configuration it belongs to and whether or not a state still
+  records it: the way to find a sandbox whose state was lost.
+
 Options:
 
+  -a      All of this user's sandboxes, from the runtime directory.
   -json   Print a JSON array instead of a table.
 `
 
@@ -96,12 +102,20 @@ func liveSandboxes(ctx context.Context, dir string) ([]sandboxStatus, error) {
 }
 
 func runPs(ctx context.Context, env *Env, args []string) int {
-	var asJSON bool
+	var asJSON, all bool
 	flags := newFlagSet("ps")
 	flags.BoolVar(&asJSON, "json", false, "")
+	flags.BoolVar(&all, "a", false, "")
 	pos, code, ok := parseArgs(env, flags, psUsage, args)
 	if !ok {
 		return code
+	}
+	if all {
+		if len(pos) > 0 {
+			fmt.Fprintln(env.Stderr, "sbx ps: -a lists every configuration's sandboxes: give no directory")
+			return ExitError
+		}
+		return listAll(ctx, env, asJSON)
 	}
 	dir, ok := dirArg(env, "ps", pos)
 	if !ok {
@@ -263,4 +277,48 @@ func uptime(started string, live bool) string {
 		return d.Round(time.Minute).String()
 	}
 	return d.Round(time.Hour).String()
+}
+
+// runtimeEntry is one sandbox as "ps -a" shows it.
+type runtimeEntry struct {
+	Sandbox   string `json:"sandbox"`
+	ConfigDir string `json:"config_dir"`
+	Status    string `json:"status"` // "running" or "gone"
+	Gone      string `json:"gone,omitempty"`
+	Dir       string `json:"dir"`
+	Pid       int    `json:"supervisor_pid,omitempty"`
+	QEMUPid   int    `json:"qemu_pid,omitempty"`
+}
+
+func listAll(ctx context.Context, env *Env, asJSON bool) int {
+	v := newView(env, false)
+	base := supervisor.RuntimeBase(env.Environ)
+	list := []runtimeEntry{}
+	for _, e := range supervisor.List(ctx, base) {
+		r := runtimeEntry{Sandbox: e.Spec.Name, ConfigDir: e.Spec.ConfigDir, Status: "gone", Gone: e.Liveness.Gone, Dir: e.Dir}
+		if e.Liveness.Running {
+			r.Status = "running"
+		}
+		if st := e.Liveness.Status; st != nil && (e.Liveness.Running || e.Liveness.OrphanQEMU != 0) {
+			r.Pid, r.QEMUPid = st.Pid, st.QEMUPid
+			if !e.Liveness.Running {
+				r.Pid = 0
+			}
+		}
+		list = append(list, r)
+	}
+	if asJSON {
+		return writeJSON(env, v, list)
+	}
+	if len(list) == 0 {
+		fmt.Fprintf(env.Stderr, "No sandboxes under %s.\n", base)
+		return ExitOK
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SANDBOX\tSTATUS\tSUPERVISOR\tQEMU\tCONFIGURATION")
+	for _, r := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Sandbox, r.Status, pidOrDash(r.Pid, r.Pid != 0), pidOrDash(r.QEMUPid, r.QEMUPid != 0), orDash(r.ConfigDir))
+	}
+	tw.Flush()
+	return ExitOK
 }

@@ -40,6 +40,9 @@ var ErrNotRunning = errors.New("supervisor: not running")
 type Spec struct {
 	// Name is the sandbox's name.
 	Name string `json:"name"`
+	// ConfigDir is the configuration directory the sandbox belongs to,
+	// for listings ("sbx ps -a"); empty when it belongs to none.
+	ConfigDir string `json:"config_dir,omitempty"`
 	// Image is the built image to boot.
 	Image *image.Result `json:"image"`
 	// CPUs and Memory size the machine; zero means machine's defaults.
