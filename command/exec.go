@@ -3,14 +3,12 @@ package command
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"slices"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/sbx-dev/sbx/guestconn"
 	"github.com/sbx-dev/sbx/supervisor"
@@ -49,44 +47,15 @@ Options:
 `
 
 type execArgs struct {
-	dir     string
-	sandbox string
-	command []string
-	user    string
-	env     stringList
-	workdir string
-	stdin   bool
-	tty     bool
-	timeout time.Duration
+	guestArgs
 }
 
 func runExec(ctx context.Context, env *Env, args []string) int {
 	var a execArgs
 	flags := newFlagSet("exec")
-	flags.StringVar(&a.user, "u", "", "")
-	flags.Var(&a.env, "e", "")
-	flags.StringVar(&a.workdir, "w", "", "")
-	flags.BoolVar(&a.stdin, "i", false, "")
-	flags.BoolVar(&a.tty, "t", false, "")
-	flags.DurationVar(&a.timeout, "timeout", 0, "")
-	// Flags come before the sandbox: everything after it is the
-	// command's, its own flags included.
-	if err := flags.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(env.Stdout, strings.TrimLeft(execUsage, "\n"))
-			return ExitOK
-		}
-		fmt.Fprintf(env.Stderr, "sbx exec: %v\nRun \"sbx exec -h\" for its options.\n", err)
-		return ExitError
-	}
-	if !a.parsePositional(env, flags.Args()) {
-		return ExitError
-	}
-	for _, kv := range a.env {
-		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
-			fmt.Fprintf(env.Stderr, "sbx exec: -e %q: write KEY=VALUE\n", kv)
-			return ExitError
-		}
+	a.register(flags)
+	if code, ok := a.parse(env, "exec", execUsage, flags, args); !ok {
+		return code
 	}
 
 	ctx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
@@ -118,13 +87,6 @@ func runExec(ctx context.Context, env *Env, args []string) int {
 	}
 	defer c.Close()
 	return a.exec(ctx, env, c, spec)
-}
-
-// parsePositional splits [DIR] SANDBOX [--] COMMAND....
-func (a *execArgs) parsePositional(env *Env, pos []string) bool {
-	var ok bool
-	a.dir, a.sandbox, a.command, ok = sandboxCommand(env, "exec", pos)
-	return ok
 }
 
 // exec runs the command through the supervisor's connection and returns

@@ -3,6 +3,7 @@ package command
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"math"
 	"slices"
@@ -136,4 +137,52 @@ func sandboxCommand(env *Env, verb string, pos []string) (dir, sandbox string, c
 		return "", "", nil, false
 	}
 	return dir, sandbox, command, true
+}
+
+// guestArgs are what "sbx run" and "sbx exec" share: [DIR] SANDBOX --
+// COMMAND and the options of the command run in the guest.
+type guestArgs struct {
+	dir     string
+	sandbox string
+	command []string
+	user    string
+	env     stringList
+	workdir string
+	stdin   bool
+	tty     bool
+	timeout time.Duration
+}
+
+// register adds -u, -e, -w, -i, -t and -timeout to flags.
+func (a *guestArgs) register(flags *flag.FlagSet) {
+	flags.StringVar(&a.user, "u", "", "")
+	flags.Var(&a.env, "e", "")
+	flags.StringVar(&a.workdir, "w", "", "")
+	flags.BoolVar(&a.stdin, "i", false, "")
+	flags.BoolVar(&a.tty, "t", false, "")
+	flags.DurationVar(&a.timeout, "timeout", 0, "")
+}
+
+// parse parses args for verb: flags come before the sandbox, and
+// everything after it is the command's, its own flags included. On -h it
+// prints usage. ok is false when sbx should exit with code.
+func (a *guestArgs) parse(env *Env, verb, usage string, flags *flag.FlagSet, args []string) (code int, ok bool) {
+	if err := flags.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(env.Stdout, strings.TrimLeft(usage, "\n"))
+			return ExitOK, false
+		}
+		fmt.Fprintf(env.Stderr, "sbx %s: %v\nRun \"sbx %s -h\" for its options.\n", verb, err, verb)
+		return ExitError, false
+	}
+	if a.dir, a.sandbox, a.command, ok = sandboxCommand(env, verb, flags.Args()); !ok {
+		return ExitError, false
+	}
+	for _, kv := range a.env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			fmt.Fprintf(env.Stderr, "sbx %s: -e %q: write KEY=VALUE\n", verb, kv)
+			return ExitError, false
+		}
+	}
+	return ExitOK, true
 }

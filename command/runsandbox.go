@@ -3,7 +3,6 @@ package command
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"maps"
 	"os"
@@ -68,15 +67,7 @@ Options:
 const ExitTimeout = 124
 
 type runArgs struct {
-	dir         string
-	sandbox     string
-	command     []string
-	user        string
-	env         stringList
-	workdir     string
-	stdin       bool
-	tty         bool
-	timeout     time.Duration
+	guestArgs
 	bootTimeout time.Duration
 	lockfile    lockfileMode
 	vars        varFlags
@@ -86,34 +77,13 @@ type runArgs struct {
 func runRun(ctx context.Context, env *Env, args []string) int {
 	var a runArgs
 	flags := newFlagSet("run")
-	flags.StringVar(&a.user, "u", "", "")
-	flags.Var(&a.env, "e", "")
-	flags.StringVar(&a.workdir, "w", "", "")
-	flags.BoolVar(&a.stdin, "i", false, "")
-	flags.BoolVar(&a.tty, "t", false, "")
-	flags.DurationVar(&a.timeout, "timeout", 0, "")
+	a.register(flags)
 	flags.DurationVar(&a.bootTimeout, "boot-timeout", machine.DefaultBootTimeout, "")
 	flags.Var(&a.lockfile, "lockfile", "")
 	a.vars.register(flags)
 	flags.BoolVar(&a.noColor, "no-color", false, "")
-	// Flags come before the sandbox: everything after it is the
-	// command's, its own flags included.
-	if err := flags.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(env.Stdout, strings.TrimLeft(runUsage, "\n"))
-			return ExitOK
-		}
-		fmt.Fprintf(env.Stderr, "sbx run: %v\nRun \"sbx run -h\" for its options.\n", err)
-		return ExitError
-	}
-	if !a.parsePositional(env, flags.Args()) {
-		return ExitError
-	}
-	for _, kv := range a.env {
-		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
-			fmt.Fprintf(env.Stderr, "sbx run: -e %q: write KEY=VALUE\n", kv)
-			return ExitError
-		}
+	if code, ok := a.parse(env, "run", runUsage, flags, args); !ok {
+		return code
 	}
 
 	// Everything sbx says goes to stderr: stdout is the command's.
@@ -177,13 +147,6 @@ func runRun(ctx context.Context, env *Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "sbx run: note: %s (commands run slower).\n", note)
 	}
 	return a.exec(ctx, env, m, cfg, sb)
-}
-
-// parsePositional splits [DIR] SANDBOX [--] COMMAND....
-func (a *runArgs) parsePositional(env *Env, pos []string) bool {
-	var ok bool
-	a.dir, a.sandbox, a.command, ok = sandboxCommand(env, "run", pos)
-	return ok
 }
 
 // exec runs the command in the machine and returns sbx's exit code.
