@@ -145,20 +145,15 @@ func (c *Client) shutdown(err error) {
 }
 
 func (c *Client) loop() {
-	for {
-		f, err := c.conn.ReadFrame()
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				err = errors.New("the guest closed the connection")
-			}
-			c.shutdown(err)
-			return
-		}
-		if err := c.dispatch(f); err != nil {
-			c.shutdown(err)
-			return
-		}
+	c.shutdown(guestClosed(c.conn.Dispatch(c.dispatch)))
+}
+
+// guestClosed names the guest as the end that closed the connection.
+func guestClosed(err error) error {
+	if errors.Is(err, agentproto.ErrPeerClosed) {
+		return errors.New("the guest closed the connection")
 	}
+	return err
 }
 
 func (c *Client) dispatch(f agentproto.Frame) error {

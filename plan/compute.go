@@ -101,21 +101,23 @@ func imageOf(rs ...*state.Resource) bool {
 	return false
 }
 
+// attrsOf returns the attributes of before and after that get picks,
+// empty ones where a side is absent, so that a diff compares values only.
+func attrsOf[T any](before, after *state.Resource, get func(*state.Resource) *T) (b, n *T) {
+	pick := func(r *state.Resource) *T {
+		if r != nil {
+			if a := get(r); a != nil {
+				return a
+			}
+		}
+		return new(T)
+	}
+	return pick(before), pick(after)
+}
+
 func diffImage(a addrs.Ref, before, after *state.Resource) *ResourceChange {
 	rc := &ResourceChange{Addr: a, Before: before, After: after}
-	var b, n *state.ImageAttrs
-	if before != nil {
-		b = before.Image
-	}
-	if after != nil {
-		n = after.Image
-	}
-	if b == nil {
-		b = &state.ImageAttrs{}
-	}
-	if n == nil {
-		n = &state.ImageAttrs{}
-	}
+	b, n := attrsOf(before, after, func(r *state.Resource) *state.ImageAttrs { return r.Image })
 	var attrs []AttrChange
 	add := func(path, x, y string, forces bool) {
 		if x != y {
@@ -196,19 +198,7 @@ func inputKeys(ms ...map[string]string) []string {
 
 func diffSandbox(a addrs.Ref, before, after *state.Resource, replacedImages map[string]bool) *ResourceChange {
 	rc := &ResourceChange{Addr: a, Before: before, After: after}
-	var b, n *state.SandboxAttrs
-	if before != nil {
-		b = before.Sandbox
-	}
-	if after != nil {
-		n = after.Sandbox
-	}
-	if b == nil {
-		b = &state.SandboxAttrs{}
-	}
-	if n == nil {
-		n = &state.SandboxAttrs{}
-	}
+	b, n := attrsOf(before, after, func(r *state.Resource) *state.SandboxAttrs { return r.Sandbox })
 	var reasons []string
 	add := func(path, x, y, reason string) {
 		if x == y {

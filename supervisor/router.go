@@ -572,20 +572,11 @@ func (r *Router) drop(c *client) {
 // loop reads the guest's frames and routes them to the clients until the
 // guest connection ends.
 func (r *Router) loop() {
-	for {
-		f, err := r.guest.ReadFrame()
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				err = errors.New("the guest closed the connection")
-			}
-			r.shutdown(err)
-			return
-		}
-		if err := r.dispatch(f); err != nil {
-			r.shutdown(err)
-			return
-		}
+	err := r.guest.Dispatch(r.dispatch)
+	if errors.Is(err, agentproto.ErrPeerClosed) {
+		err = errors.New("the guest closed the connection")
 	}
+	r.shutdown(err)
 }
 
 // dispatch routes one guest frame.

@@ -144,6 +144,28 @@ func NewConn(rwc io.ReadWriteCloser) *Conn {
 // ReadFrame reads the next frame.
 func (c *Conn) ReadFrame() (Frame, error) { return ReadFrame(c.r) }
 
+// Dispatch reads frames and hands each to dispatch until a read or
+// dispatch fails, and returns that error; the peer closing the
+// connection between frames is ErrPeerClosed.
+func (c *Conn) Dispatch(dispatch func(Frame) error) error {
+	for {
+		f, err := c.ReadFrame()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return ErrPeerClosed
+			}
+			return err
+		}
+		if err := dispatch(f); err != nil {
+			return err
+		}
+	}
+}
+
+// ErrPeerClosed is Dispatch's error when the other end closed the
+// connection between two frames.
+var ErrPeerClosed = errors.New("the other end closed the connection")
+
 // WriteFrame writes one frame whose payload is the concatenation of
 // payload. After a write fails, every later write fails with the same
 // error: a partly written frame leaves the stream unusable.
