@@ -105,6 +105,12 @@ type Image struct {
 	// (e.g. "/bin/sh" → "busybox"). Links are owned by root.
 	Symlinks map[string]string
 	Env      map[string]string
+	// HostPaths are the host directories outside the configuration
+	// directory that the image's file: and oci-layout: sources may read
+	// from, cleaned, as written (absolute, or relative to Config.Dir with
+	// a leading ".."). Empty means every local source lies inside the
+	// configuration directory.
+	HostPaths []string
 
 	DeclRange hcl.Range
 }
@@ -136,6 +142,11 @@ type Artifact struct {
 	// Extract unpacks the whole archive under Dest instead of placing one
 	// file (Debian packages as a base, for example).
 	Extract bool
+	// KeepSpecial keeps, when extracting, what an extracted archive is
+	// otherwise stripped of: setuid and setgid bits, character and block
+	// devices, and file capabilities (the security.capability extended
+	// attribute).
+	KeepSpecial bool
 	// Mode is the file mode (permission and setuid/setgid/sticky bits);
 	// 0 means 0644 for files and 0755 for executables named in File.
 	Mode      uint32
@@ -189,7 +200,10 @@ const (
 //
 // Relative paths (file, oci-layout) stay relative, cleaned, and mean
 // relative to Config.Dir, so that two copies of one configuration in
-// different directories compare equal.
+// different directories compare equal. Such a path is read inside the
+// configuration directory, or inside the image's host_paths entry named
+// by HostPath: never through ".." or a symbolic link out of it (see
+// LocalRoot).
 //
 //	deb         deb:busybox-static=1:1.36.1-9     Ref = package, Version = Debian version
 type Source struct {
@@ -199,7 +213,12 @@ type Source struct {
 	Version string
 	// SHA256 is the digest declared in the spec (hex), if any.
 	SHA256 string
-	Range  hcl.Range
+	// HostPath is, for a file or oci-layout source outside the
+	// configuration directory, the entry of the image's host_paths that
+	// holds it (as Image.HostPaths has it); empty for a path inside the
+	// configuration directory and for every other kind.
+	HostPath string
+	Range    hcl.Range
 }
 
 // Egress is an egress block: hosts and ports a sandbox may reach.

@@ -45,6 +45,8 @@
 //	  base     = "alpine:3.23"           an OCI image (see Sources); omitted: an empty root
 //	  size     = "4GiB"                  root file system size; default chosen by the builder
 //	  env      = { LANG = "C.UTF-8" }    environment of every process in the image
+//	  host_paths = ["/opt/models"]       host directories outside the configuration
+//	                                     directory that file: and oci-layout: sources may read
 //
 //	  kernel {                           at most one
 //	    source  = "deb:linux-image-amd64=6.12.38-1"
@@ -59,6 +61,8 @@
 //	    file    = "package/bin/tool"     a path inside an archive source
 //	    dest    = "/usr/local/bin/tool"  required; absolute and clean
 //	    extract = false                  true: unpack the whole archive under dest
+//	    keep_special = false             with extract: keep setuid/setgid bits, devices
+//	                                     and file capabilities (dropped by default)
 //	    mode    = "0755"                 an octal string; not with extract
 //	    uid     = 0
 //	    gid     = 0
@@ -169,6 +173,15 @@
 //	https://host/path                     a download (https only)
 //	file:./path                           a local file
 //	deb:name=1.2-3                        a Debian package (exact version required)
+//
+// Local sources (file: and oci-layout:) name paths relative to the
+// configuration directory and are read inside it: an absolute path, or one
+// that leaves the directory through "..", is an error at the source unless
+// the image lists a directory holding it in host_paths (Source.HostPath
+// then names that entry), and builders open every local source through
+// Source.LocalRoot, so that a symbolic link leading out of the directory
+// (or out of the host_paths entry) is refused too. A plan lists every new
+// or changed local input as widening: the guest sees that host file.
 //
 // Sizes are whole numbers of bytes or of KiB, MiB, GiB or TiB (powers of
 // 1024); "4GB" and "4G" are rejected as ambiguous. File modes are octal

@@ -3,6 +3,8 @@ package lang
 import (
 	"fmt"
 	"path"
+	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -17,6 +19,7 @@ var imageSchema = &hcl.BodySchema{
 		{Name: "size"},
 		{Name: "env"},
 		{Name: "symlinks"},
+		{Name: "host_paths"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "kernel"},
@@ -43,6 +46,7 @@ var artifactSchema = &hcl.BodySchema{
 		{Name: "file"},
 		{Name: "dest", Required: true},
 		{Name: "extract"},
+		{Name: "keep_special"},
 		{Name: "mode"},
 		{Name: "uid"},
 		{Name: "gid"},
@@ -159,6 +163,73 @@ func (l *loader) decodeImage(b *hcl.Block) {
 				}
 			}
 		}
+	}
+
+	if a := content.Attributes["host_paths"]; a != nil {
+		img.HostPaths = l.attrHostPaths(a)
+	}
+	l.confineSources(img)
+}
+
+// attrHostPaths evaluates an image's host_paths: directories outside the
+// configuration directory that its file: and oci-layout: sources may read.
+// Each is absolute or starts with "..", is not the root directory, and is
+// kept cleaned.
+func (l *loader) attrHostPaths(a *hcl.Attribute) []string {
+	items, _ := l.attrStrings(a)
+	var out []string
+	for _, it := range items {
+		p := filepath.Clean(it.Value)
+		switch {
+		case it.Value == "" || strings.ContainsRune(it.Value, 0):
+			l.errorf(it.Range, "Invalid host path", "A host path is a non-empty directory path without NUL bytes.")
+		case insideDir(p):
+			l.errorf(it.Range, "Invalid host path",
+				"%q is inside the configuration directory, where sources are read anyway; host_paths lists directories outside it (absolute, or starting with \"..\").", it.Value)
+		case p == string(filepath.Separator):
+			l.errorf(it.Range, "Invalid host path", "host_paths cannot open the whole host file system; name the directories sources read from.")
+		case slices.Contains(out, p):
+			l.errorf(it.Range, "Duplicate host path", "%q is listed twice.", it.Value)
+		default:
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// confineSources checks that every file: and oci-layout: source of img
+// names a path inside the configuration directory, or inside one of the
+// image's host_paths (recorded in Source.HostPath). This is the check on
+// the path as written; readers confine symbolic links (Source.LocalRoot).
+func (l *loader) confineSources(img *Image) {
+	srcs := []*Source{img.Base}
+	if img.Kernel != nil {
+		srcs = append(srcs, img.Kernel.Source)
+	}
+	for _, a := range img.Artifacts {
+		srcs = append(srcs, a.Source)
+	}
+	for _, src := range srcs {
+		if src == nil || !src.IsLocal() || insideDir(src.Ref) {
+			continue
+		}
+		p := absIn(l.cfg.Dir, src.Ref)
+		for _, h := range img.HostPaths {
+			if within(p, absIn(l.cfg.Dir, h)) {
+				src.HostPath = h
+				break
+			}
+		}
+		if src.HostPath != "" {
+			continue
+		}
+		hint := "list the directory holding it in the image's host_paths, as in host_paths = [\"/opt/models\"] (plans show such inputs as widening)"
+		if len(img.HostPaths) > 0 {
+			hint = fmt.Sprintf("it is in none of the image's host_paths (%s); add the directory holding it", strings.Join(img.HostPaths, ", "))
+		}
+		l.errorf(src.Range, "Source outside the configuration directory",
+			"%q reads %s, outside the configuration directory %s. A local source is read inside the configuration directory unless the spec opts in: %s.",
+			src.Raw, src.Ref, l.cfg.Dir, hint)
 	}
 }
 
@@ -477,6 +548,13 @@ func (l *loader) decodeArtifact(b *hcl.Block) *Artifact {
 		if art.Extract && art.File != "" {
 			l.errorf(a.Expr.Range(), "Conflicting arguments",
 				"extract = true unpacks the whole archive under dest; file picks one file out of it. Use one or the other.")
+		}
+	}
+	if a := content.Attributes["keep_special"]; a != nil {
+		art.KeepSpecial, _ = l.attrBool(a)
+		if art.KeepSpecial && !art.Extract {
+			l.errorf(a.Expr.Range(), "Conflicting arguments",
+				"keep_special keeps the setuid and setgid bits, devices and file capabilities of an extracted archive; it needs extract = true (a single file's mode is set with mode).")
 		}
 	}
 	if a := content.Attributes["mode"]; a != nil {

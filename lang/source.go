@@ -238,6 +238,62 @@ func parseURL(src *Source, raw string) error {
 // relative.
 func cleanSlashPath(p string) string { return filepath.Clean(p) }
 
+// IsLocal reports whether the source is read from the host's file system:
+// a file or oci-layout source.
+func (s *Source) IsLocal() bool { return s.Kind == SourceFile || s.Kind == SourceOCILayout }
+
+// insideDir reports whether the clean path p, as a spec writes it, names
+// something inside the configuration directory: relative, and not through
+// "..".
+func insideDir(p string) bool {
+	return !filepath.IsAbs(p) && p != ".." && !strings.HasPrefix(p, ".."+string(filepath.Separator))
+}
+
+// within reports whether the clean absolute path p is dir or below it.
+func within(p, dir string) bool {
+	if dir == string(filepath.Separator) {
+		return true
+	}
+	return p == dir || strings.HasPrefix(p, dir+string(filepath.Separator))
+}
+
+// absIn makes the clean path p absolute against dir.
+func absIn(dir, p string) string {
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p)
+	}
+	return filepath.Join(dir, p)
+}
+
+// LocalRoot says where a file or oci-layout source is read: root is the
+// directory every read of it is confined to — configDir, or the image's
+// host_paths entry HostPath names (made absolute against configDir) — and
+// rel its path inside root, without "..". Readers open root with
+// os.OpenRoot and rel inside it, so that neither ".." nor a symbolic link
+// leads out of root. It is an error for a source of another kind, and for
+// a path that lies outside root (a Source not made by Load).
+func (s *Source) LocalRoot(configDir string) (root, rel string, err error) {
+	if !s.IsLocal() {
+		return "", "", fmt.Errorf("source %q is not read from the host's file system", s.Raw)
+	}
+	if s.HostPath == "" {
+		if !insideDir(s.Ref) {
+			return "", "", fmt.Errorf("source %q names %s, outside the configuration directory; list the directory holding it in the image's host_paths to read it", s.Raw, s.Ref)
+		}
+		return configDir, s.Ref, nil
+	}
+	root = absIn(configDir, s.HostPath)
+	p := absIn(configDir, s.Ref)
+	if !within(p, root) {
+		return "", "", fmt.Errorf("source %q names %s, which is not inside the host path %s", s.Raw, s.Ref, s.HostPath)
+	}
+	rel, err = filepath.Rel(root, p)
+	if err != nil {
+		return "", "", fmt.Errorf("source %q: %v", s.Raw, err)
+	}
+	return root, rel, nil
+}
+
 // isSHA256 reports whether s is 64 lower-case hex digits.
 func isSHA256(s string) bool {
 	if len(s) != 64 {
