@@ -82,3 +82,41 @@ func assertOnly(t *testing.T, dir string, names ...string) {
 		t.Errorf("directory holds %v, want %v", got, names)
 	}
 }
+
+func TestWriteInReplacesLinkNotTarget(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(t.TempDir(), "victim")
+	if err := os.WriteFile(victim, []byte("keep"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, filepath.Join(dir, "f")); err != nil {
+		t.Fatal(err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	if err := WriteIn(root, "f", 0o600, func(f *os.File) error { _, err := f.Write([]byte("new")); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "keep" {
+		t.Errorf("the link's target was written: %q", b)
+	}
+	fi, err := os.Lstat(filepath.Join(dir, "f"))
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
+		t.Errorf("f = %v, %v; want a regular file of mode 0600", fi, err)
+	}
+	assertOnly(t, dir, "f")
+
+	for _, bad := range []string{"", ".", "..", "a/b"} {
+		if err := WriteIn(root, bad, 0o600, func(*os.File) error { return nil }); err == nil {
+			t.Errorf("WriteIn(%q) succeeded", bad)
+		}
+	}
+	boom := errors.New("disk full")
+	if err := WriteIn(root, "g", 0o600, func(*os.File) error { return boom }); !errors.Is(err, boom) {
+		t.Errorf("err = %v, want %v", err, boom)
+	}
+	assertOnly(t, dir, "f")
+}

@@ -4,7 +4,14 @@
 // renamed over the target, and the directory is synced. On any failure the
 // temporary file is removed and the target is untouched.
 //
-// Every file sbx owns (lock, state, saved plans, formatted specs, disk
-// images, manifests) is written through Write or WriteBytes. Content-addressed
-// blobs have their own verified path in builders/cache.
+// The temporary file is always created exclusively, so a symbolic link
+// planted at its name is never followed, and the rename replaces a link at
+// the target's name instead of writing through it. WriteIn works relative
+// to an open directory (an *os.Root) so that the directory is resolved
+// once: package state writes .sbx/state.json with it after checking that
+// .sbx is not a link.
+//
+// Every file sbx owns (lock file, state, saved plans, formatted specs, disk
+// images, manifests) is written through Write, WriteBytes or WriteIn.
+// Content-addressed blobs have their own verified path in builders/cache.
 package atomicfile

@@ -12,6 +12,16 @@
 // state of another lineage or a newer serial. Marshal renders the file's
 // canonical bytes. The format is described in docs/lockfile.md.
 //
+// A configuration directory may be an untrusted checkout, so .sbx and its
+// files may have been written by someone else. This package follows no
+// symbolic link below the configuration directory: .sbx must be a
+// directory and state.json and state.lock regular files, or Load and Lock
+// fail with an error naming the path and read or write nothing through
+// them. The lock file is never truncated: the holder's process id is
+// written only into a lock file that is empty or holds nothing but a
+// process id, so a file that is not sbx's (a hard link to a user's file,
+// say) is locked but never changed.
+//
 // Package plan reads state and compares it with the desired resources;
 // package apply (later) writes it. This package decides nothing about
 // changes and never holds secret values: a sandbox's policy names where a

@@ -27,11 +27,27 @@ func Path(dir string) string { return filepath.Join(dir, Dir, FileName) }
 // naming the file. Resources come back sorted by address with Addr filled
 // in from Address.
 //
+// Load follows no symbolic link below dir: a .sbx that is a link or not a
+// directory, and a state.json that is a link or not a regular file, are
+// errors naming them, and nothing is read through them.
+//
 // Load does not take the state lock; read under a Lease (Lease.Load) when
 // the state will be saved again.
 func Load(dir string) (*State, error) {
-	path := Path(dir)
-	data, err := os.ReadFile(path)
+	d, err := openDir(dir, false)
+	if err != nil {
+		return nil, fmt.Errorf("reading state: %w", err)
+	}
+	if d == nil {
+		return &State{FormatVersion: FormatVersion}, nil
+	}
+	defer d.Close()
+	return load(d, Path(dir))
+}
+
+// load reads the state file in the state directory d; path names it.
+func load(d *os.Root, path string) (*State, error) {
+	data, err := readFile(d, FileName)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &State{FormatVersion: FormatVersion}, nil
 	}

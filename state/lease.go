@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -28,29 +30,44 @@ const retryInterval = 50 * time.Millisecond
 // concurrent use.
 type Lease struct {
 	dir string
-	f   *os.File
+	d   *os.Root // dir/.sbx, opened once by Lock
+	f   *os.File // the lock file
+	// recorded says that the lock file holds this process's id, written
+	// by Lock, so Close blanks it.
+	recorded bool
 }
 
-// Lock takes the exclusive lock on dir/.sbx/state.lock (creating .sbx if
-// needed), waiting while another process holds it until ctx is done. The
-// lock file records the holder's process id so that a waiter can name it:
-// when ctx ends first, the error says which sbx process holds the lock.
-// The operating system releases the lock when its holder exits, so a
-// crashed sbx never leaves it behind.
+// Lock takes the exclusive lock on dir/.sbx/state.lock (creating .sbx and
+// the lock file if needed), waiting while another process holds it until
+// ctx is done. The lock file records the holder's process id so that a
+// waiter can name it: when ctx ends first, the error says which sbx
+// process holds the lock. The operating system releases the lock when its
+// holder exits, so a crashed sbx never leaves it behind.
+//
+// Lock follows no symbolic link below dir (see Load) and never truncates
+// or rewrites a file it does not recognise: the process id is written only
+// into a lock file that is empty or holds nothing but a process id, as one
+// fixed-width record over the same bytes. A lock file with other content
+// still locks; its holder just cannot be named.
 func Lock(ctx context.Context, dir string) (*Lease, error) {
-	sdir := filepath.Join(dir, Dir)
-	if err := os.MkdirAll(sdir, 0o755); err != nil {
+	d, err := openDir(dir, true)
+	if err != nil {
 		return nil, fmt.Errorf("locking state: %w", err)
 	}
-	path := filepath.Join(sdir, LockFileName)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	path := filepath.Join(dir, Dir, LockFileName)
+	f, err := createFile(d, LockFileName, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		f, err = openFile(d, LockFileName, os.O_RDWR)
+	}
 	if err != nil {
+		d.Close()
 		return nil, fmt.Errorf("locking state: %w", err)
 	}
 	for {
 		held, err := tryLock(f)
 		if err != nil {
 			f.Close()
+			d.Close()
 			return nil, fmt.Errorf("locking state %s: %w", path, err)
 		}
 		if !held {
@@ -59,44 +76,78 @@ func Lock(ctx context.Context, dir string) (*Lease, error) {
 		select {
 		case <-ctx.Done():
 			holder := ""
-			if pid := readHolder(path); pid != 0 {
+			if pid := readHolder(f); pid != 0 {
 				holder = fmt.Sprintf(" (pid %d)", pid)
 			}
 			f.Close()
+			d.Close()
 			return nil, fmt.Errorf("another sbx process%s holds the state lock %s; wait for it to finish and try again: %w", holder, path, ctx.Err())
 		case <-time.After(retryInterval):
 		}
 	}
-	// Record the holder for anyone who waits.
-	if err := f.Truncate(0); err == nil {
-		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	}
-	return &Lease{dir: dir, f: f}, nil
+	return &Lease{dir: dir, d: d, f: f, recorded: writeHolder(f, os.Getpid())}, nil
 }
 
-// readHolder returns the process id recorded in the lock file, or 0.
-func readHolder(path string) int {
-	data, err := os.ReadFile(path)
-	if err != nil {
+// holderSize is the size of the lock file's record: a process id padded
+// with spaces, and a newline. A fixed size lets a new record overwrite an
+// old one in place, with no truncation.
+const holderSize = 20
+
+// holderRecord renders pid as the lock file's record; 0 renders a blank
+// one.
+func holderRecord(pid int) []byte {
+	if pid == 0 {
+		return append(bytes.Repeat([]byte(" "), holderSize-1), '\n')
+	}
+	return fmt.Appendf(nil, "%-*d\n", holderSize-1, pid)
+}
+
+// writeHolder records pid in the lock file f if f is empty or holds only
+// a process id (digits and white space, at most holderSize bytes), and
+// reports whether it did. Anything else is left as it is.
+func writeHolder(f *os.File, pid int) bool {
+	buf := make([]byte, holderSize+1)
+	n, err := f.ReadAt(buf, 0)
+	if (err != nil && !errors.Is(err, io.EOF)) || n > holderSize {
+		return false
+	}
+	for _, c := range buf[:n] {
+		if !(c >= '0' && c <= '9' || c == ' ' || c == '\n') {
+			return false
+		}
+	}
+	_, err = f.WriteAt(holderRecord(pid), 0)
+	return err == nil
+}
+
+// readHolder returns the process id recorded in the lock file f, or 0.
+func readHolder(f *os.File) int {
+	buf := make([]byte, holderSize+1)
+	n, err := f.ReadAt(buf, 0)
+	if (err != nil && !errors.Is(err, io.EOF)) || n > holderSize {
 		return 0
 	}
-	pid, err := strconv.Atoi(string(bytes.TrimSpace(data)))
+	pid, err := strconv.Atoi(string(bytes.TrimSpace(buf[:n])))
 	if err != nil || pid <= 0 {
 		return 0
 	}
 	return pid
 }
 
-// Close releases the lock. Closing a closed lease does nothing.
+// Close releases the lock, blanking the process id Lock recorded. Closing
+// a closed lease does nothing.
 func (l *Lease) Close() error {
 	if l == nil || l.f == nil {
 		return nil
 	}
 	f := l.f
 	l.f = nil
-	f.Truncate(0)
+	if l.recorded {
+		f.WriteAt(holderRecord(0), 0)
+	}
 	uerr := unlock(f)
 	cerr := f.Close()
+	l.d.Close()
 	if uerr != nil {
 		return fmt.Errorf("releasing the state lock: %w", uerr)
 	}
@@ -108,7 +159,7 @@ func (l *Lease) Load() (*State, error) {
 	if l == nil || l.f == nil {
 		return nil, errors.New("loading state: the state lock has been released")
 	}
-	return Load(l.dir)
+	return load(l.d, Path(l.dir))
 }
 
 // Save writes s as the next version of the state: it assigns a lineage (a
@@ -130,7 +181,7 @@ func (l *Lease) Save(s *State) error {
 		return errors.New("saving state: no state")
 	}
 	path := Path(l.dir)
-	disk, err := Load(l.dir)
+	disk, err := load(l.d, path)
 	if err != nil {
 		return fmt.Errorf("saving state: %w", err)
 	}
@@ -160,7 +211,11 @@ func (l *Lease) Save(s *State) error {
 	if err != nil {
 		return fmt.Errorf("saving state: %w", err)
 	}
-	if err := atomicfile.WriteBytes(path, data, 0o600); err != nil {
+	err = atomicfile.WriteIn(l.d, FileName, 0o600, func(f *os.File) error {
+		_, err := f.Write(data)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("saving state: %w", err)
 	}
 	s.FormatVersion, s.Lineage, s.Serial = next.FormatVersion, next.Lineage, next.Serial
