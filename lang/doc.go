@@ -23,6 +23,14 @@
 // in one file can refer to a block in another, and block names are unique
 // across files.
 //
+// The directory may be an untrusted checkout, so configuration is read
+// only from inside it: a file may be a symbolic link that leads (through
+// every link on the way) to a regular file inside the directory, but a
+// link that leaves the directory, a dangling link, and anything that is
+// not a regular file (a named pipe, a device, /proc/…) are errors naming
+// the file, and nothing is read from them, so no diagnostic quotes their
+// content. Var files named by Options.VarFiles are read wherever they are.
+//
 // # Blocks
 //
 //	variable "NAME" {          an input; see Variables below

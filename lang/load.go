@@ -1,7 +1,10 @@
 package lang
 
 import (
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -44,7 +47,8 @@ const envVarPrefix = "SBX_VAR_"
 // Load reads every *.hcl file directly in dir (sorted by name; not
 // subdirectories, not the lock file sbx.lock.hcl, not var files named
 // *.vars.hcl) as one configuration, applies opts, evaluates and validates
-// it.
+// it. A file is read only if it is, or links to, a regular file inside dir
+// (see "Files" in the package documentation).
 //
 // The returned Config is never nil, and its Sources are set even when
 // loading fails, so that diagnostics can be printed with source snippets.
@@ -128,9 +132,6 @@ func (l *loader) load(opts Options) {
 	if !l.readFiles() {
 		return
 	}
-	if r, err := os.OpenRoot(l.cfg.Dir); err == nil {
-		l.root = r
-	}
 	l.declareVariables()
 	l.assignVariables(opts)
 	l.evalLocals()
@@ -164,30 +165,31 @@ func (l *loader) track(ref addrs.Ref, decode func()) {
 	}
 }
 
-// readFiles parses the configuration files and sorts their top-level
-// blocks by kind. It reports whether there is anything to go on with.
+// readFiles opens the configuration directory, parses the configuration
+// files and sorts their top-level blocks by kind. It reports whether there
+// is anything to go on with.
 func (l *loader) readFiles() bool {
-	entries, err := os.ReadDir(l.dir)
+	root, err := os.OpenRoot(l.dir)
+	var entries []os.DirEntry
+	if err == nil {
+		l.root = root
+		entries, err = readDir(root)
+	}
 	if err != nil {
 		l.diags = append(l.diags, &hcl.Diagnostic{
 			Severity: hcl.DiagError,
 			Summary:  "Cannot read configuration directory",
-			Detail:   fmt.Sprintf("Reading %s: %v.", l.dir, err),
+			Detail:   fmt.Sprintf("Reading %s: %v.", l.dir, pathErrText(err)),
 		})
 		return false
 	}
 	for _, e := range entries {
 		name := e.Name()
-		if !isConfigFile(name) {
+		// A directory named *.hcl is not a file; anything else with a
+		// configuration file's name is read (and refused by readSource
+		// unless it is, or links to, a regular file inside the directory).
+		if !isConfigFile(name) || e.IsDir() {
 			continue
-		}
-		if e.IsDir() || (e.Type()&os.ModeSymlink == 0 && !e.Type().IsRegular()) {
-			continue
-		}
-		if e.Type()&os.ModeSymlink != 0 {
-			if fi, err := os.Stat(filepath.Join(l.dir, name)); err != nil || !fi.Mode().IsRegular() {
-				continue
-			}
 		}
 		l.cfg.Files = append(l.cfg.Files, name)
 	}
@@ -203,7 +205,7 @@ func (l *loader) readFiles() bool {
 	for _, name := range l.cfg.Files {
 		diagName := filepath.Join(l.dir, name)
 		l.relNames[diagName] = name
-		src, err := os.ReadFile(diagName)
+		src, err := l.readSource(name)
 		if err != nil {
 			l.diags = append(l.diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError,
@@ -221,6 +223,82 @@ func (l *loader) readFiles() bool {
 		l.collect(f)
 	}
 	return true
+}
+
+// readDir lists the directory root is open on.
+func readDir(root *os.Root) ([]os.DirEntry, error) {
+	d, err := root.Open(".")
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return d.ReadDir(-1)
+}
+
+// readSource reads the configuration file name, which must be a regular
+// file inside the configuration directory: a symbolic link is followed
+// only while it stays inside the directory (os.Root), and a link that
+// leaves it, or that ends at anything but a regular file (a named pipe, a
+// device, a directory), is an error that names the file and quotes
+// nothing of what it points at. The directory may come from an untrusted
+// checkout, and a diagnostic prints source lines.
+func (l *loader) readSource(name string) ([]byte, error) {
+	fi, err := l.root.Stat(name)
+	if err != nil {
+		if target, lerr := os.Readlink(filepath.Join(l.dir, name)); lerr == nil {
+			return nil, fmt.Errorf("it is a symbolic link to %q, which %v; configuration is read only from inside the configuration directory", target, linkErrText(err))
+		}
+		return nil, pathErrText(err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("it is not a regular file (%s)", describeMode(fi.Mode()))
+	}
+	f, err := l.root.Open(name)
+	if err != nil {
+		return nil, pathErrText(err)
+	}
+	defer f.Close()
+	got, err := f.Stat()
+	if err != nil {
+		return nil, pathErrText(err)
+	}
+	if !os.SameFile(fi, got) {
+		return nil, fmt.Errorf("it changed while it was being opened")
+	}
+	src, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		return nil, pathErrText(err)
+	}
+	if len(src) > maxFileSize {
+		return nil, fmt.Errorf("it is larger than %s", FormatSize(maxFileSize))
+	}
+	return src, nil
+}
+
+// linkErrText says why a symbolic link's target cannot be read.
+func linkErrText(err error) string {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "does not exist"
+	case strings.Contains(err.Error(), "escapes from parent"):
+		return "is outside the configuration directory"
+	}
+	return fmt.Sprintf("cannot be read (%v)", pathErrText(err))
+}
+
+// describeMode names a file type that is not a regular file.
+func describeMode(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return "a special file"
 }
 
 // isConfigFile reports whether a directory entry is a configuration file:
