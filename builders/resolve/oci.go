@@ -6,15 +6,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"os"
-	"path/filepath"
+	"io"
 	"sort"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/sbx-dev/sbx/lang"
@@ -67,30 +65,21 @@ type layoutResolver struct {
 var _ Resolver = (*layoutResolver)(nil)
 
 func (r *layoutResolver) Resolve(_ context.Context, src *lang.Source, platform lang.Platform) (*lockfiles.Pin, error) {
-	dir := src.Ref
-	if !filepath.IsAbs(dir) {
-		dir = filepath.Join(r.dir, dir)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "index.json")); err != nil {
-		return nil, fmt.Errorf("%s is not an OCI image layout: %w", dir, err)
-	}
-	p, err := layout.FromPath(dir)
+	l, err := OpenLayout(r.dir, src)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", dir, err)
+		return nil, err
 	}
-	top, err := p.ImageIndex()
+	defer l.Close()
+	dir := l.Dir
+	im, err := l.Index()
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", dir, err)
-	}
-	im, err := top.IndexManifest()
-	if err != nil {
-		return nil, fmt.Errorf("%s/index.json: %w", dir, err)
+		return nil, err
 	}
 	desc, err := findInLayout(dir, im, src.Version)
 	if err != nil {
 		return nil, err
 	}
-	blob := func(h v1.Hash) ([]byte, error) { return verifiedBlob(p, dir, h) }
+	blob := func(h v1.Hash) ([]byte, error) { return verifiedBlob(l, h) }
 	raw, err := blob(desc.Digest)
 	if err != nil {
 		return nil, err
@@ -143,18 +132,24 @@ func findInLayout(dir string, im *v1.IndexManifest, version string) (v1.Descript
 	return v1.Descriptor{}, fmt.Errorf("%s/index.json has no entry tagged %q (tags: %s)", dir, version, listOrNone(tags))
 }
 
-// verifiedBlob reads a blob of a layout and checks it hashes to its name.
-func verifiedBlob(p layout.Path, dir string, h v1.Hash) ([]byte, error) {
-	if h.Algorithm != "sha256" {
-		return nil, fmt.Errorf("%s: blob %s: unsupported digest algorithm", dir, h)
-	}
-	b, err := p.Bytes(h)
+// verifiedBlob reads a blob of a layout (a manifest or config, at most
+// maxIndex bytes) and checks it hashes to its name.
+func verifiedBlob(l *Layout, h v1.Hash) ([]byte, error) {
+	rc, err := l.Blob(h)
 	if err != nil {
-		return nil, fmt.Errorf("%s: blob %s: %w", dir, h, err)
+		return nil, err
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, maxIndex+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", l.Where(h), err)
+	}
+	if len(b) > maxIndex {
+		return nil, fmt.Errorf("%s: larger than %d bytes, too large for a manifest or config", l.Where(h), maxIndex)
 	}
 	sum := sha256.Sum256(b)
 	if got := hex.EncodeToString(sum[:]); got != h.Hex {
-		return nil, &MismatchError{Input: filepath.Join(dir, "blobs", "sha256", h.Hex), Algo: "sha256", Want: h.Hex, Got: got}
+		return nil, &MismatchError{Input: l.Where(h), Algo: "sha256", Want: h.Hex, Got: got}
 	}
 	return b, nil
 }

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/sbx-dev/sbx/lang"
@@ -74,15 +73,16 @@ type fileResolver struct {
 var _ Resolver = (*fileResolver)(nil)
 
 func (r *fileResolver) Resolve(_ context.Context, src *lang.Source, _ lang.Platform) (*lockfiles.Pin, error) {
-	path := src.Ref
-	if !filepath.IsAbs(path) {
-		path = filepath.Join(r.dir, path)
-	}
 	want, err := declaredSHA256(src)
 	if err != nil {
 		return nil, err
 	}
-	got, err := hashFile(path, want)
+	f, path, err := OpenLocalFile(r.dir, src)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	got, err := hashReader(f, path, want)
 	if err != nil {
 		return nil, err
 	}
@@ -104,8 +104,14 @@ func hashFile(path, want string) (string, error) {
 	if !fi.Mode().IsRegular() {
 		return "", fmt.Errorf("%s is not a regular file", path)
 	}
+	return hashReader(f, path, want)
+}
+
+// hashReader returns the hex sha256 of what r holds and checks it against
+// want when want is set. path names r in errors.
+func hashReader(r io.Reader, path, want string) (string, error) {
 	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
+	if _, err := io.Copy(h, r); err != nil {
 		return "", fmt.Errorf("%s: %w", path, err)
 	}
 	got := hex.EncodeToString(h.Sum(nil))
