@@ -23,8 +23,28 @@ const Software = "sbx-supervisor"
 // the error Err returns wraps it and says why.
 var ErrClosed = errors.New("supervisor: guest connection closed")
 
+// ErrGuestProtocol is wrapped by the error of a router whose guest broke
+// the agent protocol (see Router for what the router checks).
+var ErrGuestProtocol = errors.New("the guest broke the agent protocol")
+
+func guestErrorf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrGuestProtocol, fmt.Sprintf(format, args...))
+}
+
 // helloTimeout bounds how long a client may take to send its hello.
 const helloTimeout = 10 * time.Second
+
+// maxGuestControl is the largest payload of a guest frame other than
+// data. The guest's control frames (Started, Exit, FileInfo, Result,
+// Error) are small JSON objects whose longest field is an error message
+// naming a path or two; the bound keeps a hostile guest from filling a
+// client's queue with megabyte-sized ones.
+const maxGuestControl = 64 << 10
+
+// maxPendingPings is how many of a client's pings the router keeps while
+// the guest has not answered them; past it, the oldest is forgotten and
+// never answered.
+const maxPendingPings = 64
 
 // RouterOptions configure NewRouter.
 type RouterOptions struct {
@@ -43,6 +63,31 @@ type RouterOptions struct {
 // client that breaks the protocol is disconnected without breaking the
 // guest connection the others share. When a client goes, the router
 // cancels its sessions in the guest.
+//
+// The guest is not trusted either: the router checks each of its frames
+// and ends the guest connection (Err wraps ErrGuestProtocol; the
+// supervisor then stops the sandbox) when one breaks the protocol:
+//   - a frame type this version does not know, or one only the host
+//     sends (a ping, a hello after the handshake, an exec, a window on
+//     stdout…);
+//   - a frame for a stream the host has not opened;
+//   - data beyond the credit the session's client granted on that
+//     channel, data on a channel the session does not have (stderr of a
+//     PTY, anything for a file put, stdin), or after that channel's EOF;
+//     a second EOF;
+//   - Started outside an exec or twice, FileInfo outside a file get or
+//     twice, Exit outside an exec, Result outside a file transfer, or a
+//     malformed one; a control payload over maxGuestControl bytes;
+//   - a stdin window that grows the client's credit past InitialWindow,
+//     or on a session that takes no stdin;
+//   - a pong that is not 8 bytes or answers a ping never sent.
+//
+// Frames for a stream that has ended, pongs for pings already answered
+// or forgotten, empty data frames and zero windows are ignored. So
+// everything the guest can make the router queue for a client is bounded
+// per session (see queueBase), and a client that stops reading holds at
+// most that; a client whose queue passes its bound anyway, by asking
+// without reading, is dropped as if it had disconnected.
 type Router struct {
 	guest *agentproto.Conn
 	hello agentproto.Hello
@@ -56,6 +101,8 @@ type Router struct {
 	pingSeq  uint64
 	err      error
 	done     chan struct{}
+	// high is the high-water mark of the queues of clients gone.
+	high int
 }
 
 // session is one exec or file transfer opened by a client.
@@ -71,6 +118,22 @@ type session struct {
 	// outRoom is, per channel, how many bytes the client will still
 	// take: InitialWindow less what was sent, plus what it granted.
 	outRoom [3]int64
+	// pty says the exec has a terminal, hence no stderr.
+	pty bool
+	// started, info and eof record the guest's frames seen once.
+	started, info bool
+	eof           [3]bool
+}
+
+// sends reports whether the guest sends data on ch in the session.
+func (s *session) sends(ch agentproto.Channel) bool {
+	switch s.kind {
+	case agentproto.TypeExec:
+		return ch == agentproto.ChanStdout || ch == agentproto.ChanStderr && !s.pty
+	case agentproto.TypeFileGet:
+		return ch == agentproto.ChanStdout
+	}
+	return false
 }
 
 // pingRoute is where a guest pong goes back to.
@@ -85,6 +148,7 @@ type client struct {
 	in      *agentproto.Conn
 	out     *outQueue
 	streams map[uint32]*session // by client stream id; guarded by Router.mu
+	pings   []uint64            // sequence numbers of its pending pings, oldest first; guarded by Router.mu
 	gone    bool                // guarded by Router.mu
 }
 
@@ -190,6 +254,7 @@ func (r *Router) shutdown(err error) {
 	r.clients = map[*client]struct{}{}
 	for c := range clients {
 		c.gone = true
+		r.high = max(r.high, c.out.highWater())
 	}
 	r.sessions = map[uint32]*session{}
 	r.pings = map[uint64]pingRoute{}
@@ -265,7 +330,7 @@ func (r *Router) ServeConn(conn io.ReadWriteCloser) {
 	if errors.As(err, &pe) {
 		r.log.Warn("client broke the protocol", "error", err)
 		if b, merr := encodeJSON(agentproto.TypeError, 0, &agentproto.Error{Code: agentproto.CodeProtocol, Message: pe.msg}); merr == nil {
-			c.out.push(b)
+			c.out.push(b) // fails only when the client is being dropped anyway
 		}
 	}
 	r.drop(c)
@@ -352,9 +417,18 @@ func (r *Router) route(c *client, f agentproto.Frame) error {
 			r.mu.Unlock()
 			return r.Err()
 		}
+		if c.gone {
+			r.mu.Unlock()
+			return errQueueClosed
+		}
+		if len(c.pings) >= maxPendingPings {
+			delete(r.pings, c.pings[0])
+			c.pings = slices.Delete(c.pings, 0, 1)
+		}
 		r.pingSeq++
 		seq := r.pingSeq
 		r.pings[seq] = pingRoute{c: c, payload: f.Payload}
+		c.pings = append(c.pings, seq)
 		r.mu.Unlock()
 		return r.toGuest(agentproto.TypePing, 0, binary.BigEndian.AppendUint64(nil, seq))
 	}
@@ -414,9 +488,7 @@ func (s *session) check(f agentproto.Frame) error {
 		if err != nil {
 			return clientErrorf("stream %d: %v", f.Stream, err)
 		}
-		ok := ch == agentproto.ChanStdout && s.kind != agentproto.TypeFilePut ||
-			ch == agentproto.ChanStderr && s.kind == agentproto.TypeExec
-		if !ok {
+		if !s.sends(ch) {
 			return clientErrorf("stream %d: window on %s, where the session sends nothing", f.Stream, ch)
 		}
 		if s.outRoom[ch]+int64(n) > agentproto.InitialWindow {
@@ -454,7 +526,7 @@ func (r *Router) open(c *client, f agentproto.Frame) error {
 	case agentproto.TypeExec:
 		var m agentproto.Exec
 		err = agentproto.ParseJSON(f.Type, f.Payload, &m)
-		s.stdin = m.Stdin
+		s.stdin, s.pty = m.Stdin, m.PTY != nil
 	case agentproto.TypeFilePut:
 		err = agentproto.ParseJSON(f.Type, f.Payload, &agentproto.FilePut{})
 		s.stdin = true
@@ -477,10 +549,15 @@ func (r *Router) open(c *client, f agentproto.Frame) error {
 		r.mu.Unlock()
 		return r.refuse(c, f, "stream ids exhausted on the guest connection")
 	}
+	if c.gone {
+		r.mu.Unlock()
+		return errQueueClosed
+	}
 	s.gid = r.next
 	r.next++
 	c.streams[s.cid] = s
 	r.sessions[s.gid] = s
+	c.out.opened()
 	r.mu.Unlock()
 	return r.toGuest(f.Type, s.gid, f.Payload)
 }
@@ -500,8 +577,7 @@ func (r *Router) refuse(c *client, f agentproto.Frame, msg string) error {
 	if err != nil {
 		return err
 	}
-	c.out.push(b)
-	return nil
+	return c.out.push(b)
 }
 
 // toGuest writes a frame to the guest; a failure ends the router.
@@ -544,11 +620,11 @@ func (r *Router) drop(c *client) {
 		}
 	}
 	c.streams = nil
-	for seq, p := range r.pings {
-		if p.c == c {
-			delete(r.pings, seq)
-		}
+	for _, seq := range c.pings {
+		delete(r.pings, seq)
 	}
+	c.pings = nil
+	r.high = max(r.high, c.out.highWater())
 	r.mu.Unlock()
 	slices.Sort(cancel)
 	for _, gid := range cancel {
@@ -579,42 +655,33 @@ func (r *Router) loop() {
 	r.shutdown(err)
 }
 
-// dispatch routes one guest frame.
+// dispatch checks one guest frame and routes it; an error ends the guest
+// connection.
 func (r *Router) dispatch(f agentproto.Frame) error {
+	if f.Type != agentproto.TypeData && len(f.Payload) > maxGuestControl {
+		return guestErrorf("%s frame of %d bytes on stream %d (at most %d)", f.Type, len(f.Payload), f.Stream, maxGuestControl)
+	}
 	if f.Stream == 0 {
-		switch f.Type {
-		case agentproto.TypePong:
-			if len(f.Payload) != 8 {
-				return nil
-			}
-			seq := binary.BigEndian.Uint64(f.Payload)
-			r.mu.Lock()
-			p, ok := r.pings[seq]
-			delete(r.pings, seq)
-			r.mu.Unlock()
-			if ok {
-				b, err := agentproto.AppendFrame(nil, agentproto.TypePong, 0, p.payload)
-				if err != nil {
-					return err
-				}
-				p.c.out.push(b)
-			}
-		case agentproto.TypeError:
-			var e agentproto.Error
-			if err := agentproto.ParseJSON(f.Type, f.Payload, &e); err != nil {
-				return err
-			}
-			r.broadcast(f)
-			return fmt.Errorf("the guest ended the connection: %w", &e)
-		}
-		return nil
+		return r.dispatchConn(f)
+	}
+	if !f.Type.Known() {
+		return guestErrorf("frame of unknown %s on stream %d", f.Type, f.Stream)
 	}
 
 	r.mu.Lock()
 	s := r.sessions[f.Stream]
 	if s == nil {
+		opened := r.next == 0 || f.Stream < r.next
 		r.mu.Unlock()
+		if !opened {
+			return guestErrorf("%s frame on stream %d, which the host has not opened", f.Type, f.Stream)
+		}
 		return nil // a frame crossing the session's end
+	}
+	fwd, err := s.fromGuest(f)
+	if err != nil {
+		r.mu.Unlock()
+		return err
 	}
 	end := f.Type == agentproto.TypeExit || f.Type == agentproto.TypeResult
 	if end {
@@ -623,39 +690,188 @@ func (r *Router) dispatch(f agentproto.Frame) error {
 			delete(s.c.streams, s.cid)
 		}
 	}
-	var drained uint32
-	var drainCh agentproto.Channel
-	switch f.Type {
-	case agentproto.TypeData:
-		if ch, data, err := agentproto.ParseData(f.Payload); err == nil {
-			s.outRoom[ch] -= int64(len(data))
-			drainCh, drained = ch, uint32(len(data))
-		}
-	case agentproto.TypeWindow:
-		if ch, n, err := agentproto.ParseWindow(f.Payload); err == nil && ch == agentproto.ChanStdin {
-			s.inCredit += int64(n)
+	c, cid := s.c, s.cid
+	var ch agentproto.Channel
+	var data []byte
+	if f.Type == agentproto.TypeData {
+		ch, data, _ = agentproto.ParseData(f.Payload) // checked by fromGuest
+		if c == nil {
+			// Returned to the guest below.
+			s.outRoom[ch] += int64(len(data))
 		}
 	}
-	c, cid := s.c, s.cid
 	r.mu.Unlock()
+	if !fwd {
+		return nil
+	}
 
 	if c == nil {
 		// The client has gone and the session is cancelled: return the
 		// credit of its last output so that the guest can end it.
-		if drained > 0 && !end {
+		if len(data) > 0 {
 			var p [5]byte
-			p[0] = byte(drainCh)
-			binary.BigEndian.PutUint32(p[1:], drained)
+			p[0] = byte(ch)
+			binary.BigEndian.PutUint32(p[1:], uint32(len(data)))
 			return r.guest.WriteFrame(agentproto.TypeWindow, f.Stream, p[:])
 		}
 		return nil
 	}
-	b, err := agentproto.AppendFrame(make([]byte, 0, agentproto.HeaderSize+len(f.Payload)), f.Type, cid, f.Payload)
-	if err != nil {
-		return err
+	switch f.Type {
+	case agentproto.TypeData:
+		err = c.out.pushData(cid, ch, data)
+	case agentproto.TypeWindow:
+		wch, n, _ := agentproto.ParseWindow(f.Payload)
+		err = c.out.pushWindow(cid, wch, n)
+	default:
+		var b []byte
+		b, err = agentproto.AppendFrame(make([]byte, 0, agentproto.HeaderSize+len(f.Payload)), f.Type, cid, f.Payload)
+		if err != nil {
+			return err
+		}
+		if end {
+			err = c.out.pushEnd(b)
+		} else {
+			err = c.out.push(b)
+		}
 	}
-	c.out.push(b)
+	if err != nil {
+		r.evict(c, err)
+	}
 	return nil
+}
+
+// fromGuest checks a guest frame for the session and accounts for its
+// credit; fwd says whether the frame goes on to the client. It is called
+// with Router.mu held.
+func (s *session) fromGuest(f agentproto.Frame) (fwd bool, err error) {
+	switch f.Type {
+	case agentproto.TypeData:
+		ch, data, err := agentproto.ParseData(f.Payload)
+		if err != nil {
+			return false, guestErrorf("stream %d: %v", f.Stream, err)
+		}
+		if !s.sends(ch) {
+			return false, guestErrorf("stream %d: data on %s, which the %s session does not have", f.Stream, ch, s.kind)
+		}
+		if s.eof[ch] {
+			return false, guestErrorf("stream %d: data on %s after its eof", f.Stream, ch)
+		}
+		if int64(len(data)) > s.outRoom[ch] {
+			return false, guestErrorf("stream %d: %d bytes of %s beyond the %d bytes of credit the client granted: %v",
+				f.Stream, len(data), ch, s.outRoom[ch], agentproto.ErrWindow)
+		}
+		s.outRoom[ch] -= int64(len(data))
+		return len(data) > 0, nil
+	case agentproto.TypeEOF:
+		ch, err := agentproto.ParseEOF(f.Payload)
+		if err != nil {
+			return false, guestErrorf("stream %d: %v", f.Stream, err)
+		}
+		if !s.sends(ch) || s.eof[ch] {
+			return false, guestErrorf("stream %d: eof on %s, which the %s session does not have or has ended", f.Stream, ch, s.kind)
+		}
+		s.eof[ch] = true
+		return true, nil
+	case agentproto.TypeWindow:
+		ch, n, err := agentproto.ParseWindow(f.Payload)
+		if err != nil {
+			return false, guestErrorf("stream %d: %v", f.Stream, err)
+		}
+		if ch != agentproto.ChanStdin || !s.stdin {
+			return false, guestErrorf("stream %d: window on %s, where the host sends nothing", f.Stream, ch)
+		}
+		if s.inCredit+int64(n) > agentproto.InitialWindow {
+			return false, guestErrorf("stream %d: window grants more stdin credit than the bytes received", f.Stream)
+		}
+		s.inCredit += int64(n)
+		return n > 0, nil
+	case agentproto.TypeStarted:
+		if s.kind != agentproto.TypeExec || s.started {
+			return false, guestErrorf("stream %d: started frame on a %s session that cannot take one", f.Stream, s.kind)
+		}
+		s.started = true
+		return true, parseGuest(f, &agentproto.Started{})
+	case agentproto.TypeExit:
+		if s.kind != agentproto.TypeExec {
+			return false, guestErrorf("stream %d: exit frame on a %s session", f.Stream, s.kind)
+		}
+		return true, parseGuest(f, &agentproto.Exit{})
+	case agentproto.TypeFileInfo:
+		if s.kind != agentproto.TypeFileGet || s.info {
+			return false, guestErrorf("stream %d: file-info frame on a %s session that cannot take one", f.Stream, s.kind)
+		}
+		s.info = true
+		return true, parseGuest(f, &agentproto.FileInfo{})
+	case agentproto.TypeResult:
+		if s.kind == agentproto.TypeExec {
+			return false, guestErrorf("stream %d: result frame on an exec session", f.Stream)
+		}
+		return true, parseGuest(f, &agentproto.Result{})
+	}
+	return false, guestErrorf("stream %d: %s frame from the guest side", f.Stream, f.Type)
+}
+
+// parseGuest checks a guest control payload.
+func parseGuest(f agentproto.Frame, v any) error {
+	if err := agentproto.ParseJSON(f.Type, f.Payload, v); err != nil {
+		return guestErrorf("stream %d: %v", f.Stream, err)
+	}
+	return nil
+}
+
+// dispatchConn checks and routes a guest frame on stream 0.
+func (r *Router) dispatchConn(f agentproto.Frame) error {
+	switch f.Type {
+	case agentproto.TypePong:
+		if len(f.Payload) != 8 {
+			return guestErrorf("pong of %d bytes; the host's pings carry 8", len(f.Payload))
+		}
+		seq := binary.BigEndian.Uint64(f.Payload)
+		r.mu.Lock()
+		if seq == 0 || seq > r.pingSeq {
+			r.mu.Unlock()
+			return guestErrorf("pong for ping %d, which the host has not sent", seq)
+		}
+		p, ok := r.pings[seq]
+		if ok {
+			delete(r.pings, seq)
+			if i := slices.Index(p.c.pings, seq); i >= 0 {
+				p.c.pings = slices.Delete(p.c.pings, i, i+1)
+			}
+		}
+		r.mu.Unlock()
+		if !ok {
+			return nil // answered already, or its client has gone
+		}
+		b, err := agentproto.AppendFrame(nil, agentproto.TypePong, 0, p.payload)
+		if err != nil {
+			return err
+		}
+		if err := p.c.out.push(b); err != nil {
+			r.evict(p.c, err)
+		}
+		return nil
+	case agentproto.TypeError:
+		var e agentproto.Error
+		if err := agentproto.ParseJSON(f.Type, f.Payload, &e); err != nil {
+			return guestErrorf("%v", err)
+		}
+		r.broadcast(f)
+		return fmt.Errorf("the guest ended the connection: %w", &e)
+	}
+	return guestErrorf("%s frame on stream 0", f.Type)
+}
+
+// evict drops a client whose queue failed: it went past its bound
+// because the client does not read. Its sessions are cancelled as when
+// it disconnects.
+func (r *Router) evict(c *client, err error) {
+	if errors.Is(err, errQueueClosed) {
+		return // the client is leaving already
+	}
+	r.log.Warn("dropping a client", "error", err)
+	r.drop(c)
+	c.conn.Close()
 }
 
 // broadcast sends a guest frame on stream 0 to every client.
@@ -680,12 +896,12 @@ func encodeJSON(t agentproto.Type, stream uint32, v any) ([]byte, error) {
 	return agentproto.AppendFrame(nil, t, stream, p)
 }
 
-// queueHighWater returns the most bytes any current client's outbound
-// queue has held at once.
+// queueHighWater returns the most bytes any client's outbound queue has
+// counted at once.
 func (r *Router) queueHighWater() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	high := 0
+	high := r.high
 	for c := range r.clients {
 		high = max(high, c.out.highWater())
 	}
