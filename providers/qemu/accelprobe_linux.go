@@ -62,6 +62,7 @@ func runAccelProbe(ctx context.Context, qemu string, accel Accel, timeout time.D
 	}
 	var stderr bytes.Buffer
 	cmd := exec.Command(qemu, args...)
+	cmd.Env = Environment(os.Environ())
 	cmd.Stdout = &stderr
 	cmd.Stderr = &stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

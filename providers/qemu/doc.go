@@ -19,7 +19,9 @@
 //     stack over "-netdev stream" (never QEMU's user-mode network).
 //     Golden tests in testdata/*.txtar pin it.
 //   - Launch starts QEMU from that vector in its own process group and
-//     connects to its monitor; Process.Kill ends the group.
+//     connects to its monitor; Process.Kill ends the group. QEMU gets a
+//     minimal environment (Environment: PATH, HOME, TMPDIR, LC_ALL=C),
+//     never the user's tokens and credentials.
 //
 // The QMP client is package qmp (providers/qemu/qmp). This package does
 // not build kernels, initramfs or disks (builders/...), does not speak to

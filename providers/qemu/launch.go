@@ -39,7 +39,8 @@ type Process struct {
 
 // Launch runs QEMU for spec on host: it builds the argument vector with
 // Command, removes stale sockets at the paths QEMU is to listen on, starts
-// the emulator directly (no shell) in a process group of its own, waits
+// the emulator directly (no shell) in a process group of its own, with a
+// minimal environment rather than this process's (Environment), waits
 // for its QMP socket and connects. ctx bounds the start only: the QEMU
 // it returns runs until it exits or Kill is called, whatever becomes of
 // ctx. When QEMU exits before its monitor is up, the error carries its
@@ -64,6 +65,7 @@ func Launch(ctx context.Context, spec VMSpec, host Host) (*Process, error) {
 	}
 
 	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = Environment(os.Environ())
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var logFile *os.File
 	if spec.QEMULog != "" {

@@ -130,7 +130,9 @@ func (p Prober) lookPath(name string) (string, error) {
 func inspect(ctx context.Context, path string) (Binary, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, path, "-version").CombinedOutput()
+	version := exec.CommandContext(ctx, path, "-version")
+	version.Env = Environment(os.Environ())
+	out, err := version.CombinedOutput()
 	if err != nil {
 		return Binary{}, fmt.Errorf("%s -version: %v: %s", path, err, strings.TrimSpace(string(out)))
 	}
@@ -138,7 +140,9 @@ func inspect(ctx context.Context, path string) (Binary, error) {
 	if err != nil {
 		return Binary{}, fmt.Errorf("%s -version: %v", path, err)
 	}
-	help, err := exec.CommandContext(ctx, path, "-help").CombinedOutput()
+	helpCmd := exec.CommandContext(ctx, path, "-help")
+	helpCmd.Env = Environment(os.Environ())
+	help, err := helpCmd.CombinedOutput()
 	if err != nil {
 		return Binary{}, fmt.Errorf("%s -help: %v: %s", path, err, firstLine(strings.TrimSpace(string(help))))
 	}
