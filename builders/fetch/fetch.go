@@ -31,6 +31,8 @@ import (
 type Options struct {
 	// Dir is the configuration directory: relative file: and oci-layout:
 	// paths are relative to it, and npm reads the project .npmrc from it.
+	// Local sources are read only inside it or inside the image's
+	// host_paths entry that holds them (lang.Source.LocalRoot).
 	Dir string
 	// Environ is where npm configuration is read from, as in
 	// resolve.Options; nil means os.Environ().
@@ -249,41 +251,37 @@ func (f *fetcher) file(ctx context.Context, src *lang.Source, pin *lockfiles.Pin
 	if err != nil {
 		return Fetched{}, err
 	}
-	path := src.Ref
-	if !filepath.IsAbs(path) {
-		path = filepath.Join(f.opts.Dir, path)
-	}
 	// A local file is always read, even when the cache has its pin: a file
 	// that changed since the lock must be an error, not silently replaced.
-	fi, err := os.Stat(path)
+	// It is opened inside its confining directory (resolve.OpenLocalFile),
+	// so that a symbolic link cannot swap in a file from elsewhere.
+	fh, path, err := resolve.OpenLocalFile(f.opts.Dir, src)
 	if err != nil {
 		return Fetched{}, err
 	}
-	if !fi.Mode().IsRegular() {
-		return Fetched{}, fmt.Errorf("%s is not a regular file", path)
-	}
+	defer fh.Close()
 	if b, ok := f.cached(sha); ok {
-		if err := hashMatches(path, sha); err != nil {
+		if err := hashMatches(fh, path, sha); err != nil {
 			return Fetched{}, err
 		}
 		return Fetched{File: b}, nil
 	}
-	if _, err := f.c.PutFile(ctx, sha, path); err != nil {
+	_, err = f.c.Put(ctx, sha, func(w io.Writer) error {
+		_, err := io.Copy(w, fh)
+		return err
+	})
+	if err != nil {
 		return Fetched{}, mismatch(path, "changed since it was locked", err)
 	}
 	b, _ := f.cached(sha)
 	return Fetched{File: b}, nil
 }
 
-// hashMatches checks the file at path hashes to sha (hex).
-func hashMatches(path, sha string) error {
-	fh, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer fh.Close()
+// hashMatches checks that what r holds (the file at path) hashes to sha
+// (hex).
+func hashMatches(r io.Reader, path, sha string) error {
 	h := sha256.New()
-	if _, err := io.Copy(h, fh); err != nil {
+	if _, err := io.Copy(h, r); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); got != sha {

@@ -654,3 +654,34 @@ func TestWholeImageWarm(t *testing.T) {
 		t.Errorf("warm fetch reported progress: %v", progress)
 	}
 }
+
+// TestFileSymlinkOutOfConfig plays a checkout that swaps a locked file
+// for a symbolic link to a file outside the configuration directory whose
+// content the lock pins (as a lock written after the swap would): the
+// fetch must refuse to read through the link, and must not copy the file
+// into the cache.
+func TestFileSymlinkOutOfConfig(t *testing.T) {
+	top := t.TempDir()
+	secret := filepath.Join(top, "home", "id_rsa")
+	if err := os.MkdirAll(filepath.Dir(secret), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(secret, []byte("PRIVATE KEY\n"), 0o600)
+	dir := filepath.Join(top, "cfg")
+	os.Mkdir(dir, 0o755)
+	if err := os.Symlink("../home/id_rsa", filepath.Join(dir, "motd")); err != nil {
+		t.Fatal(err)
+	}
+	sha := sha256Hex([]byte("PRIVATE KEY\n"))
+	src := &lang.Source{Kind: lang.SourceFile, Raw: "file:motd", Ref: "motd"}
+	spec := &lang.Image{Name: "agent", Artifacts: []*lang.Artifact{{Name: "motd", Source: src}}}
+	lock := &lockfiles.Image{Inputs: map[string]*lockfiles.Pin{"artifact.motd": {Source: src.Raw, Kind: "file", SHA256: sha}}}
+	c := openCache(t)
+	_, err := Inputs(context.Background(), spec, lock, c, Options{Dir: dir})
+	if err == nil || !strings.Contains(err.Error(), "leads outside the configuration directory") {
+		t.Errorf("err = %v, want the link refused", err)
+	}
+	if c.Has("sha256:" + sha) {
+		t.Error("the file outside the configuration directory is in the cache")
+	}
+}

@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/sbx-dev/sbx/builders/resolve"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/lockfiles"
 )
@@ -50,6 +49,11 @@ func (f *fetcher) image(ctx context.Context, key string, src *lang.Source, pin *
 		}
 		return bs, err
 	}
+	defer func() {
+		if c, ok := bs.(io.Closer); ok {
+			c.Close()
+		}
+	}()
 
 	mpath, ok := f.c.Path(md.String())
 	if !ok {
@@ -178,47 +182,36 @@ func (r *remoteRepo) blob(ctx context.Context, h v1.Hash) (io.ReadCloser, error)
 	return l.Compressed()
 }
 
-// layoutDir is a local OCI image layout.
+// layoutDir is a local OCI image layout, opened inside its confining
+// directory (resolve.OpenLayout).
 type layoutDir struct {
-	dir  string
-	path layout.Path
+	l *resolve.Layout
 }
 
 func (f *fetcher) layoutSource(src *lang.Source) (blobSource, error) {
-	dir := src.Ref
-	if !filepath.IsAbs(dir) {
-		dir = filepath.Join(f.opts.Dir, dir)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "index.json")); err != nil {
-		return nil, fmt.Errorf("%s is not an OCI image layout: %w", dir, err)
-	}
-	p, err := layout.FromPath(dir)
+	l, err := resolve.OpenLayout(f.opts.Dir, src)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", dir, err)
+		return nil, err
 	}
-	return &layoutDir{dir: dir, path: p}, nil
+	return &layoutDir{l: l}, nil
 }
 
-func (l *layoutDir) where(h v1.Hash) string {
-	return filepath.Join(l.dir, "blobs", h.Algorithm, h.Hex)
-}
+func (l *layoutDir) where(h v1.Hash) string { return l.l.Where(h) }
 
 func (l *layoutDir) manifest(_ context.Context, h v1.Hash) ([]byte, error) {
-	rc, err := l.path.Blob(h)
+	rc, err := l.l.Blob(h)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", l.dir, err)
+		return nil, err
 	}
 	defer rc.Close()
 	return io.ReadAll(io.LimitReader(rc, maxManifest))
 }
 
 func (l *layoutDir) blob(_ context.Context, h v1.Hash) (io.ReadCloser, error) {
-	rc, err := l.path.Blob(h)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", l.dir, err)
-	}
-	return rc, nil
+	return l.l.Blob(h)
 }
+
+func (l *layoutDir) Close() error { return l.l.Close() }
 
 // maxManifest bounds a manifest read into memory.
 const maxManifest = 16 << 20

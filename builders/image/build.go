@@ -18,6 +18,7 @@ import (
 	"github.com/sbx-dev/sbx/builders/fetch"
 	"github.com/sbx-dev/sbx/builders/kernel"
 	"github.com/sbx-dev/sbx/builders/recipe"
+	"github.com/sbx-dev/sbx/builders/resolve"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/lockfiles"
 )
@@ -201,14 +202,19 @@ func (b *build) checkLocalFiles() error {
 		if err != nil {
 			return fmt.Errorf("image %q: input %s: the lock's sha256: %w", b.img.Name, in.Key, err)
 		}
-		path := in.Source.Ref
-		if !filepath.IsAbs(path) {
-			path = filepath.Join(b.opts.Fetch.Dir, path)
-		}
-		got, _, err := hashFile(path)
+		// Opened inside the directory the source is confined to, as
+		// fetching does: a symbolic link out of it is refused.
+		f, path, err := resolve.OpenLocalFile(b.opts.Fetch.Dir, in.Source)
 		if err != nil {
 			return fmt.Errorf("image %q: input %s (%s): %w", b.img.Name, in.Key, in.Source.Raw, err)
 		}
+		h := sha256.New()
+		_, err = io.Copy(h, f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("image %q: input %s (%s): %s: %w", b.img.Name, in.Key, in.Source.Raw, path, err)
+		}
+		got := "sha256:" + hex.EncodeToString(h.Sum(nil))
 		if want := "sha256:" + sum; got != want {
 			return fmt.Errorf("image %q: input %s (%s): %s changed since it was locked: want %s, got %s; run \"sbx lock\"",
 				b.img.Name, in.Key, in.Source.Raw, path, want, got)
