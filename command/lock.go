@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 
 	"github.com/hashicorp/hcl/v2"
@@ -157,14 +156,14 @@ func updateLock(ctx context.Context, env *Env, v *view, cfg *lang.Config, upgrad
 // readLock reads a lock file; a missing file is not an error (nil lock,
 // nil bytes).
 func readLock(path string) (*lockfiles.Lock, []byte, hcl.Diagnostics) {
-	data, err := os.ReadFile(path)
+	data, err := lockfiles.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, nil
 	}
 	if err != nil {
 		return nil, nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot read lock file", Detail: err.Error()}}
 	}
-	lock, diags := lockfiles.Read(path)
+	lock, diags := lockfiles.Parse(data, path)
 	return lock, data, diags
 }
 

@@ -13,7 +13,15 @@
 // line, never silently repaired. Read returns (nil, nil) when the file does
 // not exist. The format is described in docs/lockfile.md.
 //
+// The lock file may come from an untrusted checkout. ReadFile (and Read)
+// read it only from inside the directory that holds it: a symbolic link is
+// followed only while it stays in that directory, and a link out of it, a
+// dangling link or a file that is not a regular file is an error naming
+// the path, with nothing read through it. Write replaces a link at the
+// file's name rather than writing through it.
+//
 // Resolution (turning sources into pins) lives in builders/resolve and the
 // input hash is computed by builders/recipe; this package only holds and
-// serializes the result. Entry points: Read, Write, Marshal, Parse.
+// serializes the result. Entry points: Read, ReadFile, Write, Marshal,
+// Parse.
 package lockfiles

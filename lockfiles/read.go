@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -17,13 +18,13 @@ import (
 	"github.com/zclconf/go-cty/cty"
 )
 
-// Read reads and parses the lock file at path with Parse.
+// Read reads the lock file at path with ReadFile and parses it with Parse.
 //
 // A missing file is not an error: Read returns (nil, nil), so callers can
 // tell "never locked" from an empty lock. Every Lock method accepts a nil
 // receiver. Any other failure to read the file is an error diagnostic.
 func Read(path string) (*Lock, hcl.Diagnostics) {
-	src, err := os.ReadFile(path)
+	src, err := ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -35,6 +36,76 @@ func Read(path string) (*Lock, hcl.Diagnostics) {
 		}}
 	}
 	return Parse(src, path)
+}
+
+// maxSize bounds how much of a lock file Read reads.
+const maxSize = 64 << 20
+
+// ReadFile returns the bytes of the lock file at path. A missing file (or
+// directory) is an error satisfying errors.Is(err, fs.ErrNotExist).
+//
+// The lock file lives in a configuration directory, which may be an
+// untrusted checkout, so ReadFile reads it only from inside the directory
+// that holds path: it may be a symbolic link that stays inside that
+// directory, but a link that leaves it, a dangling link, or anything other
+// than a regular file is an error naming path, and nothing is read through
+// it, so no diagnostic can quote what it points at.
+func ReadFile(path string) ([]byte, error) {
+	dir, name := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fs.ErrNotExist
+		}
+		return nil, err
+	}
+	defer root.Close()
+	fi, err := root.Stat(name)
+	if err != nil {
+		if _, lerr := root.Lstat(name); lerr == nil {
+			// The name exists: it is a link whose target cannot be used.
+			if strings.Contains(err.Error(), "escapes from parent") {
+				return nil, fmt.Errorf("%s is a symbolic link that leads outside %s; the lock file is read only from inside its directory", path, dir)
+			}
+			return nil, fmt.Errorf("%s is a symbolic link whose target cannot be read: %v", path, unwrapPath(err))
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fs.ErrNotExist
+		}
+		return nil, fmt.Errorf("reading %s: %v", path, unwrapPath(err))
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	f, err := root.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %v", path, unwrapPath(err))
+	}
+	defer f.Close()
+	if got, err := f.Stat(); err != nil || !os.SameFile(fi, got) {
+		return nil, fmt.Errorf("%s changed while it was being opened", path)
+	}
+	src, err := io.ReadAll(io.LimitReader(f, maxSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %v", path, unwrapPath(err))
+	}
+	if len(src) > maxSize {
+		return nil, fmt.Errorf("%s is larger than %d MiB; it was not written by sbx", path, maxSize>>20)
+	}
+	return src, nil
+}
+
+// unwrapPath drops the operation and path of a *fs.PathError, which the
+// messages here name themselves.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 // Parse parses the bytes of a lock file; filename is used in diagnostics.
