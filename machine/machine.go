@@ -13,12 +13,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sbx-dev/sbx/atomicfile"
 	"github.com/sbx-dev/sbx/builders/image"
 	"github.com/sbx-dev/sbx/builders/qcow2"
 	"github.com/sbx-dev/sbx/guest/bootproto"
 	"github.com/sbx-dev/sbx/guestconn"
 	"github.com/sbx-dev/sbx/lang"
+	"github.com/sbx-dev/sbx/machine/consolelog"
 	"github.com/sbx-dev/sbx/providers/qemu"
 )
 
@@ -33,11 +33,17 @@ const (
 // Names of the files in a machine's directory.
 const (
 	OverlayFile = "root.qcow2"
+	// ConsoleFile is the serial console's log; once it holds
+	// Options.ConsoleMax bytes it is renamed to ConsoleFile+".1"
+	// (consolelog.Rotated), replacing the one there, and begun anew.
 	ConsoleFile = "console.log"
-	QEMULogFile = "qemu.log"
-	QMPSocket   = "qmp.sock"
-	AgentSocket = "agent.sock"
-	CtlSocket   = "control.sock"
+	// ConsoleSocket is where the machine listens for QEMU's serial
+	// console connection; it is removed once QEMU has connected.
+	ConsoleSocket = "console.sock"
+	QEMULogFile   = "qemu.log"
+	QMPSocket     = "qmp.sock"
+	AgentSocket   = "agent.sock"
+	CtlSocket     = "control.sock"
 	// NetSocket is where the machine listens for QEMU's network device
 	// connection; it is removed once QEMU has connected.
 	NetSocket = "net.sock"
@@ -77,11 +83,17 @@ type Options struct {
 	// only one a Machine can be used in. Tests set another to check that
 	// a guest that never serves is reported.
 	Mode bootproto.Mode
-	// KeepConsole, when set, is a file the serial console is copied to
-	// when the machine ends (Stop, or a failed Start), before its
-	// directory is removed: the end of a crashed or stopped guest's
-	// story stays readable.
+	// KeepConsole, when set, is a file the serial console's log is
+	// moved to when the machine ends (Stop, or a failed Start), before
+	// its directory is removed, its rotated predecessor to KeepConsole
+	// with ".1" (consolelog.Move): the end of a crashed or stopped
+	// guest's story stays readable.
 	KeepConsole string
+	// ConsoleMax is the most bytes each of the console log's two files
+	// holds (ConsoleFile and its rotated predecessor), so the host keeps
+	// at most twice that of what the guest writes to its console, the
+	// latest; zero means consolelog.DefaultMax (8 MiB).
+	ConsoleMax int64
 	// Network serves the guest's one network device; nil means a Sink
 	// of the machine's own, which reads and drops every frame so that
 	// the guest has a device and no network.
@@ -100,7 +112,9 @@ type Machine struct {
 	ready   bootproto.Ready
 	network Network
 	net     *netLink
+	console *consoleLink
 	keep    string // Options.KeepConsole
+	keepMax int64  // Options.ConsoleMax
 	booted  time.Duration
 	stopTO  time.Duration
 
@@ -166,7 +180,7 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
-	m := &Machine{name: name, arch: platform.Architecture, dir: dir, host: host, stopTO: stopTO, network: opts.Network, keep: opts.KeepConsole}
+	m := &Machine{name: name, arch: platform.Architecture, dir: dir, host: host, stopTO: stopTO, network: opts.Network, keep: opts.KeepConsole, keepMax: opts.ConsoleMax}
 	defer func() {
 		if err != nil {
 			m.kill()
@@ -178,6 +192,13 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 	// QEMU connects the guest's network device to this socket as it
 	// starts, so it must be listening first.
 	m.net, err = listenNet(filepath.Join(dir, NetSocket), m.network)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	// So must the console's socket. The host reads the console and
+	// writes it to a log of bounded size itself (package consolelog):
+	// QEMU writing it to a file would let the guest fill the disk.
+	m.console, err = listenConsole(filepath.Join(dir, ConsoleSocket), filepath.Join(dir, ConsoleFile), opts.ConsoleMax)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
@@ -206,20 +227,20 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 	params = append(params, cfg.Params()...)
 
 	spec := qemu.VMSpec{
-		Name:        "sbx-" + name,
-		Platform:    platform,
-		CPUs:        cpus,
-		MemoryBytes: memory,
-		Kernel:      opts.Image.Outputs[image.OutputKernel].Path,
-		Initrd:      opts.Image.Outputs[image.OutputInitramfs].Path,
-		Cmdline:     params,
-		RootDisk:    overlay,
-		Console:     filepath.Join(dir, ConsoleFile),
-		QMPSocket:   filepath.Join(dir, QMPSocket),
-		AgentSocket: filepath.Join(dir, AgentSocket),
-		Ports:       map[string]string{bootproto.ControlPort: filepath.Join(dir, CtlSocket)},
-		NetSocket:   m.net.path,
-		QEMULog:     filepath.Join(dir, QEMULogFile),
+		Name:          "sbx-" + name,
+		Platform:      platform,
+		CPUs:          cpus,
+		MemoryBytes:   memory,
+		Kernel:        opts.Image.Outputs[image.OutputKernel].Path,
+		Initrd:        opts.Image.Outputs[image.OutputInitramfs].Path,
+		Cmdline:       params,
+		RootDisk:      overlay,
+		ConsoleSocket: m.console.path,
+		QMPSocket:     filepath.Join(dir, QMPSocket),
+		AgentSocket:   filepath.Join(dir, AgentSocket),
+		Ports:         map[string]string{bootproto.ControlPort: filepath.Join(dir, CtlSocket)},
+		NetSocket:     m.net.path,
+		QEMULog:       filepath.Join(dir, QEMULogFile),
 	}
 	bootCtx, cancel := context.WithTimeout(ctx, bootTO)
 	defer cancel()
@@ -233,6 +254,9 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 				err = fmt.Errorf("%w (%v)", err, werr)
 			}
 		}
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	if err := m.console.wait(bootCtx, m.proc.Done()); err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 
@@ -265,8 +289,17 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 		return nil, m.bootError(ctx, bootTO, err)
 	}
 	m.booted = time.Since(begin)
-	if r, ok, _ := bootproto.ParseReady(m.readConsole(1 << 20)); ok {
-		m.ready = r
+	// The agent wrote its ready line before it answered; it may still
+	// be on its way to the log.
+	for deadline := time.Now().Add(readyWait); ; {
+		if r, ok, _ := bootproto.ParseReady(m.readConsole(1 << 20)); ok {
+			m.ready = r
+			break
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	return m, nil
 }
@@ -304,19 +337,18 @@ func (m *Machine) bootError(ctx context.Context, timeout time.Duration, err erro
 		m.name, why, ConsoleFile, indent(lastLines(console, 20)))
 }
 
-// readConsole returns the last limit bytes of the console log.
+// readConsole returns the last limit bytes of the console log (of its
+// two files), once it holds what QEMU has sent so far.
 func (m *Machine) readConsole(limit int64) []byte {
-	f, err := os.Open(filepath.Join(m.dir, ConsoleFile))
-	if err != nil {
+	if m.console == nil {
 		return nil
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil
+	var exited <-chan struct{}
+	if m.proc != nil {
+		exited = m.proc.Done()
 	}
-	off := max(fi.Size()-limit, 0)
-	b, _ := io.ReadAll(io.NewSectionReader(f, off, fi.Size()-off))
+	m.console.settle(exited)
+	b, _ := consolelog.Tail(filepath.Join(m.dir, ConsoleFile), limit)
 	return b
 }
 
@@ -364,7 +396,7 @@ func (m *Machine) BootTime() time.Duration { return m.booted }
 func (m *Machine) Client() *guestconn.Client { return m.client }
 
 // Console returns the serial console's output so far (at most its last
-// MiB).
+// MiB, and at most what its log keeps).
 func (m *Machine) Console() []byte { return m.readConsole(1 << 20) }
 
 // NetStats returns what the guest has sent on its network device so
@@ -460,10 +492,11 @@ func (m *Machine) kill() {
 	if m.net != nil {
 		m.net.close()
 	}
+	if m.console != nil {
+		m.console.close()
+	}
 	if m.keep != "" {
-		if b, err := os.ReadFile(filepath.Join(m.dir, ConsoleFile)); err == nil {
-			atomicfile.WriteBytes(m.keep, b, 0o600)
-		}
+		consolelog.Move(filepath.Join(m.dir, ConsoleFile), m.keep, m.keepMax)
 	}
 	os.RemoveAll(m.dir)
 }

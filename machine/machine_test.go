@@ -84,9 +84,12 @@ func TestMachine(t *testing.T) {
 			t.Errorf("the machine's directory lacks %s: %v", f, err)
 		}
 	}
-	// The network socket took QEMU's connection and no other.
-	if _, err := os.Lstat(filepath.Join(dir, machine.NetSocket)); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("%s is still there once QEMU has connected: %v", machine.NetSocket, err)
+	// The network and console sockets took QEMU's connection and no
+	// other.
+	for _, f := range []string{machine.NetSocket, machine.ConsoleSocket} {
+		if _, err := os.Lstat(filepath.Join(dir, f)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s is still there once QEMU has connected: %v", f, err)
+		}
 	}
 
 	t.Run("uname", func(t *testing.T) {

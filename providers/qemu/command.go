@@ -63,9 +63,14 @@ type VMSpec struct {
 	// virtio-blk disk (/dev/vda).
 	RootDisk string `json:"root_disk,omitempty"`
 
-	// Console is the file the serial console is written to, emptied
-	// when QEMU starts; empty means no serial port.
-	Console string `json:"console,omitempty"`
+	// ConsoleSocket is the unix socket the serial console is connected
+	// to: QEMU connects to it as it starts, so it must be listening
+	// before, and sends it everything the guest writes to its console.
+	// Whoever listens keeps the console, and must read it: a console
+	// nobody reads makes the guest wait. Empty means no serial port.
+	// (QEMU writing the console to a file itself would let the guest
+	// fill the host's disk.)
+	ConsoleSocket string `json:"console_socket,omitempty"`
 	// QMPSocket is the unix socket QEMU listens on for QMP. Required.
 	QMPSocket string `json:"qmp_socket"`
 	// AgentSocket is the unix socket QEMU listens on for the guest
@@ -164,7 +169,7 @@ func Command(spec VMSpec, host Host) ([]string, error) {
 	if spec.QMPSocket == "" {
 		return nil, fmt.Errorf("%s: no QMP socket", where)
 	}
-	sockets := map[string]string{"QMP socket": spec.QMPSocket, "agent socket": spec.AgentSocket, "network socket": spec.NetSocket}
+	sockets := map[string]string{"QMP socket": spec.QMPSocket, "agent socket": spec.AgentSocket, "network socket": spec.NetSocket, "console socket": spec.ConsoleSocket}
 	for name, path := range spec.Ports {
 		if !portNameRE.MatchString(name) {
 			return nil, fmt.Errorf("%s: virtio-serial port name %q: use letters, digits, '.', '_' and '-', 64 at most", where, name)
@@ -229,9 +234,9 @@ func Command(spec VMSpec, host Host) ([]string, error) {
 		"-chardev", "socket,id=qmp,path="+optValue(spec.QMPSocket)+",server=on,wait=off",
 		"-mon", "chardev=qmp,mode=control",
 	)
-	if spec.Console != "" {
+	if spec.ConsoleSocket != "" {
 		argv = append(argv,
-			"-chardev", "file,id=console,path="+optValue(spec.Console),
+			"-chardev", "socket,id=console,path="+optValue(spec.ConsoleSocket)+",server=off",
 			"-serial", "chardev:console",
 		)
 	}

@@ -61,18 +61,19 @@ func pausedSpec(t *testing.T, dir string) VMSpec {
 	if err := qcow2.Create(disk, 64<<20); err != nil {
 		t.Fatal(err)
 	}
+	console, _ := listenConsole(t, dir)
 	return VMSpec{
-		Name:        "paused,test",
-		Platform:    lang.Platform{OS: "linux", Architecture: "amd64"},
-		CPUs:        2,
-		MemoryBytes: 128 << 20,
-		RootDisk:    disk,
-		Console:     filepath.Join(dir, "console.log"),
-		QMPSocket:   filepath.Join(dir, "qmp.sock"),
-		AgentSocket: filepath.Join(dir, "agent.sock"),
-		Ports:       map[string]string{"sbx.files": filepath.Join(dir, "files.sock")},
-		Paused:      true,
-		QEMULog:     filepath.Join(dir, "qemu.log"),
+		Name:          "paused,test",
+		Platform:      lang.Platform{OS: "linux", Architecture: "amd64"},
+		CPUs:          2,
+		MemoryBytes:   128 << 20,
+		RootDisk:      disk,
+		ConsoleSocket: console,
+		QMPSocket:     filepath.Join(dir, "qmp.sock"),
+		AgentSocket:   filepath.Join(dir, "agent.sock"),
+		Ports:         map[string]string{"sbx.files": filepath.Join(dir, "files.sock")},
+		Paused:        true,
+		QEMULog:       filepath.Join(dir, "qemu.log"),
 	}
 }
 
@@ -94,6 +95,32 @@ func listenNet(t *testing.T, dir string) (string, <-chan net.Conn) {
 			t.Cleanup(func() { c.Close() })
 			ch <- c
 		}
+	}()
+	return path, ch
+}
+
+// listenConsole stands in for package machine's end of the serial
+// console: a unix socket QEMU connects the console to. It returns the
+// path and a channel receiving all the console once QEMU closes it.
+func listenConsole(t *testing.T, dir string) (string, <-chan []byte) {
+	t.Helper()
+	path := filepath.Join(dir, "console.sock")
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	ch := make(chan []byte, 1)
+	go func() {
+		c, err := l.Accept()
+		l.Close()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		var out bytes.Buffer
+		out.ReadFrom(c)
+		ch <- out.Bytes()
 	}()
 	return path, ch
 }
@@ -327,8 +354,8 @@ func TestLaunchStaleSockets(t *testing.T) {
 
 // TestLaunchBoot boots the real guest agent on a Debian kernel with the
 // argument vector Command makes: initramfs, a per-sandbox qcow2 overlay
-// over a base disk, kernel parameters from bootproto, the console in a
-// file. The agent prints its ready line and powers off, which ends QEMU.
+// over a base disk, kernel parameters from bootproto, the console on a
+// socket. The agent prints its ready line and powers off, which ends QEMU.
 func TestLaunchBoot(t *testing.T) {
 	host := probeHost(t)
 	vmlinuz, initrd, k := bootAssets(t)
@@ -364,20 +391,21 @@ func TestLaunchBoot(t *testing.T) {
 	cfg := bootproto.DefaultConfig()
 	cfg.Hostname = "launched"
 	netPath, netConn := listenNet(t, dir)
+	consolePath, consoleOut := listenConsole(t, dir)
 	spec := VMSpec{
-		Name:        "boot",
-		Platform:    lang.Platform{OS: "linux", Architecture: "amd64"},
-		CPUs:        1,
-		MemoryBytes: 512 << 20,
-		Kernel:      vmlinuz,
-		Initrd:      initrd,
-		Cmdline:     cfg.Params(),
-		RootDisk:    overlay,
-		Console:     filepath.Join(dir, "console.log"),
-		QMPSocket:   filepath.Join(dir, "qmp.sock"),
-		AgentSocket: filepath.Join(dir, "agent.sock"),
-		NetSocket:   netPath,
-		QEMULog:     filepath.Join(dir, "qemu.log"),
+		Name:          "boot",
+		Platform:      lang.Platform{OS: "linux", Architecture: "amd64"},
+		CPUs:          1,
+		MemoryBytes:   512 << 20,
+		Kernel:        vmlinuz,
+		Initrd:        initrd,
+		Cmdline:       cfg.Params(),
+		RootDisk:      overlay,
+		ConsoleSocket: consolePath,
+		QMPSocket:     filepath.Join(dir, "qmp.sock"),
+		AgentSocket:   filepath.Join(dir, "agent.sock"),
+		NetSocket:     netPath,
+		QEMULog:       filepath.Join(dir, "qemu.log"),
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 240*time.Second)
 	defer cancel()
@@ -401,7 +429,12 @@ func TestLaunchBoot(t *testing.T) {
 		}
 	}()
 	waitErr := p.Wait(ctx)
-	console, _ := os.ReadFile(spec.Console)
+	var console []byte
+	select {
+	case console = <-consoleOut:
+	case <-time.After(20 * time.Second):
+		t.Error("QEMU did not connect the console, or did not close it on exit")
+	}
 	t.Logf("QEMU ran %v under %s; console:\n%s", time.Since(start).Round(time.Millisecond), host.Accel("amd64"), console)
 	if ctx.Err() != nil {
 		t.Fatal("the guest did not power off in time")
