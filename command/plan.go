@@ -38,9 +38,9 @@ Usage: sbx plan [options] [DIR]
 
 Options:
 
-  -out FILE           Save the plan to FILE (atomically; nothing is written
-                      if planning fails or -fail-on-widen fails), for
-                      "sbx show FILE" and apply.
+  -out FILE           Save the plan to FILE (atomically, mode 0600;
+                      nothing is written if planning fails or
+                      -fail-on-widen fails), for "sbx show FILE" and apply.
   -json               Print the plan as JSON (see docs/plan-json.md) instead
                       of text.
   -detailed-exitcode  Exit 0 when there are no changes, 2 when there are.

@@ -182,13 +182,14 @@ func (p *Plan) UnmarshalJSON(b []byte) error {
 // WriteFile saves the plan as JSON at path, atomically: the file is
 // written beside path, synced and renamed over it, so path holds either
 // the old content or the whole plan, and nothing is left behind on error.
+// The file's mode is 0600, as the state's is: it holds the same records.
 func WriteFile(path string, p *Plan) error {
 	b, err := p.MarshalJSON()
 	if err != nil {
 		return fmt.Errorf("writing plan %s: %v", path, err)
 	}
 	b = append(b, '\n')
-	if err := atomicfile.WriteBytes(path, b, 0o644); err != nil {
+	if err := atomicfile.WriteBytes(path, b, 0o600); err != nil {
 		return fmt.Errorf("saving plan: %v", err)
 	}
 	return nil
