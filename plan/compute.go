@@ -17,7 +17,11 @@ import (
 // does not set Against or the state identity; FromState and Against do.
 //
 // Images are replaced when their input hash or platform changes; there is
-// nothing to update in place in an image. A sandbox is replaced when its
+// nothing to update in place in an image. An image's local inputs (file:
+// and oci-layout: sources) are host files the guest sees, so a created,
+// replaced or updated image lists each one that is new or names another
+// path as widening, and each one removed as narrowing
+// (policy.CompareImageInputs); a destroyed image lists none. A sandbox is replaced when its
 // image, image hash, CPUs, memory, user or environment change, or a mount
 // is added, removed or pointed at another host directory; any other
 // policy change (egress, secrets, a mount's access and path rules) is
@@ -154,6 +158,9 @@ func diffImage(a addrs.Ref, before, after *state.Resource) *ResourceChange {
 		rc.Action = Update
 	default:
 		rc.Action = NoOp
+	}
+	if rc.Action != Delete {
+		rc.Policy = policy.CompareImageInputs(b.Inputs, n.Inputs, a.String())
 	}
 	if rc.Action == Create || rc.Action == Delete {
 		rc.Attrs = nil

@@ -41,6 +41,8 @@ type Change struct {
 	// "secret.source", "secret.hosts", "secret.env", "mount",
 	// "mount.host", "mount.access", "mount.hide", "mount.readonly",
 	// "mount.tmpfs", "mount.owner". Compare lists changes in this order.
+	// "image.input" is a host file an image's input brings into the guest
+	// (CompareImageInputs).
 	Kind string `json:"kind"`
 	// Subject is what changed, e.g. "api.example.com" or "/workspace".
 	Subject string `json:"subject"`
@@ -56,6 +58,7 @@ var kinds = []string{
 	"allow", "tcp", "hosts",
 	"secret", "secret.source", "secret.hosts", "secret.env",
 	"mount", "mount.host", "mount.access", "mount.hide", "mount.readonly", "mount.tmpfs", "mount.owner",
+	"image.input",
 }
 
 func kindRank(k string) int {
