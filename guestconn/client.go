@@ -19,6 +19,15 @@ var ErrClosed = errors.New("guestconn: connection closed")
 // Software names this side in its hello.
 const Software = "sbx"
 
+// CancelGrace is how long a guest has to end a session once the host
+// canceled it (its context ended): a process killed, a transfer dropped,
+// a ping answered. A guest that takes longer is broken or hostile, and
+// the connection is closed, which ends every call still waiting on it.
+const CancelGrace = 10 * time.Second
+
+// HelloTimeout bounds Dial's wait for the guest's hello.
+const HelloTimeout = time.Minute
+
 // Client is a connection to a guest's command server.
 type Client struct {
 	conn  *agentproto.Conn
@@ -31,6 +40,8 @@ type Client struct {
 	pingSeq uint64
 	err     error // why the connection ended, once it has
 	done    chan struct{}
+
+	grace time.Duration // CancelGrace; shorter in tests
 }
 
 // handler receives the frames of one session.
@@ -44,12 +55,17 @@ type handler interface {
 
 // Dial opens a connection over conn, which the Client owns from then on:
 // it negotiates the protocol version and learns the guest's capabilities.
+// It gives up (and closes conn) when the guest has not answered within
+// HelloTimeout.
 func Dial(conn io.ReadWriteCloser) (*Client, error) {
-	return DialContext(context.Background(), conn)
+	ctx, cancel := context.WithTimeout(context.Background(), HelloTimeout)
+	defer cancel()
+	return DialContext(ctx, conn)
 }
 
-// DialContext is Dial, giving up (and closing conn) when ctx ends before
-// the guest answers.
+// DialContext is Dial, waiting for the guest's hello until ctx ends (a
+// guest that is still booting answers once its agent serves), then
+// giving up and closing conn.
 func DialContext(ctx context.Context, conn io.ReadWriteCloser) (*Client, error) {
 	c := &Client{
 		conn:    agentproto.NewConn(conn),
@@ -57,6 +73,7 @@ func DialContext(ctx context.Context, conn io.ReadWriteCloser) (*Client, error) 
 		streams: map[uint32]handler{},
 		pings:   map[uint64]chan struct{}{},
 		done:    make(chan struct{}),
+		grace:   CancelGrace,
 	}
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	h, err := c.handshake()
@@ -239,6 +256,8 @@ func (c *Client) Ping(ctx context.Context) (time.Duration, error) {
 	ch := make(chan struct{})
 	c.pings[seq] = ch
 	c.mu.Unlock()
+	// The write itself may block on a guest that does not read.
+	defer c.watch(ctx, ch, "ping", nil)()
 	start := time.Now()
 	if err := c.conn.WriteFrame(agentproto.TypePing, 0, binary.BigEndian.AppendUint64(nil, seq)); err != nil {
 		c.shutdown(err)
@@ -250,9 +269,8 @@ func (c *Client) Ping(ctx context.Context) (time.Duration, error) {
 	case <-c.done:
 		return 0, c.Err()
 	case <-ctx.Done():
-		c.mu.Lock()
-		delete(c.pings, seq)
-		c.mu.Unlock()
+		// The entry stays: a late pong still closes ch, and one that
+		// never comes ends the connection (watch).
 		return 0, fmt.Errorf("guestconn: ping: %w", ctx.Err())
 	}
 }
@@ -282,6 +300,51 @@ func (c *Client) sendStream(ctx context.Context, id uint32, credit *agentproto.C
 			return rerr
 		}
 	}
+}
+
+// watch bounds the wait of a call on a guest that stops answering. When
+// ctx ends before done is closed, cancel (when not nil) runs in a
+// goroutine of its own, since a write to a guest that does not read
+// blocks; when done is still open CancelGrace later, the connection is
+// closed with an error naming what, which ends every wait and every
+// blocked write on it. release, called when the call returns, disarms
+// the watch unless ctx has ended: a call that returns because ctx ended
+// leaves the watch to end a session the guest keeps open.
+func (c *Client) watch(ctx context.Context, done <-chan struct{}, what string, cancel func()) (release func()) {
+	stop := context.AfterFunc(ctx, func() {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		if cancel != nil {
+			go cancel()
+		}
+		c.expect(done, what)
+	})
+	return func() {
+		if ctx.Err() == nil {
+			stop()
+		}
+	}
+}
+
+// expect waits for done after a session was canceled for a reason of
+// this side's own: at most CancelGrace, then the connection is closed.
+func (c *Client) expect(done <-chan struct{}, what string) {
+	t := time.NewTimer(c.grace)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-c.done:
+	case <-t.C:
+		c.shutdown(fmt.Errorf("the guest did not end %s within %v of its cancel", what, c.grace))
+	}
+}
+
+// cancelStream asks the guest to end session id.
+func (c *Client) cancelStream(id uint32) {
+	c.conn.WriteFrame(agentproto.TypeCancel, id)
 }
 
 func (c *Client) grant(id uint32, ch agentproto.Channel) func(uint32) {

@@ -6,6 +6,15 @@
 // resizes and cancellation; it puts and gets files; and it checks the
 // guest is alive. Many calls may run at once on one Client.
 //
+// The guest is not trusted (docs/security.md): every wait on it ends.
+// When a call's context ends, the call returns and the guest is asked to
+// cancel the session; a guest that has not ended it CancelGrace later
+// loses the connection, which also frees writes blocked on a guest that
+// stopped reading. A file got is held to the size the guest announced.
+// Text from the guest (error messages, signal names) is returned as the
+// guest sent it, except in ExitStatus.String: callers that print it
+// quote it (package termtext).
+//
 // It does not start the guest or open the port (the QEMU provider does,
 // and hands Dial the connection), and it keeps no guest-side code. It is
 // portable Go: the host may be Linux or macOS.

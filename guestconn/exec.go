@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/sbx-dev/sbx/guest/agentproto"
+	"github.com/sbx-dev/sbx/termtext"
 )
 
 // Cmd is a process to run in the guest.
@@ -61,12 +62,15 @@ type ExitStatus struct {
 // Success reports whether the process exited with code 0.
 func (s *ExitStatus) Success() bool { return s.Signal == "" && s.Code == 0 }
 
+// String describes the status; a signal's name, which the guest
+// reports, has its control characters escaped (package termtext).
 func (s *ExitStatus) String() string {
 	if s.Signal != "" {
+		sig := termtext.Line(s.Signal)
 		if s.CoreDumped {
-			return "killed by " + s.Signal + " (core dumped)"
+			return "killed by " + sig + " (core dumped)"
 		}
-		return "killed by " + s.Signal
+		return "killed by " + sig
 	}
 	return "exit status " + strconv.Itoa(s.Code)
 }
@@ -88,7 +92,7 @@ type Process struct {
 	done      chan struct{}
 	exit      *agentproto.Exit
 	connErr   error
-	stopCtx   func() bool
+	stopCtx   func()
 	consumers sync.WaitGroup
 
 	mu      sync.Mutex
@@ -111,11 +115,16 @@ func (c *Client) Exec(ctx context.Context, cmd Cmd) (*ExitStatus, error) {
 
 // Start starts a process in the guest and returns once it runs. ctx
 // covers the process's whole life: when it ends before the process, the
-// guest kills the process group. A process the guest cannot start (no
-// such file, unknown user...) is an error here.
+// guest kills the process group, and a guest that has not ended the
+// session CancelGrace later loses the connection, so neither Start nor
+// Wait outlives ctx by more than that. A process the guest cannot start
+// (no such file, unknown user...) is an error here.
 func (c *Client) Start(ctx context.Context, cmd Cmd) (*Process, error) {
 	if len(cmd.Args) == 0 {
 		return nil, errors.New("guestconn: exec: no command")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("guestconn: exec %s: %w", cmd.Args[0], err)
 	}
 	p := &Process{
 		c:       c,
@@ -135,6 +144,8 @@ func (c *Client) Start(ctx context.Context, cmd Cmd) (*Process, error) {
 	if cmd.PTY == nil {
 		writers[agentproto.ChanStderr] = cmd.Stderr
 	}
+	// Armed before the request is sent: sending it may block too.
+	p.stopCtx = c.watch(ctx, p.done, "exec "+strconv.Quote(cmd.Args[0]), p.cancel)
 	_, err := c.open(p, agentproto.TypeExec, req, func(id uint32) {
 		p.id = id
 		for ch := range writers {
@@ -142,7 +153,13 @@ func (c *Client) Start(ctx context.Context, cmd Cmd) (*Process, error) {
 		}
 	})
 	if err != nil {
+		p.fail(err)
 		return nil, fmt.Errorf("guestconn: exec %s: %w", cmd.Args[0], err)
+	}
+	if ctx.Err() != nil {
+		// ctx ended while the request was sent: cancel had no
+		// session to name yet.
+		go p.cancel()
 	}
 	for ch, w := range writers {
 		if w == nil {
@@ -156,7 +173,6 @@ func (c *Client) Start(ctx context.Context, cmd Cmd) (*Process, error) {
 			}
 		})
 	}
-	p.stopCtx = context.AfterFunc(ctx, p.cancel)
 
 	select {
 	case <-p.started:
@@ -218,12 +234,19 @@ func (p *Process) send(t agentproto.Type, m any) error {
 	return p.c.conn.WriteJSON(t, p.id, m)
 }
 
-// cancel asks the guest to kill the process group.
+// cancel asks the guest to kill the process group, once the request
+// that opened the session is on its way.
 func (p *Process) cancel() {
+	p.c.mu.Lock()
+	id := p.id
+	p.c.mu.Unlock()
+	if id == 0 {
+		return
+	}
 	select {
 	case <-p.done:
 	default:
-		p.c.conn.WriteFrame(agentproto.TypeCancel, p.id)
+		p.c.cancelStream(id)
 	}
 }
 
@@ -238,6 +261,11 @@ func (p *Process) Wait() (*ExitStatus, error) {
 		p.stopCtx()
 	}
 	if p.connErr != nil {
+		if err := p.ctx.Err(); err != nil {
+			// ctx ended first; the connection ended after it, maybe
+			// because the guest ignored the cancel.
+			return nil, fmt.Errorf("guestconn: exec %s: %w (%w)", p.args0, err, p.connErr)
+		}
 		return nil, fmt.Errorf("guestconn: exec %s: %w", p.args0, p.connErr)
 	}
 	st := &ExitStatus{Code: p.exit.Code, Signal: p.exit.Signal, CoreDumped: p.exit.CoreDumped}

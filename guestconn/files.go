@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"strconv"
 	"sync"
 
 	"github.com/sbx-dev/sbx/guest/agentproto"
@@ -58,6 +59,22 @@ func (s *fileSession) finish(err error) {
 var errFileDone = errors.New("the guest ended the transfer")
 
 func (s *fileSession) fail(err error) { s.finish(err) }
+
+// cancel asks the guest to drop the transfer, once the request that
+// opened it is on its way.
+func (s *fileSession) cancel() {
+	s.c.mu.Lock()
+	id := s.id
+	s.c.mu.Unlock()
+	if id == 0 {
+		return
+	}
+	select {
+	case <-s.done:
+	default:
+		s.c.cancelStream(id)
+	}
+}
 
 func (s *fileSession) handle(f agentproto.Frame) error {
 	switch f.Type {
@@ -116,23 +133,29 @@ func (c *Client) Put(ctx context.Context, r io.Reader, dest string, mode fs.File
 	if owner != nil {
 		req.UID, req.GID = &owner.UID, &owner.GID
 	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("guestconn: put %s: %w", dest, err)
+	}
+	defer c.watch(ctx, s.done, "the put of "+strconv.Quote(dest), s.cancel)()
 	id, err := c.open(s, agentproto.TypeFilePut, req, func(id uint32) { s.id = id })
 	if err != nil {
+		s.fail(err)
 		return fmt.Errorf("guestconn: put %s: %w", dest, err)
 	}
 	sendErr := c.sendStream(ctx, id, s.credit, r)
 	if sendErr != nil && !errors.Is(sendErr, errFileDone) {
 		// Our side failed (ctx, r): the guest drops what it has.
-		c.conn.WriteFrame(agentproto.TypeCancel, id)
+		go s.cancel()
+		if ctx.Err() == nil {
+			c.expect(s.done, "the put of "+strconv.Quote(dest))
+		}
+		return fmt.Errorf("guestconn: put %s: %w", dest, sendErr)
 	}
 	select {
 	case <-s.done:
 	case <-ctx.Done():
-		c.conn.WriteFrame(agentproto.TypeCancel, id)
+		go s.cancel()
 		return fmt.Errorf("guestconn: put %s: %w", dest, ctx.Err())
-	}
-	if sendErr != nil && !errors.Is(sendErr, errFileDone) {
-		return fmt.Errorf("guestconn: put %s: %w", dest, sendErr)
 	}
 	if errors.Is(s.result, ErrClosed) {
 		return fmt.Errorf("guestconn: put %s: %w", dest, s.result)
@@ -141,24 +164,33 @@ func (c *Client) Put(ctx context.Context, r io.Reader, dest string, mode fs.File
 }
 
 // Get writes the content of the guest's regular file path to w and
-// returns what the guest said about the file. A file that changes size
-// while it is sent is an error.
+// returns what the guest said about the file. The guest announces the
+// file's size before its content: content beyond that size is an error
+// as soon as it arrives, before any of it is written to w, and content
+// that falls short is an error at the end (so a file that changes size
+// while it is sent is an error either way). When ctx ends, Get returns
+// at once; the guest is asked to stop and, if it has not CancelGrace
+// later, loses the connection.
 func (c *Client) Get(ctx context.Context, path string, w io.Writer) (*FileInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("guestconn: get %s: %w", path, err)
+	}
 	s := newFileSession(c)
-	id, err := c.open(s, agentproto.TypeFileGet, &agentproto.FileGet{Path: path}, func(id uint32) {
+	defer c.watch(ctx, s.done, "the get of "+strconv.Quote(path), s.cancel)()
+	_, err := c.open(s, agentproto.TypeFileGet, &agentproto.FileGet{Path: path}, func(id uint32) {
 		s.id = id
 		s.in = agentproto.NewInbox(c.grant(id, agentproto.ChanStdout))
 	})
 	if err != nil {
+		s.fail(err)
 		return nil, fmt.Errorf("guestconn: get %s: %w", path, err)
 	}
-	stop := context.AfterFunc(ctx, func() {
-		c.conn.WriteFrame(agentproto.TypeCancel, id)
-		s.in.Abort(ctx.Err())
-	})
-	defer stop()
+	abort := context.AfterFunc(ctx, func() { s.in.Abort(ctx.Err()) })
+	defer abort()
 	var m agentproto.FileInfo
 	select {
+	case <-ctx.Done():
+		return nil, fmt.Errorf("guestconn: get %s: %w", path, ctx.Err())
 	case m = <-s.info:
 	case <-s.done:
 		// The info, when there is one, arrived before the end.
@@ -183,8 +215,13 @@ func (c *Client) Get(ctx context.Context, path string, w io.Writer) (*FileInfo, 
 
 // getData receives a file's content once its info arrived.
 func (c *Client) getData(ctx context.Context, s *fileSession, path string, w io.Writer, m agentproto.FileInfo) (*FileInfo, error) {
-	id := s.id
-	n, err := s.in.WriteTo(w)
+	if m.Size < 0 {
+		go s.cancel()
+		s.in.Abort(errBadSize)
+		return nil, fmt.Errorf("guestconn: get %s: the guest announced a size of %d bytes", path, m.Size)
+	}
+	sw := &sizedWriter{w: w, left: m.Size}
+	n, err := s.in.WriteTo(sw)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("guestconn: get %s: %w", path, ctx.Err())
@@ -193,9 +230,13 @@ func (c *Client) getData(ctx context.Context, s *fileSession, path string, w io.
 		if errors.As(err, &pe) {
 			return nil, pe
 		}
-		// w failed, or the connection: stop the guest.
-		c.conn.WriteFrame(agentproto.TypeCancel, id)
+		// w failed, the guest sent too much, or the connection
+		// ended: stop the guest.
+		go s.cancel()
 		s.in.Abort(err)
+		if errors.Is(err, errBadSize) {
+			return nil, fmt.Errorf("guestconn: get %s: the guest sent more than the %d bytes it announced (did the file change?)", path, m.Size)
+		}
 		return nil, fmt.Errorf("guestconn: get %s: %w", path, err)
 	}
 	<-s.done
@@ -203,6 +244,24 @@ func (c *Client) getData(ctx context.Context, s *fileSession, path string, w io.
 		return nil, fmt.Errorf("guestconn: get %s: got %d bytes, the guest announced %d (did the file change?)", path, n, m.Size)
 	}
 	return &FileInfo{Size: m.Size, Mode: fsMode(m.Mode), UID: m.UID, GID: m.GID}, nil
+}
+
+var errBadSize = errors.New("more data than announced")
+
+// sizedWriter passes at most left bytes on to w; a write that would go
+// beyond writes nothing and fails with errBadSize.
+type sizedWriter struct {
+	w    io.Writer
+	left int64
+}
+
+func (s *sizedWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > s.left {
+		return 0, errBadSize
+	}
+	n, err := s.w.Write(p)
+	s.left -= int64(n)
+	return n, err
 }
 
 // unixMode converts an fs.FileMode to the Unix bits the protocol carries.
