@@ -186,10 +186,11 @@ func Tail(path string, n int64) ([]byte, error) {
 
 // Move moves the log at src (src and Rotated(src)) to dst, replacing the
 // log there, Rotated(dst) included (removed when src has none). Each
-// file is renamed; where that fails (dst on another file system), its
-// last max bytes (zero or less means DefaultMax) are copied, by way of a
-// temporary file, and the original removed. A src that does not exist
-// is not an error and leaves dst as it is.
+// file of at most max bytes (zero or less means DefaultMax) is renamed;
+// of a larger one, or where renaming fails (dst on another file system),
+// the last max bytes are copied, by way of a temporary file, and the
+// original removed: a moved file never holds more than max bytes. A src
+// that does not exist is not an error and leaves dst as it is.
 func Move(src, dst string, max int64) error {
 	if max <= 0 {
 		max = DefaultMax
@@ -220,7 +221,7 @@ func moveFile(src, dst string, max int64) error {
 	if !fi.Mode().IsRegular() {
 		return fmt.Errorf("console log: %s is not a regular file", src)
 	}
-	if os.Rename(src, dst) == nil {
+	if fi.Size() <= max && os.Rename(src, dst) == nil {
 		return nil
 	}
 	err = atomicfile.Write(dst, 0o600, func(f *os.File) error {
