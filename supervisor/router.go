@@ -786,19 +786,25 @@ func (s *session) fromGuest(f agentproto.Frame) (fwd bool, err error) {
 		s.inCredit += int64(n)
 		return n > 0, nil
 	case agentproto.TypeStarted:
-		if s.kind != agentproto.TypeExec || s.started {
-			return false, guestErrorf("stream %d: started frame on a %s session that cannot take one", f.Stream, s.kind)
+		if s.kind != agentproto.TypeExec {
+			return false, guestErrorf("stream %d: started frame on a file transfer", f.Stream)
+		}
+		if s.started {
+			return false, guestErrorf("stream %d: a second started frame", f.Stream)
 		}
 		s.started = true
 		return true, parseGuest(f, &agentproto.Started{})
 	case agentproto.TypeExit:
 		if s.kind != agentproto.TypeExec {
-			return false, guestErrorf("stream %d: exit frame on a %s session", f.Stream, s.kind)
+			return false, guestErrorf("stream %d: exit frame on a file transfer", f.Stream)
 		}
 		return true, parseGuest(f, &agentproto.Exit{})
 	case agentproto.TypeFileInfo:
-		if s.kind != agentproto.TypeFileGet || s.info {
-			return false, guestErrorf("stream %d: file-info frame on a %s session that cannot take one", f.Stream, s.kind)
+		if s.kind != agentproto.TypeFileGet {
+			return false, guestErrorf("stream %d: file-info frame on a %s session", f.Stream, s.kind)
+		}
+		if s.info {
+			return false, guestErrorf("stream %d: a second file-info frame", f.Stream)
 		}
 		s.info = true
 		return true, parseGuest(f, &agentproto.FileInfo{})
