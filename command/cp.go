@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"os/signal"
 	"path"
@@ -14,7 +15,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/sbx-dev/sbx/atomicfile"
 	"github.com/sbx-dev/sbx/guestconn"
 	"github.com/sbx-dev/sbx/supervisor"
 )
@@ -27,9 +27,14 @@ Usage: sbx cp [options] [DIR] SANDBOX:PATH HOSTPATH|-
   configuration in DIR (default: the current directory). PATH is absolute
   in the guest. "-" is standard output (out) or standard input (in).
 
-  Out: the guest's regular file is written to HOSTPATH atomically
-  (nothing is left half-written), or into it when HOSTPATH is a
-  directory, with the guest file's permission bits.
+  Out: the guest's regular file is written to a temporary file beside
+  HOSTPATH and renamed over it only once it arrived whole, with the size
+  the guest announced, so nothing is left half-written. When HOSTPATH is
+  a directory (not a symbolic link to one, unless written with a trailing
+  "/"), the file goes into it under PATH's last name. A symbolic link
+  where the file goes is replaced, never written through. The file gets
+  the guest file's permission bits (rwx only: never set-user-ID,
+  set-group-ID or sticky) less this process's umask.
 
   In: the file replaces PATH in the guest atomically (a temporary file
   renamed), or goes into PATH when PATH ends in "/"; the parent directory
@@ -151,21 +156,107 @@ func copyOut(ctx context.Context, env *Env, c *guestconn.Client, guestPath, dst 
 		_, err := c.Get(ctx, guestPath, env.Stdout)
 		return err
 	}
-	if fi, err := os.Stat(dst); err == nil && fi.IsDir() {
-		dst = filepath.Join(dst, path.Base(guestPath))
+	dir, name := filepath.Split(dst)
+	if name == "" {
+		// "DIR/": the directory, whatever leads there.
+		fi, err := os.Stat(dst)
+		if err != nil {
+			return err
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("%s is not a directory", dst)
+		}
+		dir, name = dst, path.Base(guestPath)
+	} else if fi, err := os.Lstat(dst); err == nil && fi.IsDir() {
+		dir, name = dst, path.Base(guestPath)
 	}
-	var info *guestconn.FileInfo
-	err := atomicfile.Write(dst, 0o600, func(w *os.File) error {
-		var err error
-		info, err = c.Get(ctx, guestPath, w)
-		return err
-	})
+	if name == "/" || name == "." || name == ".." {
+		return fmt.Errorf("%s: name the host file to write", dst)
+	}
+	if dir == "" {
+		dir = "."
+	}
+	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return err
 	}
-	return os.Chmod(dst, info.Mode.Perm())
+	defer root.Close()
+	return receiveFile(root, name, func(open func(fs.FileMode) (io.Writer, error)) error {
+		_, err := c.GetFunc(ctx, guestPath, func(info *guestconn.FileInfo) (io.Writer, error) {
+			return open(info.Mode)
+		})
+		return err
+	})
 }
 
+// receiveFile writes the file name directly in root with get, which
+// calls open with the mode the guest reports once it is known, then
+// writes the content to what open returned. The content goes to a new
+// temporary file in root (created exclusively, so nothing planted at its
+// name is followed), renamed over name only when get succeeded: a
+// symbolic link at name is replaced, never written through, and a
+// failed copy leaves nothing behind. The file has only the permission
+// bits of the guest's mode, less the umask: the temporary file is
+// created with them and the kernel applies the umask as for any new
+// file. Set-user-ID, set-group-ID and sticky bits are dropped, and the
+// mode is not changed after creation.
+func receiveFile(root *os.Root, name string, get func(open func(fs.FileMode) (io.Writer, error)) error) (err error) {
+	target := filepath.Join(root.Name(), name)
+	var (
+		f   *os.File
+		tmp string
+	)
+	defer func() {
+		if err == nil {
+			return
+		}
+		if f != nil {
+			f.Close()
+			root.Remove(tmp)
+		}
+		err = fmt.Errorf("writing %s: %w", target, err)
+	}()
+	open := func(mode fs.FileMode) (io.Writer, error) {
+		if f != nil {
+			return nil, errors.New("the file was opened twice")
+		}
+		for try := 0; ; try++ {
+			tmp = "." + name + ".sbx-cp-" + strconv.FormatUint(uint64(rand.Uint32()), 10)
+			var err error
+			f, err = root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode&fs.ModePerm)
+			if err == nil {
+				return f, nil
+			}
+			if !errors.Is(err, fs.ErrExist) || try == 100 {
+				return nil, err
+			}
+		}
+	}
+	if err = get(open); err != nil {
+		return err
+	}
+	if f == nil {
+		return errors.New("the guest sent no file")
+	}
+	if err = f.Sync(); err != nil {
+		return err
+	}
+	if err = f.Close(); err != nil {
+		f = nil
+		root.Remove(tmp)
+		return err
+	}
+	if err = root.Rename(tmp, name); err != nil {
+		f = nil
+		root.Remove(tmp)
+		return err
+	}
+	if d, derr := root.Open("."); derr == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
 func copyIn(ctx context.Context, env *Env, c *guestconn.Client, src, guestPath string, owner *guestconn.Owner) error {
 	var r io.Reader
 	mode := fs.FileMode(0o644)

@@ -172,6 +172,14 @@ func (c *Client) Put(ctx context.Context, r io.Reader, dest string, mode fs.File
 // at once; the guest is asked to stop and, if it has not CancelGrace
 // later, loses the connection.
 func (c *Client) Get(ctx context.Context, path string, w io.Writer) (*FileInfo, error) {
+	return c.GetFunc(ctx, path, func(*FileInfo) (io.Writer, error) { return w, nil })
+}
+
+// GetFunc is Get for a writer that depends on the file: open is called
+// once, with what the guest announced (its size and mode), before any
+// content arrives, and returns where the content goes. An error from
+// open ends the transfer and is returned.
+func (c *Client) GetFunc(ctx context.Context, path string, open func(*FileInfo) (io.Writer, error)) (*FileInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("guestconn: get %s: %w", path, err)
 	}
@@ -196,7 +204,7 @@ func (c *Client) Get(ctx context.Context, path string, w io.Writer) (*FileInfo, 
 		// The info, when there is one, arrived before the end.
 		select {
 		case m = <-s.info:
-			return c.getData(ctx, s, path, w, m)
+			return c.getData(ctx, s, path, open, m)
 		default:
 		}
 		if ctx.Err() != nil {
@@ -210,15 +218,22 @@ func (c *Client) Get(ctx context.Context, path string, w io.Writer) (*FileInfo, 
 		}
 		return nil, s.result
 	}
-	return c.getData(ctx, s, path, w, m)
+	return c.getData(ctx, s, path, open, m)
 }
 
 // getData receives a file's content once its info arrived.
-func (c *Client) getData(ctx context.Context, s *fileSession, path string, w io.Writer, m agentproto.FileInfo) (*FileInfo, error) {
+func (c *Client) getData(ctx context.Context, s *fileSession, path string, open func(*FileInfo) (io.Writer, error), m agentproto.FileInfo) (*FileInfo, error) {
 	if m.Size < 0 {
 		go s.cancel()
 		s.in.Abort(errBadSize)
 		return nil, fmt.Errorf("guestconn: get %s: the guest announced a size of %d bytes", path, m.Size)
+	}
+	info := &FileInfo{Size: m.Size, Mode: fsMode(m.Mode), UID: m.UID, GID: m.GID}
+	w, err := open(info)
+	if err != nil {
+		go s.cancel()
+		s.in.Abort(err)
+		return nil, fmt.Errorf("guestconn: get %s: %w", path, err)
 	}
 	sw := &sizedWriter{w: w, left: m.Size}
 	n, err := s.in.WriteTo(sw)
@@ -243,7 +258,7 @@ func (c *Client) getData(ctx context.Context, s *fileSession, path string, w io.
 	if n != m.Size {
 		return nil, fmt.Errorf("guestconn: get %s: got %d bytes, the guest announced %d (did the file change?)", path, n, m.Size)
 	}
-	return &FileInfo{Size: m.Size, Mode: fsMode(m.Mode), UID: m.UID, GID: m.GID}, nil
+	return info, nil
 }
 
 var errBadSize = errors.New("more data than announced")
