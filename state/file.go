@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/sbx-dev/sbx/addrs"
+	"github.com/sbx-dev/sbx/policy"
 )
 
 // Path returns the state file's path for the configuration directory dir.
@@ -143,6 +144,9 @@ func normalize(in []*Resource) ([]*Resource, error) {
 			if c.Sandbox == nil || c.Image != nil {
 				return nil, fmt.Errorf("resource %s must have sandbox attributes and no image attributes", c.Addr)
 			}
+			if err := checkPolicy(c.Sandbox.Policy); err != nil {
+				return nil, fmt.Errorf("resource %s: %v", c.Addr, err)
+			}
 		default:
 			return nil, fmt.Errorf("resource %s: only images and sandboxes are recorded in state", c.Addr)
 		}
@@ -186,4 +190,28 @@ func Marshal(s *State) ([]byte, error) {
 		return nil, err
 	}
 	return append(data, '\n'), nil
+}
+
+// checkPolicy refuses the rules a state file can hold but no spec can
+// write: a host pattern or TCP destination left out (JSON null or a
+// missing field, which decoding leaves as the zero value).
+func checkPolicy(p policy.Sandbox) error {
+	for i, r := range p.Allow {
+		if r.Pattern == (policy.HostPattern{}) {
+			return fmt.Errorf("allow rule %d has no host pattern", i)
+		}
+	}
+	for i, r := range p.TCP {
+		if r.Dest == (policy.HostPort{}) {
+			return fmt.Errorf("tcp rule %d has no destination", i)
+		}
+	}
+	for _, b := range p.Secrets {
+		for i, h := range b.Hosts {
+			if h == (policy.HostPattern{}) {
+				return fmt.Errorf("secret %q: host %d is empty", b.Name, i)
+			}
+		}
+	}
+	return nil
 }

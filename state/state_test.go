@@ -216,6 +216,9 @@ func TestLoadErrors(t *testing.T) {
 		{"unmanaged kind", "{\"format_version\": 1, " + lineage + ", \"resources\": [{\"address\": \"secret.x\", \"image\": {}}]}", "only images and sandboxes"},
 		{"kind mismatch", "{\"format_version\": 1, " + lineage + ", \"resources\": [{\"address\": \"sandbox.x\", \"image\": {}}]}", "must have sandbox attributes"},
 		{"duplicate", "{\"format_version\": 1, " + lineage + ", \"resources\": [{\"address\": \"image.x\", \"image\": {}}, {\"address\": \"image.x\", \"image\": {}}]}", "recorded more than once"},
+		{"allow rule without pattern", "{\"format_version\": 1, " + lineage + ", \"resources\": [{\"address\": \"sandbox.x\", \"sandbox\": {\"policy\": {\"allow\": [{}]}}}]}", "allow rule 0 has no host pattern"},
+		{"tcp rule without destination", "{\"format_version\": 1, " + lineage + ", \"resources\": [{\"address\": \"sandbox.x\", \"sandbox\": {\"policy\": {\"tcp\": [{\"dest\": null}]}}}]}", "tcp rule 0 has no destination"},
+		{"null secret host", "{\"format_version\": 1, " + lineage + ", \"resources\": [{\"address\": \"sandbox.x\", \"sandbox\": {\"policy\": {\"secrets\": [{\"name\": \"t\", \"hosts\": [null]}]}}}]}", `secret "t": host 0 is empty`},
 		{"bad host pattern", "{\"format_version\": 1, " + lineage + ", \"resources\": [{\"address\": \"sandbox.x\", \"sandbox\": {\"policy\": {\"allow\": [{\"pattern\": \"*\"}]}}}]}", "allows every host"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
