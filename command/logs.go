@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sbx-dev/sbx/addrs"
+	"github.com/sbx-dev/sbx/machine/consolelog"
 	"github.com/sbx-dev/sbx/state"
 	"github.com/sbx-dev/sbx/supervisor"
 )
@@ -23,7 +24,9 @@ Usage: sbx logs [options] [DIR] SANDBOX
   Print the logs of SANDBOX of the configuration in DIR (default: the
   current directory): its VM's serial console (the kernel's and the guest
   agent's messages) and its supervisor's log, each under a header. The
-  console of a VM that ended is kept until "sbx destroy".
+  console of a VM that ended is kept until "sbx destroy". Only the
+  console's latest 8 to 16 MiB are kept (console.log, and console.log.1
+  before it), and printed.
 
 Options:
 
@@ -76,7 +79,8 @@ func runLogs(ctx context.Context, env *Env, args []string) int {
 		if console {
 			path = consolePath
 		}
-		if err := followFile(ctx, env.Stdout, path, sdir); err != nil {
+		running := func() bool { return supervisor.Inspect(ctx, sdir, 0, 0).Running }
+		if err := followFile(ctx, env.Stdout, path, running, followPoll); err != nil {
 			fmt.Fprintf(env.Stderr, "sbx logs: %v\n", err)
 			return ExitError
 		}
@@ -97,7 +101,7 @@ func runLogs(ctx context.Context, env *Env, args []string) int {
 			}
 			fmt.Fprintf(env.Stdout, "==> %s: %s <==\n", p.title, p.path)
 		}
-		f, err := os.Open(p.path)
+		err := printLog(env.Stdout, env.Stderr, p.path, p.title == "console")
 		if errors.Is(err, os.ErrNotExist) {
 			if len(parts) == 1 {
 				fmt.Fprintf(env.Stderr, "sbx logs: no %s log at %s\n", p.title, p.path)
@@ -110,14 +114,40 @@ func runLogs(ctx context.Context, env *Env, args []string) int {
 			fmt.Fprintf(env.Stderr, "sbx logs: %v\n", err)
 			return ExitError
 		}
-		_, err = io.Copy(env.Stdout, f)
-		f.Close()
-		if err != nil {
-			fmt.Fprintf(env.Stderr, "sbx logs: %v\n", err)
-			return ExitError
-		}
 	}
 	return ExitOK
+}
+
+// printLog copies the log at path to w. A console log is printed by its
+// end: its rotated predecessor first when there is one, and of each file
+// at most its last consolelog.DefaultMax bytes (more is there only when
+// left by an older sbx), saying on stderr what was left out.
+func printLog(w, stderr io.Writer, path string, console bool) error {
+	if !console {
+		f, _, err := consolelog.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(w, f)
+		return err
+	}
+	if _, err := os.Lstat(path); err != nil {
+		return err
+	}
+	for _, p := range []string{consolelog.Rotated(path), path} {
+		skipped, err := consolelog.CopyTail(w, p, consolelog.DefaultMax)
+		if errors.Is(err, os.ErrNotExist) && p != path {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if skipped > 0 {
+			fmt.Fprintf(stderr, "sbx logs: left out the first %d bytes of %s\n", skipped, p)
+		}
+	}
+	return nil
 }
 
 // runtimeDir returns the supervisor directory of sandbox name of the
@@ -132,35 +162,67 @@ func runtimeDir(env *Env, dir, name string) (string, error) {
 	return supervisor.SandboxDir(supervisor.RuntimeBase(env.Environ), dir, name)
 }
 
-// followFile copies path to w as it grows, until ctx ends or no
-// supervisor runs in sdir any more (then what is left is copied).
-func followFile(ctx context.Context, w io.Writer, path, sdir string) error {
+// followPoll is how often "logs -f" looks for more.
+const followPoll = 200 * time.Millisecond
+
+// followFile copies path to w as it grows, until ctx ends or running
+// (asked every tenth poll) says the sandbox's supervisor does not run any
+// more; then what is left is copied. It starts with at most the last
+// consolelog.DefaultMax bytes of the file. When the file is rotated
+// (another file now has its name, as package consolelog does to a full
+// console log), what was added to the old one is copied and the new one
+// followed from its start. A file renamed away with no new one in its
+// place (a machine's console kept when it ends) is followed still.
+func followFile(ctx context.Context, w io.Writer, path string, running func() bool, poll time.Duration) error {
 	var f *os.File
 	for n := 0; f == nil; n++ {
 		var err error
-		f, err = os.Open(path)
+		var fi os.FileInfo
+		f, fi, err = consolelog.Open(path)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
-		if f == nil {
-			if n%10 == 0 && !supervisor.Inspect(ctx, sdir, 0, 0).Running {
-				return fmt.Errorf("no log at %s, and the sandbox does not run", path)
+		if f != nil {
+			if off := fi.Size() - consolelog.DefaultMax; off > 0 {
+				if _, err := f.Seek(off, io.SeekStart); err != nil {
+					f.Close()
+					return err
+				}
 			}
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(200 * time.Millisecond):
-			}
+			break
+		}
+		if n%10 == 0 && !running() {
+			return fmt.Errorf("no log at %s, and the sandbox does not run", path)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(poll):
 		}
 	}
-	defer f.Close()
-	tick := time.NewTicker(200 * time.Millisecond)
+	defer func() { f.Close() }()
+	tick := time.NewTicker(poll)
 	defer tick.Stop()
 	for n := 0; ; n++ {
 		if _, err := io.Copy(w, f); err != nil {
 			return err
 		}
-		if n%10 == 0 && !supervisor.Inspect(ctx, sdir, 0, 0).Running {
+		if rotated(f, path) {
+			// The old file is complete once its successor exists.
+			if _, err := io.Copy(w, f); err != nil {
+				return err
+			}
+			next, _, err := consolelog.Open(path)
+			if err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+			if next != nil {
+				f.Close()
+				f = next
+				continue
+			}
+		}
+		if n%10 == 0 && !running() {
 			_, err := io.Copy(w, f)
 			return err
 		}
@@ -170,4 +232,14 @@ func followFile(ctx context.Context, w io.Writer, path, sdir string) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// rotated reports whether path now names another file than f.
+func rotated(f *os.File, path string) bool {
+	now, err := os.Lstat(path)
+	if err != nil {
+		return false
+	}
+	cur, err := f.Stat()
+	return err == nil && !os.SameFile(cur, now)
 }

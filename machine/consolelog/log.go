@@ -114,7 +114,12 @@ func (w *Writer) Close() error {
 	return err
 }
 
-// openLog opens the file at path for reading, refusing a symbolic link.
+// Open opens the log file at path for reading, refusing a symbolic link
+// and anything but a regular file, and returns it with its information.
+func Open(path string) (*os.File, os.FileInfo, error) {
+	return openLog(path)
+}
+
 func openLog(path string) (*os.File, os.FileInfo, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
