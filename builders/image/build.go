@@ -26,8 +26,10 @@ import (
 // FormatVersion is the version of what this builder writes for a given
 // recipe: the layout of the initramfs and disk, the ext4 options, the
 // default size rule. It is part of the build key, so changing any of them
-// (and bumping it) makes every cached build miss.
-const FormatVersion = 1
+// (and bumping it) makes every cached build miss. Version 2: extracted
+// artifacts lose setuid and setgid bits, devices and file capabilities
+// unless keep_special is set.
+const FormatVersion = 2
 
 // Output names: the keys of Result.Outputs and of lockfiles.Image.Outputs.
 const (

@@ -111,6 +111,28 @@ func TestBuild(t *testing.T) {
 		}
 	})
 
+	t.Run("local file linked out of the configuration directory", func(t *testing.T) {
+		// The same bytes, but read through a link to a file outside the
+		// configuration directory: a cache hit must not hide it.
+		data := filepath.Join(w.dir, "data.txt")
+		outside := filepath.Join(t.TempDir(), "data.txt")
+		writeFile(t, outside, "local data\n")
+		if err := os.Remove(data); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(outside, data); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			os.Remove(data)
+			writeFile(t, data, "local data\n")
+		}()
+		_, err := image.Build(ctx, img, li, w.options(t, cacheA))
+		if err == nil || !strings.Contains(err.Error(), "artifact.data") || !strings.Contains(err.Error(), "leads outside the configuration directory") {
+			t.Errorf("a cache hit with a local file linked out of the configuration directory: %v", err)
+		}
+	})
+
 	t.Run("reproducible", func(t *testing.T) {
 		cacheB := newCache(t)
 		r3, err := image.Build(ctx, img, li, w.options(t, cacheB))

@@ -80,6 +80,9 @@ func (t *Tree) Apply(l Layer) error {
 		if hdr.Typeflag == tar.TypeXGlobalHeader {
 			continue
 		}
+		if err := t.countEntry(); err != nil {
+			return fmt.Errorf("layer %s: entry %q: %w", l.Name, hdr.Name, err)
+		}
 		rel, err := layerName(hdr.Name)
 		if err != nil {
 			return fmt.Errorf("layer %s: entry %q: %w", l.Name, hdr.Name, err)

@@ -616,3 +616,31 @@ func TestLargeFilesSpill(t *testing.T) {
 		t.Errorf("spill file size %v, %v", fi, err)
 	}
 }
+
+// TestLimits checks that a tree stops taking in content at its limits: a
+// file whose header claims more bytes than are left is refused before any
+// is written, and a layer of more entries than allowed stops at the limit.
+func TestLimits(t *testing.T) {
+	tr, err := NewTree(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	tr.SetLimits(Limits{Bytes: 10, Entries: 4})
+	if err := tr.Add(Entry{Path: "/a", Type: tar.TypeReg, Size: 6}, strings.NewReader("123456")); err != nil {
+		t.Fatal(err)
+	}
+	err = tr.Add(Entry{Path: "/b", Type: tar.TypeReg, Size: 5}, strings.NewReader("12345"))
+	var le *LimitError
+	if !errors.As(err, &le) || le.Entries || le.Limit != 10 || !strings.Contains(err.Error(), "/b") {
+		t.Errorf("6 + 5 bytes with a limit of 10: err = %v", err)
+	}
+	if _, ok := tr.Lookup("/b"); ok {
+		t.Error("/b was added past the limit")
+	}
+	ents := []ent{dir("d/"), file("d/1", ""), file("d/2", ""), file("d/3", "")}
+	err = tr.Apply(layer(t, "many", ents...))
+	if !errors.As(err, &le) || !le.Entries || le.Limit != 4 || !strings.Contains(err.Error(), "layer many") {
+		t.Errorf("entries past the limit: err = %v", err)
+	}
+}

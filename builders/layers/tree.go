@@ -70,6 +70,49 @@ type Tree struct {
 	spill    *os.File
 	spillPth string // non-empty while the spill file still has a name
 	end      int64  // bytes written to spill
+	limits   Limits
+	entries  int // entries taken in, counted against limits.Entries
+}
+
+// Limits bound what a tree takes in, so that an archive that expands
+// without bound (a few kilobytes of compressed zeros, millions of empty
+// entries) stops with an error instead of filling the disk or memory.
+// Zero means no limit.
+type Limits struct {
+	// Bytes bounds the regular file content written to the spill file,
+	// counting files later replaced or removed.
+	Bytes int64
+	// Entries bounds the entries taken in: every Add, and every entry of
+	// every layer Apply reads (whiteouts included).
+	Entries int
+}
+
+// LimitError says a tree reached one of its Limits.
+type LimitError struct {
+	// Entries is set when the entry limit was reached, and the byte limit
+	// otherwise.
+	Entries bool
+	Limit   int64
+}
+
+func (e *LimitError) Error() string {
+	if e.Entries {
+		return fmt.Sprintf("more than %d entries", e.Limit)
+	}
+	return fmt.Sprintf("more than %d bytes of file content", e.Limit)
+}
+
+// SetLimits bounds what the tree takes in from now on; what it already
+// holds counts.
+func (t *Tree) SetLimits(l Limits) { t.limits = l }
+
+// countEntry counts one entry taken in against the entry limit.
+func (t *Tree) countEntry() error {
+	t.entries++
+	if t.limits.Entries > 0 && t.entries > t.limits.Entries {
+		return &LimitError{Entries: true, Limit: int64(t.limits.Entries)}
+	}
+	return nil
 }
 
 // NewTree returns a tree holding only the root directory (mode 0755, owned
@@ -167,6 +210,9 @@ func (t *Tree) Add(e Entry, content io.Reader) error {
 	if err != nil {
 		return err
 	}
+	if err := t.countEntry(); err != nil {
+		return fmt.Errorf("%s: %w", e.Path, err)
+	}
 	if e.Type == tar.TypeLink {
 		target, err := absPath(e.Linkname)
 		if err != nil {
@@ -217,6 +263,10 @@ func (t *Tree) newInode(what string, e Entry, content io.Reader) (*inode, error)
 		}
 		if t.spill == nil {
 			return nil, errors.New("layers: tree is closed")
+		}
+		if t.limits.Bytes > 0 && e.Size > t.limits.Bytes-t.end {
+			// Refused on the header's word, before a byte is written.
+			return nil, fmt.Errorf("%s: %d bytes: %w", what, e.Size, &LimitError{Limit: t.limits.Bytes})
 		}
 		var src io.Reader = eofReader{}
 		if content != nil {

@@ -27,8 +27,8 @@ const encodingVersion = "sbx-recipe-v1"
 //     to the same content hash the same;
 //   - the kernel's file, modules (in declared order, the order they are
 //     loaded in) and command line;
-//   - each artifact, sorted by name: name, file, dest, extract, mode, uid,
-//     gid;
+//   - each artifact, sorted by name: name, file, dest, extract,
+//     keep_special (when set), mode, uid, gid;
 //   - each user, sorted by name: uid, gid, home, shell, groups (in
 //     declared order);
 //   - each file, sorted by path: content, mode, uid, gid;
@@ -103,6 +103,11 @@ func InputHash(img *lang.Image, pins map[string]*lockfiles.Pin) (string, error) 
 		e.str("file", a.File)
 		e.str("dest", a.Dest)
 		e.present("extract", a.Extract)
+		if a.KeepSpecial {
+			// Encoded only when set, so that the hashes of recipes
+			// without it stay what they were.
+			e.present("keep_special", true)
+		}
 		e.int("mode", int64(a.Mode))
 		e.int("uid", int64(a.UID))
 		e.int("gid", int64(a.GID))

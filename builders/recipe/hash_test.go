@@ -128,6 +128,7 @@ func TestInputHashFieldChanges(t *testing.T) {
 		{name: "artifact dest", img: func(i *lang.Image) { art(i, "claude").Dest = "/usr/bin/claude" }},
 		{name: "artifact file", img: func(i *lang.Image) { art(i, "claude").File = "package/cli" }},
 		{name: "artifact extract", img: func(i *lang.Image) { art(i, "tree").Extract = false }},
+		{name: "artifact keep_special", img: func(i *lang.Image) { art(i, "tree").KeepSpecial = true }},
 		{name: "artifact renamed", img: func(i *lang.Image) { art(i, "tree").Name = "atree" }, pins: func(p map[string]*lockfiles.Pin) { p["artifact.atree"] = p["artifact.tree"] }},
 		{name: "artifact removed", img: func(i *lang.Image) { i.Artifacts = i.Artifacts[1:] }},
 		{name: "file and dest boundary", img: func(i *lang.Image) {
@@ -196,6 +197,9 @@ func TestInputHashCoversEveryField(t *testing.T) {
 		"Artifacts[0].Source.Kind": true, "Artifacts[0].Source.Raw": true, "Artifacts[0].Source.Ref": true, "Artifacts[0].Source.Version": true, "Artifacts[0].Source.SHA256": true, "Artifacts[0].Source.Range": true,
 		"Artifacts[0].DeclRange": true, "Users[0].DeclRange": true, "Files[0].DeclRange": true,
 		"pin.Source": true,
+		// Where local sources may be read from, like the source string,
+		// is how the content was found.
+		"HostPaths": true, "Base.HostPath": true, "Kernel.Source.HostPath": true, "Artifacts[0].Source.HostPath": true,
 	}
 	base := mustHash(t, sampleImage(), samplePins())
 	seen := map[string]bool{}

@@ -29,7 +29,7 @@ func (a *assembler) artifact(ctx context.Context, art *lang.Artifact) error {
 	}
 	blob, cleanup, err := a.blob(ctx, in)
 	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+		return fmt.Errorf("%s: %w", what, a.limitError(err))
 	}
 	defer cleanup()
 	if art.Extract {
@@ -38,7 +38,7 @@ func (a *assembler) artifact(ctx context.Context, art *lang.Artifact) error {
 		err = a.place(art, blob, in.File == nil)
 	}
 	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+		return fmt.Errorf("%s: %w", what, a.limitError(err))
 	}
 	return nil
 }
@@ -53,7 +53,7 @@ func (a *assembler) blob(ctx context.Context, in fetch.Fetched) (string, func(),
 	if in.Manifest == nil {
 		return "", nil, errors.New("the fetched input holds neither a file nor an OCI image")
 	}
-	t, err := layers.NewTree(a.opts.TempDir)
+	t, err := a.newTree()
 	if err != nil {
 		return "", nil, err
 	}
@@ -151,6 +151,7 @@ func (a *assembler) extract(ctx context.Context, art *lang.Artifact, blob string
 		return fmt.Errorf("dest %s is a %s in the image, not a directory to unpack into", dest, layers.TypeName(e.Type))
 	}
 	var links []layers.Entry
+	dropped := map[string]bool{} // devices left out, by archive name
 	err := archive.WalkFile(blob, func(hdr *tar.Header, body io.Reader) error {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -162,6 +163,10 @@ func (a *assembler) extract(ctx context.Context, art *lang.Artifact, blob string
 			Path: path.Join(dest, hdr.Name), Type: hdr.Typeflag, Mode: hdr.Mode & 0o7777,
 			UID: hdr.Uid, GID: hdr.Gid, Linkname: hdr.Linkname,
 			Devmajor: hdr.Devmajor, Devminor: hdr.Devminor, Xattrs: xattrs(hdr),
+		}
+		if !art.KeepSpecial && dropSpecial(&e) {
+			dropped[hdr.Name] = true
+			return nil
 		}
 		if own {
 			e.UID, e.GID = art.UID, art.GID
@@ -175,6 +180,9 @@ func (a *assembler) extract(ctx context.Context, art *lang.Artifact, blob string
 		old, exists := a.tree.Lookup(e.Path)
 		switch e.Type {
 		case tar.TypeLink:
+			if dropped[archive.CleanName(hdr.Linkname)] {
+				return nil // a link to a device left out
+			}
 			e.Linkname = path.Join(dest, archive.CleanName(hdr.Linkname))
 			links = append(links, e)
 			return nil
@@ -207,6 +215,24 @@ func (a *assembler) extract(ctx context.Context, art *lang.Artifact, blob string
 		}
 	}
 	return nil
+}
+
+// capabilityXattr holds a file's capabilities, which a program gains when
+// it is run, as a setuid bit gives it its owner's identity.
+const capabilityXattr = "security.capability"
+
+// dropSpecial strips an entry of an extracted archive of what would give
+// whoever runs or opens it more than the archive's files: the setuid and
+// setgid bits and file capabilities are removed, and it reports true for a
+// character or block device, which is left out. The spec keeps them with
+// keep_special = true.
+func dropSpecial(e *layers.Entry) bool {
+	if e.Type == tar.TypeChar || e.Type == tar.TypeBlock {
+		return true
+	}
+	e.Mode &^= 0o6000
+	delete(e.Xattrs, capabilityXattr)
+	return false
 }
 
 // xattrs returns the extended attributes a PAX header carries.

@@ -166,10 +166,59 @@ func where(r hcl.Range) string {
 	return fmt.Sprintf("%s:%d: ", r.Filename, r.Start.Line)
 }
 
+// DefaultMaxContent bounds the file content written while assembling an
+// image that declares no size. An image that needs more declares its size.
+const DefaultMaxContent = 64 << 30
+
+// Entry limits: at most one entry per 4 KiB of the content limit (ext4
+// gives a file system one inode per 16 KiB by default), but never fewer
+// than minEntries nor more than maxEntries.
+const (
+	minEntries = 1 << 16
+	maxEntries = 1 << 22
+)
+
+// ContentLimits are the limits of the tree an image is assembled in, and
+// of the scratch tree an OCI artifact is flattened in: its declared size
+// (DefaultMaxContent when it declares none) in bytes of file content
+// written, and as many entries as that allows at one per 4 KiB, between
+// 65,536 and 4,194,304. An archive that expands past them — a few
+// kilobytes of compressed zeros, millions of empty entries — stops with
+// an error naming it, long before it fills the disk or memory.
+func ContentLimits(size int64) layers.Limits {
+	if size <= 0 {
+		size = DefaultMaxContent
+	}
+	return layers.Limits{Bytes: size, Entries: int(min(max(size/4096, minEntries), maxEntries))}
+}
+
+// newTree makes a tree with the image's ContentLimits.
+func (a *assembler) newTree() (*layers.Tree, error) {
+	t, err := layers.NewTree(a.opts.TempDir)
+	if err != nil {
+		return nil, err
+	}
+	t.SetLimits(ContentLimits(a.img.Size))
+	return t, nil
+}
+
+// limitError explains a *layers.LimitError in err by the image's size, and
+// returns other errors as they are.
+func (a *assembler) limitError(err error) error {
+	var le *layers.LimitError
+	if !errors.As(err, &le) {
+		return err
+	}
+	if a.img.Size > 0 {
+		return fmt.Errorf("%w: it expands past the image's size, %s; an archive is not unpacked beyond it (raise size if the content is meant to be that large)", err, lang.FormatSize(a.img.Size))
+	}
+	return fmt.Errorf("%w: it expands past %s, the limit of an image that declares no size; an archive is not unpacked beyond it (declare the image's size if the content is meant to be that large)", err, lang.FormatSize(DefaultMaxContent))
+}
+
 // base returns the flattened base image (or a fresh tree) and the base
 // image's configured environment.
 func (a *assembler) base(ctx context.Context) (*layers.Tree, []string, error) {
-	t, err := layers.NewTree(a.opts.TempDir)
+	t, err := a.newTree()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -195,7 +244,7 @@ func (a *assembler) base(ctx context.Context) (*layers.Tree, []string, error) {
 		l.Name = b.Digest
 		if err := t.Apply(l); err != nil {
 			t.Close()
-			return nil, nil, fmt.Errorf("%s: %w", what, err)
+			return nil, nil, fmt.Errorf("%s: %w", what, a.limitError(err))
 		}
 	}
 	var env []string

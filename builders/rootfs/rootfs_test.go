@@ -120,10 +120,11 @@ image "agent" {
     dest   = "/usr/share/doc/claude/README.md"
   }
   artifact "app" {
-    source  = "https://downloads.example.com/app.tar.gz"
-    sha256  = "` + strings.Repeat("a", 64) + `"
-    dest    = "/opt/app"
-    extract = true
+    source       = "https://downloads.example.com/app.tar.gz"
+    sha256       = "` + strings.Repeat("a", 64) + `"
+    dest         = "/opt/app"
+    extract      = true
+    keep_special = true
   }
   artifact "debtool" {
     source  = "deb:tool=1.0"
