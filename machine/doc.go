@@ -7,8 +7,8 @@
 //   - makes a private directory for the machine: a qcow2 copy-on-write
 //     overlay over the image's disk (the image itself is never written),
 //     the unix sockets QEMU listens on (QMP, the agent port, the control
-//     port), the one it connects to (NetSocket) and the serial console
-//     log;
+//     port), the two it connects to (NetSocket, ConsoleSocket) and the
+//     serial console's log (ConsoleFile);
 //   - listens on NetSocket, then launches QEMU through package
 //     providers/qemu with the agent in serve mode (bootproto.ModeServe)
 //     and exactly one network device, a virtio-net device whose other
@@ -22,6 +22,17 @@
 //     fails, powers off or never answers is an error that quotes the
 //     agent's error line and the tail of the console, never a hang.
 //
+// The guest's serial console is the host's to keep, and the guest may
+// write to it endlessly: QEMU does not write it to a file but sends it to
+// ConsoleSocket, where the machine reads it as fast as it comes and
+// writes it to a log of at most Options.ConsoleMax bytes (8 MiB by
+// default) in each of two files, ConsoleFile and ConsoleFile+".1", the
+// older (package consolelog). The host never holds up the guest's
+// console: when the log cannot keep up, what does not fit a 1 MiB queue
+// is dropped and the log says how much. The ready line, the error lines
+// and the console's tail quoted in errors are read from the log's end,
+// never the whole of it.
+//
 // The returned Machine runs commands and moves files through its
 // guestconn.Client (Exec, Start, Put, Get). Stop powers the guest off:
 // it writes a power-off request on the control port (bootproto
@@ -29,8 +40,8 @@
 // detaches the root disk and powers off; a guest that has not gone within
 // Options.StopTimeout is killed with its whole QEMU process group. Either
 // way Stop returns only once QEMU has exited; it ends the Network's
-// Serve, and removes the machine's directory, sockets and overlay
-// included.
+// Serve, moves the console's log to Options.KeepConsole when set, and
+// removes the machine's directory, sockets and overlay included.
 //
 // Package machine does not build images (builders/image), render QEMU's
 // command line or speak QMP (providers/qemu), speak the agent protocol
