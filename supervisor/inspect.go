@@ -2,17 +2,17 @@ package supervisor
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"path/filepath"
+	"slices"
 	"strings"
-	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Liveness is what Inspect found of a sandbox's supervisor and machine.
@@ -39,7 +39,9 @@ const inspectTimeout = 3 * time.Second
 // sandbox. It asks the supervisor on its control socket; when that fails
 // it looks at the processes themselves, so that a killed supervisor
 // whose QEMU lives on is told apart from one that is gone with its
-// machine. It never changes anything.
+// machine. A process id counts only when the process provably is the
+// sandbox's (see findProcess): this user's, with the exact command line
+// sbx gave it. It never changes anything.
 func Inspect(ctx context.Context, dir string, pid, qemuPid int) Liveness {
 	st, err := askStatus(ctx, dir)
 	if err == nil {
@@ -65,10 +67,11 @@ func Inspect(ctx context.Context, dir string, pid, qemuPid int) Liveness {
 			qemuPid = st.QEMUPid
 		}
 	}
+	abs := absDir(dir)
 	switch {
 	case pid == 0:
 		lv.Gone = "it has no supervisor"
-	case processAlive(pid) && ownsProcess(dir, pid): // not a reused pid
+	case isRunning(abs, pid, roleSupervisor): // not a reused pid
 		lv.Gone = fmt.Sprintf("its supervisor (pid %d) does not answer on %s: %v", pid, filepath.Join(dir, ControlFile), err)
 	default:
 		lv.Gone = fmt.Sprintf("its supervisor (pid %d) has exited", pid)
@@ -76,11 +79,31 @@ func Inspect(ctx context.Context, dir string, pid, qemuPid int) Liveness {
 			lv.Gone += ": " + lv.Status.Error
 		}
 	}
-	if qemuPid != 0 && processAlive(qemuPid) && ownsProcess(dir, qemuPid) {
+	if isRunning(abs, qemuPid, roleQEMU) {
 		lv.OrphanQEMU = qemuPid
 		lv.Gone += fmt.Sprintf("; its QEMU (pid %d) still runs", qemuPid)
 	}
 	return lv
+}
+
+// isRunning reports whether pid provably runs as the process of role of
+// the supervisor directory dir (see findProcess).
+func isRunning(dir string, pid int, role procRole) bool {
+	p := findProcess(dir, pid, role)
+	if p == nil {
+		return false
+	}
+	p.close()
+	return true
+}
+
+// absDir returns dir absolute and clean, as Spawn names it to the
+// supervisor.
+func absDir(dir string) string {
+	if abs, err := filepath.Abs(dir); err == nil {
+		return abs
+	}
+	return filepath.Clean(dir)
 }
 
 // askStatus asks the supervisor in dir for its status on the control
@@ -116,31 +139,39 @@ func askStatus(ctx context.Context, dir string) (*Status, error) {
 // stop (Stop); a supervisor that does not answer is killed; a QEMU left
 // running by a killed supervisor is killed with its process group. pid
 // and qemuPid are the processes last recorded for dir (zeros when
-// unknown; the status file fills them in). Remove returns once no process
-// of the sandbox runs; a missing directory is not an error.
+// unknown; the status file adds its own). They are hints: a process is
+// signalled only when it provably is dir's supervisor or QEMU (see
+// findProcess), through a pidfd, so a recorded id that names another
+// process, or is reused meanwhile, is never hit; where that cannot be
+// proved (systems without pidfds), Remove fails rather than signal.
+//
+// Only what sbx makes in dir is removed (clearDir): its files, sockets
+// and machine directories, never through a symbolic link; other entries
+// are an error, and dir is left. The caller decides which directory is
+// the sandbox's (SandboxDir), never a path read from a file. Remove
+// returns once no process of the sandbox runs; a missing directory is
+// not an error.
 func Remove(ctx context.Context, dir string, pid, qemuPid int) error {
+	dir = absDir(dir)
 	if err := ensureStopped(ctx, dir, pid, qemuPid); err != nil {
 		return err
 	}
-	if err := os.RemoveAll(dir); err != nil {
-		return fmt.Errorf("supervisor: %w", err)
+	if err := clearDir(dir, true); err != nil {
+		return err
 	}
 	// The configuration's directory (SandboxDir) goes with its last
 	// sandbox; it stays while it holds others.
-	os.Remove(filepath.Dir(dir))
+	unix.Rmdir(filepath.Dir(dir))
 	return nil
 }
 
 // ensureStopped is Remove without removing the directory: afterwards no
-// process of the sandbox runs and no socket is left in dir.
+// process of the sandbox runs and no socket or machine directory is left
+// in dir (absolute and clean).
 func ensureStopped(ctx context.Context, dir string, pid, qemuPid int) error {
+	pids, qemuPids := []int{pid}, []int{qemuPid}
 	if st, err := ReadStatus(dir); err == nil {
-		if pid == 0 {
-			pid = st.Pid
-		}
-		if qemuPid == 0 || st.Pid == pid {
-			qemuPid = st.QEMUPid
-		}
+		pids, qemuPids = append(pids, st.Pid), append(qemuPids, st.QEMUPid)
 	}
 	// A supervisor stops its machine within the machine's stop timeout;
 	// one that takes much longer is stuck and is killed below, as is one
@@ -148,58 +179,51 @@ func ensureStopped(ctx context.Context, dir string, pid, qemuPid int) error {
 	stopCtx, cancel := context.WithTimeout(ctx, removeStopWait)
 	Stop(stopCtx, dir)
 	cancel()
-	if pid != 0 && processAlive(pid) && ownsProcess(dir, pid) {
-		syscall.Kill(pid, syscall.SIGKILL)
-		waitGone(ctx, pid)
+	for _, pid := range uniquePids(pids) {
+		if err := killProven(ctx, dir, pid, roleSupervisor); err != nil {
+			return err
+		}
 	}
-	if qemuPid != 0 && processAlive(qemuPid) && ownsProcess(dir, qemuPid) {
-		// QEMU leads its own process group (providers/qemu).
-		syscall.Kill(-qemuPid, syscall.SIGKILL)
-		syscall.Kill(qemuPid, syscall.SIGKILL)
-		if !waitGone(ctx, qemuPid) {
-			return fmt.Errorf("supervisor: QEMU (pid %d) of %s is still running after SIGKILL", qemuPid, dir)
+	for _, pid := range uniquePids(qemuPids) {
+		if err := killProven(ctx, dir, pid, roleQEMU); err != nil {
+			return err
 		}
 	}
 	saveConsole(dir)
-	for _, name := range []string{SocketFile, ControlFile} {
-		os.Remove(filepath.Join(dir, name))
+	return clearDir(dir, false)
+}
+
+// killProven kills pid when it provably is the process of role of dir,
+// and waits until it has exited; anything else is left alone.
+func killProven(ctx context.Context, dir string, pid int, role procRole) error {
+	p := findProcess(dir, pid, role)
+	if p == nil {
+		return nil
 	}
-	// Machine directories left by a killed supervisor.
-	if ents, err := os.ReadDir(dir); err == nil {
-		for _, e := range ents {
-			if e.IsDir() && strings.HasPrefix(e.Name(), "sbx-") {
-				os.RemoveAll(filepath.Join(dir, e.Name()))
-			}
-		}
+	defer p.close()
+	if err := p.kill(); err != nil {
+		return err
+	}
+	if !p.wait(ctx, killWait) {
+		return fmt.Errorf("supervisor: the %s (pid %d) of %s is still running after SIGKILL", role, pid, dir)
 	}
 	return nil
+}
+
+// uniquePids returns the distinct positive ids of pids.
+func uniquePids(pids []int) []int {
+	var out []int
+	for _, p := range pids {
+		if p > 0 && !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // removeStopWait bounds Remove's wait for a supervisor to stop its
 // sandbox before it kills the supervisor and QEMU.
 const removeStopWait = 2 * time.Minute
 
-// waitGone waits until pid has exited (or is a zombie) for a few seconds.
-func waitGone(ctx context.Context, pid int) bool {
-	deadline := time.Now().Add(10 * time.Second)
-	for processAlive(pid) {
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return true
-}
-
-// namesDir reports whether one of args is dir or a path inside it
-// (possibly after a "name=" prefix, as in QEMU's "path=DIR/x.sock").
-func namesDir(args [][]byte, dir string) bool {
-	d := []byte(filepath.Clean(dir))
-	inside := append(append([]byte{}, d...), '/')
-	for _, a := range args {
-		if bytes.Equal(a, d) || bytes.Contains(a, inside) {
-			return true
-		}
-	}
-	return false
-}
+// killWait bounds Remove's wait for a killed process to exit.
+const killWait = 10 * time.Second
