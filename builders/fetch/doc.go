@@ -4,7 +4,10 @@
 // OCI layouts) as their platform manifest, config blob and compressed
 // layer blobs; npm tarballs, checked against both the pinned sha256 and
 // the pinned integrity, from the registry the user's npm configuration
-// names; https URLs; local files; and Debian packages through apt.
+// names; https URLs; local files; and Debian packages through apt. Local
+// files and layouts are read inside their confining directory
+// (resolve.OpenLocalFile, resolve.OpenLayout), never through a symbolic
+// link out of it.
 //
 // What is already in the cache is not fetched again, so a warm cache
 // touches no network at all: not even a registry's version check. A

@@ -20,7 +20,9 @@
 //
 // Regular file contents go to a temporary spill file, not to memory, so a
 // tree may hold hundreds of megabytes; Close removes it. Add and Remove let
-// the root filesystem assembler place its own files on top.
+// the root filesystem assembler place its own files on top. SetLimits
+// bounds the bytes a tree spills and the entries it takes in, so that an
+// archive bomb stops with a *LimitError instead of filling the disk.
 //
 // WriteTar emits the tree in a canonical form: PAX format, entries sorted
 // by path component by component (so a directory comes before its

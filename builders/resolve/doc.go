@@ -7,6 +7,13 @@
 // a registry or mirror: those come from the user's npm, apt and registry
 // configuration whenever the sources are fetched.
 //
+// Local sources (file: and oci-layout:) are read only inside the
+// directory lang.Source.LocalRoot confines them to — the configuration
+// directory, or the image's host_paths entry that holds them — through an
+// os.Root, so that neither ".." nor a symbolic link leads to a host file
+// the spec does not name. OpenLocalFile and OpenLayout are that reading
+// step; package builders/fetch and builders/image use them too.
+//
 // It does not parse specs (package lang), read or write the lock file
 // (package lockfiles), define input hashes (package builders/recipe,
 // whose InputHash Lock calls), or keep downloaded bytes: building an

@@ -30,9 +30,14 @@
 //     whole download); its owner is the artifact's uid and gid. With extract
 //     = true every entry of the archive (the data tree of a .deb or .apk, the
 //     flattened file system of an OCI image) is created under dest, keeping
-//     the archive's modes, owners, symbolic links, hard links, devices and
+//     the archive's modes, owners, symbolic links, hard links, FIFOs and
 //     extended attributes, except that a non-zero uid or gid on the artifact
-//     owns every entry instead (and dest, when the artifact creates it). An entry that would land or point outside
+//     owns every entry instead (and dest, when the artifact creates it), and
+//     that, unless the artifact sets keep_special, setuid and setgid bits
+//     are cleared, character and block devices (and hard links to them) are
+//     left out and the security.capability attribute is dropped: a pinned
+//     archive brings no privilege into the image unless the spec says so.
+//     The base image's layers keep theirs. An entry that would land or point outside
 //     dest (archive.CheckEntry) is an error naming the artifact and entry,
 //     and so is an entry that would replace a directory of the image with a
 //     non-directory, or a symbolic link with a directory (as when a package's
@@ -78,6 +83,12 @@
 //  5. File blocks, sorted by path, each replacing what is at its path
 //     (including the files of step 4, so a spec can supply its own
 //     /etc/hosts); replacing a directory is an error.
+//
+// The tree, and the scratch tree an OCI artifact is flattened in, have the
+// image's ContentLimits: file content written up to the image's size
+// (DefaultMaxContent without one) and one entry per 4 KiB of it, within
+// bounds. An input that expands past them (an archive bomb) stops assembly
+// with an error naming the base or artifact.
 //
 // Everything in the tree is a function of the inputs, the image (as
 // recipe.Canonical orders it) and Options: the same inputs give the same
