@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sbx-dev/sbx/policy"
+	"github.com/sbx-dev/sbx/termtext"
 )
 
 // RenderOptions control the text rendering of a plan.
@@ -26,7 +27,9 @@ type RenderOptions struct {
 // the attribute differences ("# forces replacement" where one does) and
 // the classified policy changes with their origins, then the summary
 // lines. Unchanged resources are not shown. Hashes are abbreviated; the
-// JSON form (MarshalJSON) carries them in full.
+// JSON form (MarshalJSON) carries them in full. A change's reason, which
+// may quote a sandbox's runtime (its supervisor's error, its console), is
+// escaped to one line by package termtext.
 func Render(w io.Writer, p *Plan, opts RenderOptions) error {
 	bw := bufio.NewWriter(w)
 	r := &renderer{w: bw, opts: opts}
@@ -137,7 +140,11 @@ func (r *renderer) resource(c *ResourceChange) {
 	}
 	head := fmt.Sprintf("# %s %s", c.Addr, what)
 	if c.Reason != "" {
-		head += " because " + c.Reason
+		// A reason may quote a sandbox's runtime (Runtime.Gone: the
+		// supervisor's error, the VM's console), read back from a state
+		// file: escaped to one line, it cannot start plan lines of its
+		// own or drive the terminal.
+		head += " because " + termtext.Line(c.Reason)
 	}
 	r.printf("  %s\n", r.color(ansiBold, head))
 	r.printf("%s %s %q {\n", r.symbol(c.Action), c.Addr.Kind, c.Addr.Name)
