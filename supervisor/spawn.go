@@ -44,12 +44,15 @@ const maxLog = 1 << 20
 
 // Spawn starts a supervisor for spec in dir as a detached process (its own
 // session, its output in dir/supervisor.log) that outlives this one, and
-// returns its status once the sandbox runs. When the supervisor fails
+// returns its status once the sandbox runs. dir and the directories it
+// makes above it are private (mode 0700) and must be safe from other
+// users (see SandboxDir); its files are never opened through a symbolic
+// link. When the supervisor fails
 // first, the error quotes its status or the end of its log. When ctx ends
 // first, the supervisor is told to stop, and Spawn returns once it has.
 func Spawn(ctx context.Context, dir string, spec Spec, opts SpawnOptions) (*Status, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("supervisor: %w", err)
+	if err := secureDir(dir, 1, true); err != nil {
+		return nil, err
 	}
 	if running(dir) {
 		return nil, fmt.Errorf("supervisor: %s is already served by a running supervisor", dir)
@@ -79,12 +82,12 @@ func Spawn(ctx context.Context, dir string, spec Spec, opts SpawnOptions) (*Stat
 	logPath := filepath.Join(dir, LogFile)
 	// Each start appends to the log; a log grown past maxLog is kept as
 	// LogFile.1 (replacing the one before) and a new one begun.
-	if fi, err := os.Stat(logPath); err == nil && fi.Size() > maxLog {
+	if fi, err := os.Lstat(logPath); err == nil && fi.Size() > maxLog {
 		os.Rename(logPath, logPath+".1")
 	}
-	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	logf, err := openPrivate(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("supervisor: %w", err)
+		return nil, err
 	}
 	logStart, _ := logf.Seek(0, io.SeekEnd)
 	cmd := exec.Command(argv[0], append(argv[1:len(argv):len(argv)], abs)...)
@@ -151,7 +154,7 @@ func abandon(p *os.Process, exited <-chan error) {
 
 // logTail returns the end of what the log got from offset on.
 func logTail(path string, from int64) string {
-	b, err := os.ReadFile(path)
+	b, err := readPrivate(path)
 	if err != nil || int64(len(b)) < from {
 		return "(no log)"
 	}
@@ -166,12 +169,13 @@ func logTail(path string, from int64) string {
 	return string(b)
 }
 
-// ReadSpec reads the spec Spawn wrote in dir.
+// ReadSpec reads the spec Spawn wrote in dir; a spec.json that is a
+// symbolic link, or not this user's, is an *UnsafeError.
 func ReadSpec(dir string) (*Spec, error) {
 	path := filepath.Join(dir, SpecFile)
-	b, err := os.ReadFile(path)
+	b, err := readPrivate(path)
 	if err != nil {
-		return nil, fmt.Errorf("supervisor: %w", err)
+		return nil, err
 	}
 	var spec Spec
 	dec := json.NewDecoder(bytes.NewReader(b))

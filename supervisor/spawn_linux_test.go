@@ -25,6 +25,9 @@ import (
 const childEnv = "SBX_SUPERVISOR_TEST_CHILD"
 
 func TestMain(m *testing.M) {
+	if os.Getenv(impostorEnv) == "1" {
+		os.Exit(impostor(os.Args[1:]))
+	}
 	if os.Getenv(childEnv) == "1" {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 		log := slog.New(slog.NewTextHandler(os.Stderr, nil))

@@ -124,8 +124,8 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if dir == "" {
 		return errors.New("supervisor: no directory")
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("supervisor: %w", err)
+	if err := secureDir(dir, 1, true); err != nil {
+		return err
 	}
 	if running(dir) {
 		return fmt.Errorf("supervisor: %s is already served by a running supervisor", dir)
@@ -163,6 +163,11 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if err != nil {
 		return fmt.Errorf("supervisor: %w", err)
 	}
+	// The machine made its directory inside dir with mode 0700; it holds
+	// the agent's socket.
+	if err := privateDir(m.Dir()); err != nil {
+		return errors.Join(err, m.Stop(context.Background()))
+	}
 	st.QEMUPid, st.Accel, st.Note, st.MachineDir = m.Pid(), string(m.Accel()), m.Host().Note, m.Dir()
 	log.Info("machine started", "sandbox", opts.Spec.Name, "qemu", m.Pid(), "accel", m.Accel(), "boot", m.BootTime())
 
@@ -182,9 +187,9 @@ func Run(ctx context.Context, opts Options) (err error) {
 	r, err = takeOver(ctx, m, log)
 	if err == nil {
 		var l, ctl net.Listener
-		if l, err = net.Listen("unix", sockPath); err == nil {
+		if l, err = listenPrivate(sockPath, log); err == nil {
 			listeners = append(listeners, l)
-			if ctl, err = net.Listen("unix", ctlPath); err == nil {
+			if ctl, err = listenPrivate(ctlPath, log); err == nil {
 				listeners = append(listeners, ctl)
 			}
 		}
@@ -359,15 +364,12 @@ func answerStop(conn net.Conn, err error) {
 
 // Stop asks the supervisor serving dir to stop its sandbox and waits
 // until it has, or until ctx ends. With no supervisor running, the error
-// is ErrNotRunning.
+// is ErrNotRunning; a directory or supervisor that another user could
+// control is refused as by Dial.
 func Stop(ctx context.Context, dir string) error {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", filepath.Join(dir, ControlFile))
+	conn, err := dialDir(ctx, dir, ControlFile)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
-			return fmt.Errorf("%w in %s", ErrNotRunning, dir)
-		}
-		return fmt.Errorf("supervisor: stopping %s: %w", dir, err)
+		return err
 	}
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
@@ -390,15 +392,12 @@ func Stop(ctx context.Context, dir string) error {
 }
 
 // Dial connects to the supervisor serving dir and returns a client of the
-// sandbox's guest agent.
+// sandbox's guest agent. A directory or supervisor that another user could
+// control is refused (*UnsafeError, *PeerError) before anything is sent.
 func Dial(ctx context.Context, dir string) (*guestconn.Client, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", filepath.Join(dir, SocketFile))
+	conn, err := dialDir(ctx, dir, SocketFile)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
-			return nil, fmt.Errorf("%w in %s", ErrNotRunning, dir)
-		}
-		return nil, fmt.Errorf("supervisor: %w", err)
+		return nil, err
 	}
 	// A supervisor answers the hello at once (with the guest's, which it
 	// keeps); one that does not is stuck, and waiting on it would hang.
@@ -414,9 +413,36 @@ func Dial(ctx context.Context, dir string) (*guestconn.Client, error) {
 // dialHelloTimeout bounds Dial's wait for the supervisor's hello.
 const dialHelloTimeout = 15 * time.Second
 
-// running reports whether a supervisor answers on dir's control socket.
+// dialDir connects to the socket name in the supervisor directory dir
+// once dir has passed secureDir and the server runs as this user
+// (dialVerified). With no supervisor there, the error is ErrNotRunning.
+func dialDir(ctx context.Context, dir, name string) (net.Conn, error) {
+	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w in %s", ErrNotRunning, dir)
+	}
+	if err := secureDir(dir, 1, false); err != nil {
+		return nil, err
+	}
+	conn, err := dialVerified(ctx, filepath.Join(dir, name))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, fmt.Errorf("%w in %s", ErrNotRunning, dir)
+		}
+		var pe *PeerError
+		if errors.As(err, &pe) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("supervisor: %s: %w", dir, err)
+	}
+	return conn, nil
+}
+
+// running reports whether a supervisor of this user answers on dir's
+// control socket.
 func running(dir string) bool {
-	conn, err := net.DialTimeout("unix", filepath.Join(dir, ControlFile), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	conn, err := dialVerified(ctx, filepath.Join(dir, ControlFile))
 	if err != nil {
 		return false
 	}
@@ -424,11 +450,12 @@ func running(dir string) bool {
 	return true
 }
 
-// ReadStatus reads the status file of the supervisor directory dir.
+// ReadStatus reads the status file of the supervisor directory dir; one
+// that is a symbolic link, or not this user's, is an *UnsafeError.
 func ReadStatus(dir string) (*Status, error) {
-	b, err := os.ReadFile(filepath.Join(dir, StatusFile))
+	b, err := readPrivate(filepath.Join(dir, StatusFile))
 	if err != nil {
-		return nil, fmt.Errorf("supervisor: %w", err)
+		return nil, err
 	}
 	var st Status
 	if err := json.Unmarshal(b, &st); err != nil {
