@@ -1,3 +1,5 @@
+//go:build unix
+
 package state
 
 import (
@@ -249,4 +251,20 @@ func goldenState(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+func TestLockRefusesLockFileFIFO(t *testing.T) {
+	dir, sbx := checkout(t)
+	path := filepath.Join(sbx, LockFileName)
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	l, err := Lock(context.Background(), dir)
+	if err == nil {
+		l.Close()
+		t.Fatal("Lock took a named pipe as its lock file")
+	}
+	if want := path + " is not a regular file"; !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q does not say %q", err, want)
+	}
 }
