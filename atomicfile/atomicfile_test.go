@@ -120,3 +120,26 @@ func TestWriteInReplacesLinkNotTarget(t *testing.T) {
 	}
 	assertOnly(t, dir, "f")
 }
+
+// A link planted at the target's name (sbx.lock.hcl in a checkout) is
+// replaced, not written through.
+func TestWriteReplacesLinkNotTarget(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(t.TempDir(), "victim")
+	if err := os.WriteFile(victim, []byte("keep"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "f")
+	if err := os.Symlink(victim, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteBytes(p, []byte("new"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "keep" {
+		t.Errorf("the link's target was written: %q", b)
+	}
+	if fi, err := os.Lstat(p); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("f = %v, %v; want a regular file", fi, err)
+	}
+}
