@@ -161,3 +161,36 @@ func TestLayoutSymlinkEscape(t *testing.T) {
 		t.Errorf("a layout directory linked out of the configuration directory: err = %v", err)
 	}
 }
+
+// TestLockRefusesSymlinkEscape runs sbx lock's step on a checkout whose
+// file: source is a link to a key outside it: the diagnostic points at the
+// source in the spec and names the path, and nothing is pinned.
+func TestLockRefusesSymlinkEscape(t *testing.T) {
+	top := t.TempDir()
+	writeFile(t, filepath.Join(top, "id_rsa"), "PRIVATE KEY\n")
+	dir := filepath.Join(top, "checkout")
+	symlink(t, "../id_rsa", filepath.Join(dir, "motd"))
+	writeFile(t, filepath.Join(dir, "main.hcl"), `
+image "a" {
+  artifact "motd" {
+    source = "file:motd"
+    dest   = "/etc/motd"
+  }
+}
+`)
+	cfg, diags := lang.Load(dir, lang.Options{})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	lock, _, diags := New(Options{Dir: dir}).Lock(context.Background(), cfg, nil, false)
+	if !diags.HasErrors() {
+		t.Fatalf("locked a link out of the configuration directory: %+v", lock.Images["a"].Inputs)
+	}
+	d := diags[0]
+	if d.Subject == nil || filepath.Base(d.Subject.Filename) != "main.hcl" || d.Subject.Start.Line != 4 {
+		t.Errorf("diagnostic at %v, want main.hcl:4", d.Subject)
+	}
+	if !strings.Contains(d.Detail, filepath.Join(dir, "motd")) || !strings.Contains(d.Detail, "leads outside the configuration directory") || strings.Contains(d.Detail, "main.hcl:4") {
+		t.Errorf("detail %q: want the path and the reason, without repeating the position", d.Detail)
+	}
+}

@@ -42,7 +42,10 @@ func (s *Set) Lock(ctx context.Context, cfg *lang.Config, old *lockfiles.Lock, u
 	var changes []LockChange
 	var diags hcl.Diagnostics
 
-	type memoKey struct{ kind, raw, sha256, platform string }
+	// hostPath is part of the key: a local source is read inside the
+	// directory its own image allows, and two images may allow different
+	// ones.
+	type memoKey struct{ kind, raw, sha256, hostPath, platform string }
 	type result struct {
 		pin *lockfiles.Pin
 		err error
@@ -79,15 +82,17 @@ func (s *Set) Lock(ctx context.Context, cfg *lang.Config, old *lockfiles.Lock, u
 					})
 					return next, changes, diags
 				}
-				k := memoKey{string(in.Source.Kind), in.Source.Raw, in.Source.SHA256, platform}
+				k := memoKey{string(in.Source.Kind), in.Source.Raw, in.Source.SHA256, in.Source.HostPath, platform}
 				r, ok := memo[k]
 				if !ok {
 					r.pin, r.err = s.Resolve(ctx, in.Source, img.Platform)
 					memo[k] = r
 				}
 				if r.err != nil {
+					// The diagnostic's subject is the source's position;
+					// the message need not repeat it.
 					diags = append(diags, sourceDiag(in.Source, "Cannot pin source",
-						fmt.Sprintf("%s of image.%s: %v", in.Key, name, r.err)))
+						fmt.Sprintf("%s of image.%s: %s", in.Key, name, strings.TrimPrefix(r.err.Error(), specPos(in.Source)))))
 					failed = true
 					continue
 				}
