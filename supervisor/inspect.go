@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -111,8 +110,7 @@ func absDir(dir string) string {
 func askStatus(ctx context.Context, dir string) (*Status, error) {
 	ctx, cancel := context.WithTimeout(ctx, inspectTimeout)
 	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", filepath.Join(dir, ControlFile))
+	conn, err := dialVerified(ctx, filepath.Join(dir, ControlFile))
 	if err != nil {
 		return nil, err
 	}

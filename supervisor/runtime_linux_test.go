@@ -305,7 +305,7 @@ func sandboxHash(t *testing.T, configDir string) string {
 	return filepath.Base(filepath.Dir(dir))
 }
 
-// TestDialRefusesASocketOfAnotherUser gives Dial and Stop a private
+// TestDialRefusesASocketOfAnotherUser gives Dial, Stop and Inspect a private
 // directory of the victim's holding sockets served by another user (moved
 // there; the directory check alone would not see them): they must refuse
 // the server before sending it anything.
@@ -338,6 +338,9 @@ func TestDialRefusesASocketOfAnotherUser(t *testing.T) {
 	}
 	if running(dir) {
 		t.Error("running counts the other user's server as a supervisor")
+	}
+	if lv := Inspect(ctx, dir, 0, 0); lv.Running || lv.Status != nil {
+		t.Errorf("Inspect took the other user's server's answer: %+v", lv)
 	}
 	if _, err := Spawn(ctx, dir, Spec{Name: "dev"}, SpawnOptions{Command: []string{"/bin/false"}, ReadyTimeout: 5 * time.Second}); err == nil {
 		t.Error("Spawn with a fake supervisor's sockets in place succeeded")
