@@ -268,3 +268,15 @@ func TestLockRefusesLockFileFIFO(t *testing.T) {
 		t.Errorf("error %q does not say %q", err, want)
 	}
 }
+
+func TestLockDoesNotWriteHardLinkedEmptyFile(t *testing.T) {
+	dir, sbx := checkout(t)
+	v := victim(t, "")
+	if err := os.Link(v, filepath.Join(sbx, LockFileName)); err != nil {
+		t.Skipf("cannot make a hard link across temporary directories: %v", err)
+	}
+	l := lock(t, dir)
+	assertContent(t, v, "")
+	l.Close()
+	assertContent(t, v, "")
+}

@@ -18,9 +18,9 @@
 // directory and state.json and state.lock regular files, or Load and Lock
 // fail with an error naming the path and read or write nothing through
 // them. The lock file is never truncated: the holder's process id is
-// written only into a lock file that is empty or holds nothing but a
-// process id, so a file that is not sbx's (a hard link to a user's file,
-// say) is locked but never changed.
+// written only into a lock file of this user with a single name that is
+// empty or holds nothing but a process id, so a file that is not sbx's (a
+// hard link to a user's file, say) is locked but never changed.
 //
 // Package plan reads state and compares it with the desired resources;
 // package apply (later) writes it. This package decides nothing about

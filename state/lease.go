@@ -46,9 +46,10 @@ type Lease struct {
 //
 // Lock follows no symbolic link below dir (see Load) and never truncates
 // or rewrites a file it does not recognise: the process id is written only
-// into a lock file that is empty or holds nothing but a process id, as one
-// fixed-width record over the same bytes. A lock file with other content
-// still locks; its holder just cannot be named.
+// into a lock file that belongs to this user, has no other name (hard
+// link), and is empty or holds nothing but a process id, as one
+// fixed-width record over the same bytes. Any other lock file still locks;
+// its holder just cannot be named.
 func Lock(ctx context.Context, dir string) (*Lease, error) {
 	d, err := openDir(dir, true)
 	if err != nil {
@@ -102,10 +103,14 @@ func holderRecord(pid int) []byte {
 	return fmt.Appendf(nil, "%-*d\n", holderSize-1, pid)
 }
 
-// writeHolder records pid in the lock file f if f is empty or holds only
-// a process id (digits and white space, at most holderSize bytes), and
-// reports whether it did. Anything else is left as it is.
+// writeHolder records pid in the lock file f if f is this user's, has no
+// other name (hard link), and is empty or holds only a process id (digits
+// and white space, at most holderSize bytes), and reports whether it did.
+// Anything else is left as it is.
 func writeHolder(f *os.File, pid int) bool {
+	if !ownedSingleLink(f) {
+		return false
+	}
 	buf := make([]byte, holderSize+1)
 	n, err := f.ReadAt(buf, 0)
 	if (err != nil && !errors.Is(err, io.EOF)) || n > holderSize {
