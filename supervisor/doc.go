@@ -24,6 +24,21 @@
 // per-user RuntimeBase, short enough for unix socket paths whatever the
 // configuration's path, so that "sbx exec NAME" finds it.
 //
+// Other local users are kept out (the runtime base may be in a shared
+// /tmp). Every directory sbx keeps sockets and files in — the runtime
+// base, the configuration's hash directory, the sandbox's directory and
+// the machine's inside it — must be a real directory (no symbolic link)
+// owned by this user with mode 0700 (sbx makes them so, and closes one of
+// its own that is open); those above must be owned by the user or root
+// and, if others may write them, sticky. Anything else is refused with an
+// *UnsafeError naming the path. Files there (log, status, spec) are opened
+// with O_NOFOLLOW and must be this user's regular files; writes replace
+// them through a new temporary file, never through a planted link. The
+// sockets are 0600, the supervisor accepts only clients of its own user,
+// and Dial, Stop and Inspect refuse a server of another user (*PeerError)
+// before they send it anything (SO_PEERCRED, LOCAL_PEERCRED; other
+// systems refuse every peer).
+//
 // It does not build images (builders/image), boot QEMU itself (machine,
 // providers/qemu), speak the guest's side of the protocol
 // (guest/execsrv) or record sandboxes in the configuration's state
