@@ -246,7 +246,7 @@ func (l *loader) readSource(name string) ([]byte, error) {
 	fi, err := l.root.Stat(name)
 	if err != nil {
 		if target, lerr := os.Readlink(filepath.Join(l.dir, name)); lerr == nil {
-			return nil, fmt.Errorf("it is a symbolic link to %q, which %v; configuration is read only from inside the configuration directory", target, linkErrText(err))
+			return nil, fmt.Errorf("it is a symbolic link to %q, which %v", target, linkErrText(err))
 		}
 		return nil, pathErrText(err)
 	}
@@ -281,7 +281,7 @@ func linkErrText(err error) string {
 	case errors.Is(err, fs.ErrNotExist):
 		return "does not exist"
 	case strings.Contains(err.Error(), "escapes from parent"):
-		return "is outside the configuration directory"
+		return "is outside the configuration directory; configuration is read only from inside it"
 	}
 	return fmt.Sprintf("cannot be read (%v)", pathErrText(err))
 }
