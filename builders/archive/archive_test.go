@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -420,5 +421,25 @@ func TestDecompress(t *testing.T) {
 		if err != nil || !bytes.Equal(b, payload) || got != c {
 			t.Errorf("%q: got %d bytes as %q, %v", c, len(b), got, err)
 		}
+	}
+}
+
+// TestExtractFileEntryBound looks a file up in an archive of more entries
+// than ExtractFileTo reads: it stops with an error naming the archive
+// instead of indexing them all.
+func TestExtractFileEntryBound(t *testing.T) {
+	defer archive.SetMaxEntries(100)()
+	ents := make([]E, 150)
+	for i := range ents {
+		ents[i] = E{Name: "f" + strconv.Itoa(i)}
+	}
+	ents[149] = E{Name: "wanted", Body: "here"}
+	path := filepath.Join(t.TempDir(), "many.tar")
+	if err := os.WriteFile(path, archivetest.Tar(t, ents...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := archive.ExtractFile(path, "wanted")
+	if err == nil || !strings.Contains(err.Error(), "more than 100 entries") || !strings.Contains(err.Error(), path) {
+		t.Errorf("err = %v, want the entry bound naming %s", err, path)
 	}
 }

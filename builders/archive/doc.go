@@ -15,7 +15,7 @@
 // archive on disk but streams the file to a function instead of returning
 // its bytes, so that a file of hundreds of megabytes is never held in
 // memory (it reads the archive twice: once to find the file and resolve
-// links, once to stream it). Control reads a package's own fields
+// links, once to stream it; it reads at most 4,194,304 entries). Control reads a package's own fields
 // (the deb control file, the apk .PKGINFO). CheckEntry says whether an
 // entry is safe to write under a directory: Walk passes every entry as it
 // is and callers that extract a whole tree decide what to do with unsafe

@@ -148,6 +148,11 @@ func ExtractFileTo(name, pattern string, fn func(hdr *tar.Header, body io.Reader
 	ord := 0
 	err = walkFileOnce(name, func(h *tar.Header, _ io.Reader) error {
 		defer func() { ord++ }()
+		if ord >= maxEntries {
+			// What the first pass keeps grows with the entries: an
+			// archive of millions of empty entries is refused, not held.
+			return fmt.Errorf("more than %d entries; too many to look a file up in", maxEntries)
+		}
 		if !linkable(h.Typeflag) {
 			return nil
 		}
@@ -202,6 +207,10 @@ func ExtractFileTo(name, pattern string, fn func(hdr *tar.Header, body io.Reader
 
 // maxLinks is how many links ExtractFile and ExtractFileTo follow.
 const maxLinks = 8
+
+// maxEntries bounds the entries ExtractFile and ExtractFileTo read from
+// one archive (a variable for tests).
+var maxEntries = 1 << 22
 
 // seenEntry is what the first pass of ExtractFileTo keeps of an entry: its
 // position among the entries Walk visits, and what links need.
