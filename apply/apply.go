@@ -250,21 +250,12 @@ func (a *applier) stop(ctx context.Context, c *plan.ResourceChange) {
 	if c.Action == plan.Delete {
 		a.event(Event{Addr: c.Addr, Action: c.Action})
 	}
-	dir, pid, qemu := "", 0, 0
-	if c.Before != nil && c.Before.Sandbox != nil && c.Before.Sandbox.Runtime != nil {
-		rt := c.Before.Sandbox.Runtime
-		dir, pid, qemu = rt.Dir, rt.Pid, rt.QEMUPid
+	dir, pid, qemu, err := a.stopTarget(c)
+	if err == nil {
+		// Stopping is not abandoned on interruption: a half-stopped
+		// sandbox is worse than a late one.
+		err = supervisor.Remove(context.WithoutCancel(ctx), dir, pid, qemu)
 	}
-	if dir == "" {
-		var err error
-		if dir, err = a.sandboxDir(c.Addr.Name); err != nil {
-			a.finish(c, began, err, nil, c.Action == plan.Delete)
-			return
-		}
-	}
-	// Stopping is not abandoned on interruption: a half-stopped sandbox
-	// is worse than a late one.
-	err := supervisor.Remove(context.WithoutCancel(ctx), dir, pid, qemu)
 	if err != nil {
 		err = fmt.Errorf("%s: %w", c.Addr, err)
 	}
@@ -292,6 +283,28 @@ func (a *applier) stop(ctx context.Context, c *plan.ResourceChange) {
 	if err != nil {
 		a.finish(c, began, fmt.Errorf("%s: saving state: %w", c.Addr, err), nil, true)
 	}
+}
+
+// stopTarget returns the supervisor directory of the sandbox c stops and
+// the process ids state last recorded for it. The directory is the one
+// sbx makes for the sandbox (supervisor.SandboxDir), never the one state
+// records: state is a file in the configuration's directory, which an
+// untrusted checkout writes, and Remove deletes files in the directory
+// and kills processes there. A recorded directory that is another is an
+// error, so that nothing is stopped or removed on its word; the recorded
+// process ids are hints that Remove verifies.
+func (a *applier) stopTarget(c *plan.ResourceChange) (dir string, pid, qemuPid int, err error) {
+	dir, err = a.sandboxDir(c.Addr.Name)
+	if err != nil || c.Before == nil || c.Before.Sandbox == nil || c.Before.Sandbox.Runtime == nil {
+		return dir, 0, 0, err
+	}
+	rt := c.Before.Sandbox.Runtime
+	if err := recordedElsewhere(rt, dir); err != nil {
+		return "", 0, 0, fmt.Errorf("%w; refusing to stop processes or remove files there on the state's word. "+
+			"If sbx started the sandbox with another runtime directory (SBX_RUNTIME_DIR, XDG_RUNTIME_DIR) "+
+			"or through another path to this configuration, run it again the same way", err)
+	}
+	return dir, rt.Pid, rt.QEMUPid, nil
 }
 
 // start starts a created or replaced sandbox with a detached supervisor

@@ -3,6 +3,7 @@ package apply
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/plan"
 	"github.com/sbx-dev/sbx/state"
+	"github.com/sbx-dev/sbx/supervisor"
 )
 
 // These tests cover what Apply does without starting a VM: images and
@@ -136,21 +138,25 @@ func TestApplyInterruptedBeforeStart(t *testing.T) {
 // and one whose recorded supervisor is dead, are marked gone; one with no
 // runtime recorded is left alone.
 func TestRefreshDeadSandbox(t *testing.T) {
-	base, err := os.MkdirTemp("", "sbx-ref")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(base)
+	base := t.TempDir()
+	configDir := t.TempDir()
 	sb := func(name string, rt *state.Runtime) *state.Resource {
 		a := addrs.SandboxRef(name)
 		return &state.Resource{Addr: a, Address: a.String(), Sandbox: &state.SandboxAttrs{Image: "x", Runtime: rt}}
 	}
+	dir := func(name string) string {
+		d, err := supervisor.SandboxDir(base, configDir, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
 	st := &state.State{Resources: []*state.Resource{
-		sb("missing", &state.Runtime{Dir: filepath.Join(base, "missing")}),
-		sb("dead", &state.Runtime{Dir: filepath.Join(base, "dead"), Pid: 1 << 30}),
+		sb("missing", &state.Runtime{Dir: dir("missing")}),
+		sb("dead", &state.Runtime{Dir: dir("dead"), Pid: 1 << 30}),
 		sb("unrecorded", nil),
 	}}
-	Refresh(context.Background(), st)
+	Refresh(context.Background(), st, base, configDir)
 	if g := st.Resources[0].Sandbox.Runtime.Gone; g != "it has no supervisor" {
 		t.Errorf("missing: gone %q", g)
 	}
@@ -159,5 +165,52 @@ func TestRefreshDeadSandbox(t *testing.T) {
 	}
 	if st.Resources[2].Sandbox.Runtime != nil {
 		t.Errorf("unrecorded got a runtime")
+	}
+}
+
+// TestRefreshCraftedRuntimeDir plays a checkout whose state records a
+// sandbox as running in a directory of its choosing, with a control
+// socket and a status file there. Refresh does not connect to the
+// socket nor take the status for the sandbox's: the sandbox is gone, and
+// Gone names the directory sbx would use.
+func TestRefreshCraftedRuntimeDir(t *testing.T) {
+	base, configDir := t.TempDir(), t.TempDir()
+	elsewhere, err := os.MkdirTemp("", "sbx-else")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(elsewhere)
+	ln, err := net.Listen("unix", filepath.Join(elsewhere, supervisor.ControlFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	connected := make(chan struct{}, 1)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			connected <- struct{}{}
+			c.Write([]byte(`{"name":"box","state":"running","pid":1,"qemu_pid":1}` + "\n"))
+			c.Close()
+		}
+	}()
+	a := addrs.SandboxRef("box")
+	rt := &state.Runtime{Dir: elsewhere, Pid: 1}
+	st := &state.State{Resources: []*state.Resource{{Addr: a, Address: a.String(), Sandbox: &state.SandboxAttrs{Image: "x", Runtime: rt}}}}
+	Refresh(context.Background(), st, base, configDir)
+	select {
+	case <-connected:
+		t.Errorf("Refresh connected to %s, the control socket a crafted state named", filepath.Join(elsewhere, supervisor.ControlFile))
+	default:
+	}
+	own, err := supervisor.SandboxDir(base, configDir, "box")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(rt.Gone, elsewhere) || !strings.Contains(rt.Gone, own) {
+		t.Errorf("Gone = %q; want it to name %s and %s", rt.Gone, elsewhere, own)
 	}
 }

@@ -9,6 +9,14 @@
 // state records against the processes that run them, so that a sandbox
 // whose supervisor died shows in the plan as one to re-create.
 //
+// Both find a sandbox in the supervisor directory sbx gives it
+// (supervisor.SandboxDir of the runtime base, the configuration's
+// directory and the sandbox's name), never in the one state records:
+// state lives in the configuration's directory, which an untrusted
+// checkout writes. A sandbox recorded elsewhere is reported gone, and
+// stopping it is an error; the process ids state records are hints that
+// package supervisor verifies before it signals anything.
+//
 // Deciding what to change is package plan's; building images is
 // builders/image's (through the Build callback, which the command line
 // gives progress output); running a sandbox is package supervisor's;

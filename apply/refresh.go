@@ -2,6 +2,8 @@ package apply
 
 import (
 	"context"
+	"fmt"
+	"path/filepath"
 	"sync"
 
 	"github.com/sbx-dev/sbx/state"
@@ -13,7 +15,15 @@ import (
 // longer run: their Runtime.Gone says why. A plan made against the
 // refreshed state replaces them. Sandboxes found running get Gone
 // cleared and their QEMU process id updated. Refresh changes only st.
-func Refresh(ctx context.Context, st *state.State) {
+//
+// A sandbox is looked for in the supervisor directory sbx gives it
+// (supervisor.SandboxDir under runtimeBase, for the configuration in
+// configDir), not in the one st records: state is a file in the
+// configuration's directory, which an untrusted checkout writes, so
+// nothing is read from or sent to a directory it names. A sandbox
+// recorded in another directory is marked gone, saying so; the process
+// ids st records are hints that supervisor.Inspect verifies.
+func Refresh(ctx context.Context, st *state.State, runtimeBase, configDir string) {
 	if st == nil {
 		return
 	}
@@ -23,17 +33,36 @@ func Refresh(ctx context.Context, st *state.State) {
 			continue
 		}
 		rt := r.Sandbox.Runtime
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			lv := supervisor.Inspect(ctx, rt.Dir, rt.Pid, rt.QEMUPid)
+		name := r.Addr.Name
+		wg.Go(func() {
+			dir, err := supervisor.SandboxDir(runtimeBase, configDir, name)
+			if err == nil {
+				dir, err = filepath.Abs(dir)
+			}
+			if err == nil {
+				err = recordedElsewhere(rt, dir)
+			}
+			if err != nil {
+				rt.Gone = err.Error()
+				return
+			}
+			lv := supervisor.Inspect(ctx, dir, rt.Pid, rt.QEMUPid)
 			rt.Gone = lv.Gone
 			if lv.Running && lv.Status != nil && lv.Status.QEMUPid != 0 {
 				rt.QEMUPid = lv.Status.QEMUPid
 			}
-		}()
+		})
 	}
 	wg.Wait()
+}
+
+// recordedElsewhere returns an error when rt records a supervisor
+// directory other than dir, the one sbx gives the sandbox.
+func recordedElsewhere(rt *state.Runtime, dir string) error {
+	if rt.Dir != "" && filepath.Clean(rt.Dir) != dir {
+		return fmt.Errorf("the state records its supervisor directory as %s, but sbx keeps it in %s", rt.Dir, dir)
+	}
+	return nil
 }
 
 // Inspect reports on one sandbox that state records as started; see

@@ -126,7 +126,7 @@ func runApply(ctx context.Context, env *Env, args []string) int {
 		return ExitError
 	}
 	defer lease.Close()
-	apply.Refresh(ctx, st)
+	apply.Refresh(ctx, st, supervisor.RuntimeBase(env.Environ), cfg.Dir)
 	desired, diags := plan.Desired(cfg, lock)
 	v.diagnostics(cfg.Sources, diags)
 	if diags.HasErrors() {

@@ -14,6 +14,7 @@ import (
 	"github.com/sbx-dev/sbx/lockfiles"
 	"github.com/sbx-dev/sbx/plan"
 	"github.com/sbx-dev/sbx/policy"
+	"github.com/sbx-dev/sbx/supervisor"
 )
 
 const planUsage = `
@@ -113,7 +114,7 @@ func runPlan(ctx context.Context, env *Env, args []string) int {
 	if a.against != "" {
 		p, ok = planAgainst(ctx, env, v, a, cfg, lock)
 	} else {
-		p, ok = planState(ctx, v, cfg, lock, a.lockTimeout)
+		p, ok = planState(ctx, v, cfg, lock, a.lockTimeout, supervisor.RuntimeBase(env.Environ))
 	}
 	if !ok {
 		return ExitError
@@ -179,14 +180,15 @@ func lockForPlan(ctx context.Context, env *Env, v *view, cfg *lang.Config, reado
 }
 
 // planState plans cfg against the state in its directory, holding the
-// state lock while it reads.
-func planState(ctx context.Context, v *view, cfg *lang.Config, lock *lockfiles.Lock, lockTimeout time.Duration) (*plan.Plan, bool) {
+// state lock while it reads; runtimeBase is where its sandboxes run
+// (supervisor.RuntimeBase).
+func planState(ctx context.Context, v *view, cfg *lang.Config, lock *lockfiles.Lock, lockTimeout time.Duration, runtimeBase string) (*plan.Plan, bool) {
 	lease, st, ok := lockState(ctx, v, cfg.Dir, lockTimeout)
 	if !ok {
 		return nil, false
 	}
 	defer lease.Close()
-	apply.Refresh(ctx, st)
+	apply.Refresh(ctx, st, runtimeBase, cfg.Dir)
 	desired, diags := plan.Desired(cfg, lock)
 	v.diagnostics(cfg.Sources, diags)
 	if diags.HasErrors() {
