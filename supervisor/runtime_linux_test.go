@@ -401,9 +401,10 @@ func TestSupervisorRefusesClientsOfAnotherUser(t *testing.T) {
 }
 
 // TestPlantedSymlinksInOwnDirectory: a private directory of the victim's
-// (it was open to others once) where another user planted supervisor.log
-// and status.json as links to a file of the victim's. Spawn must not
-// write through them, and ReadStatus must not read through them.
+// (it was open to others once) where another user planted supervisor.log,
+// status.json and spec.json as links to a file of the victim's. Spawn
+// must not write through them (the spec replaces its link), and
+// ReadStatus must not read through them.
 func TestPlantedSymlinksInOwnDirectory(t *testing.T) {
 	o := newOtherUser(t)
 	dir := filepath.Join(o.root, "sb")
@@ -418,6 +419,7 @@ func TestPlantedSymlinksInOwnDirectory(t *testing.T) {
 	}
 	o.run(t, "plant", filepath.Join(dir, LogFile), victim)
 	o.run(t, "plant", filepath.Join(dir, StatusFile), victim)
+	o.run(t, "plant", filepath.Join(dir, SpecFile), victim)
 
 	var ue *UnsafeError
 	if st, err := ReadStatus(dir); !errors.As(err, &ue) {
