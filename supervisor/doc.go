@@ -11,7 +11,14 @@
 // works as one dialled on the guest. It checks every client frame and its
 // credit, so a client that breaks the protocol is disconnected without
 // breaking the connection the others share, and when a client goes, its
-// sessions are cancelled in the guest (their processes killed).
+// sessions are cancelled in the guest (their processes killed). It checks
+// the guest's frames as strictly, since the guest is not trusted: output
+// beyond the credit a client granted, or any other frame that breaks the
+// protocol, ends the guest connection (ErrGuestProtocol), and Run then
+// stops the sandbox. What the router queues for a client is bounded per
+// session it opened, so a client that stops reading holds its sessions'
+// credit and no more, and one that keeps asking without reading is
+// dropped.
 //
 // Run is the supervisor process itself: it boots the sandbox's machine
 // (package machine), serves a Router on <dir>/supervisor.sock, records
