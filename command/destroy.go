@@ -33,6 +33,12 @@ Usage: sbx destroy [options] [DIR] [SANDBOX...]
   sockets and directory are removed. Destroy needs only the state, not a
   valid configuration.
 
+  Destroy acts only on what sbx made: the supervisor directory sbx gives
+  each sandbox (a state that records another is an error, and nothing is
+  done there), the files sbx makes in it, and processes that run as you
+  with exactly the command lines sbx gave the sandbox's supervisor and
+  VM. The process ids the state records are only hints.
+
 Options:
 
   -auto-approve       Destroy without asking. Needed when standard input
