@@ -37,12 +37,12 @@
 // command line sbx gave it ("<binary> supervise DIR"; QEMU's monitor
 // socket in a machine directory of DIR), checked and signalled through a
 // pidfd so that a reused id is never hit; QEMU's process group is
-// signalled only when that QEMU leads it. On systems without pidfds
-// Remove signals nothing and fails instead. Remove deletes only the
-// files, sockets and machine directories sbx makes in DIR, never through
-// a symbolic link, and leaves DIR when it holds anything else. Which
-// directory is the sandbox's is the caller's to say, from SandboxDir,
-// never from a path read from a file.
+// signalled only when that QEMU leads it. Where there are no pidfds
+// Remove signals nothing (and fails when such a process still runs).
+// Remove deletes only the files, sockets and machine directories sbx
+// makes in DIR, never through a symbolic link, and leaves DIR when it
+// holds anything else. Which directory is the sandbox's is the caller's
+// to say, from SandboxDir, never from a path read from a file.
 //
 // Other local users are kept out (the runtime base may be in a shared
 // /tmp). Every directory sbx keeps sockets and files in — the runtime

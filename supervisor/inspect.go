@@ -140,8 +140,8 @@ func askStatus(ctx context.Context, dir string) (*Status, error) {
 // unknown; the status file adds its own). They are hints: a process is
 // signalled only when it provably is dir's supervisor or QEMU (see
 // findProcess), through a pidfd, so a recorded id that names another
-// process, or is reused meanwhile, is never hit; where that cannot be
-// proved (systems without pidfds), Remove fails rather than signal.
+// process, or is reused meanwhile, is never hit; where there are no
+// pidfds, nothing is signalled.
 //
 // Only what sbx makes in dir is removed (clearDir): its files, sockets
 // and machine directories, never through a symbolic link; other entries
