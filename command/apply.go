@@ -21,6 +21,7 @@ import (
 	"github.com/sbx-dev/sbx/plan"
 	"github.com/sbx-dev/sbx/state"
 	"github.com/sbx-dev/sbx/supervisor"
+	"github.com/sbx-dev/sbx/termtext"
 	"golang.org/x/term"
 )
 
@@ -306,7 +307,7 @@ func (o *applyOutput) progress(e apply.Event) {
 	o.counts[e.Action]++
 	detail := ""
 	if rt := e.Runtime; rt != nil {
-		detail = fmt.Sprintf(" [supervisor pid %d, QEMU pid %d, %s]", rt.Pid, rt.QEMUPid, rt.Accel)
+		detail = fmt.Sprintf(" [supervisor pid %d, QEMU pid %d, %s]", rt.Pid, rt.QEMUPid, termtext.Line(rt.Accel))
 	}
 	what := actionDone[e.Action]
 	if e.Addr.Kind == addrs.Image && e.Action == plan.Delete {
@@ -345,7 +346,9 @@ func (o *applyOutput) finish(v *view, res apply.Result, err error, interrupted b
 	if err != nil {
 		for _, e := range unjoin(err) {
 			if !errors.Is(e, context.Canceled) {
-				v.errorDetail("Apply failed", e.Error())
+				// A sandbox that failed to start quotes its
+				// supervisor and the VM's console.
+				v.errorDetail("Apply failed", quoteErr(e))
 			}
 		}
 	}

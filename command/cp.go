@@ -98,7 +98,7 @@ func runCp(ctx context.Context, env *Env, args []string) int {
 	defer stop()
 	sdir, err := runtimeDir(env, dir, box)
 	if err != nil {
-		fmt.Fprintf(env.Stderr, "sbx cp: %v\n", err)
+		fmt.Fprintf(env.Stderr, "sbx cp: %s\n", quoteErr(err))
 		return ExitError
 	}
 	c, err := supervisor.Dial(ctx, sdir)
@@ -106,7 +106,7 @@ func runCp(ctx context.Context, env *Env, args []string) int {
 		if errors.Is(err, supervisor.ErrNotRunning) {
 			fmt.Fprintf(env.Stderr, "sbx cp: sandbox.%s of %s is not running (\"sbx ps\" says why; \"sbx apply\" starts it)\n", box, dir)
 		} else {
-			fmt.Fprintf(env.Stderr, "sbx cp: sandbox.%s: %v\n", box, err)
+			fmt.Fprintf(env.Stderr, "sbx cp: sandbox.%s: %s\n", box, quoteErr(err))
 		}
 		return ExitError
 	}
@@ -117,7 +117,7 @@ func runCp(ctx context.Context, env *Env, args []string) int {
 		err = copyIn(ctx, env, c, pos[0], guestPath, owner)
 	}
 	if err != nil {
-		fmt.Fprintf(env.Stderr, "sbx cp: %v\n", err)
+		fmt.Fprintf(env.Stderr, "sbx cp: %s\n", quoteErr(err))
 		if ctx.Err() != nil {
 			return ExitInterrupted
 		}

@@ -64,7 +64,7 @@ func runExec(ctx context.Context, env *Env, args []string) int {
 	name := strings.TrimPrefix(a.sandbox, "sandbox.")
 	dir, err := runtimeDir(env, a.dir, name)
 	if err != nil {
-		fmt.Fprintf(env.Stderr, "sbx exec: %v\n", err)
+		fmt.Fprintf(env.Stderr, "sbx exec: %s\n", quoteErr(err))
 		return ExitError
 	}
 	spec, err := supervisor.ReadSpec(dir)
@@ -72,7 +72,7 @@ func runExec(ctx context.Context, env *Env, args []string) int {
 		if errors.Is(err, os.ErrNotExist) {
 			fmt.Fprintf(env.Stderr, "sbx exec: sandbox.%s of %s is not running (\"sbx ps\" says why; \"sbx apply\" starts it)\n", name, a.dir)
 		} else {
-			fmt.Fprintf(env.Stderr, "sbx exec: sandbox.%s: %v\n", name, err)
+			fmt.Fprintf(env.Stderr, "sbx exec: sandbox.%s: %s\n", name, quoteErr(err))
 		}
 		return ExitError
 	}
@@ -81,7 +81,7 @@ func runExec(ctx context.Context, env *Env, args []string) int {
 		if errors.Is(err, supervisor.ErrNotRunning) {
 			fmt.Fprintf(env.Stderr, "sbx exec: sandbox.%s of %s is not running (\"sbx ps\" says why; \"sbx apply\" starts it)\n", name, a.dir)
 		} else {
-			fmt.Fprintf(env.Stderr, "sbx exec: sandbox.%s: %v\n", name, err)
+			fmt.Fprintf(env.Stderr, "sbx exec: sandbox.%s: %s\n", name, quoteErr(err))
 		}
 		return ExitError
 	}

@@ -84,7 +84,7 @@ func (g guestCommand) run(ctx context.Context, env *Env, cmd guestconn.Cmd,
 		fmt.Fprintf(env.Stderr, "sbx %s: the command did not finish within %v; it was killed\n", g.verb, g.timeout)
 		return ExitTimeout
 	default:
-		fmt.Fprintf(env.Stderr, "sbx %s: %s: %v\n", g.verb, g.target, err)
+		fmt.Fprintf(env.Stderr, "sbx %s: %s: %s\n", g.verb, g.target, quoteErr(err))
 		return ExitError
 	}
 	return exitCode(st)

@@ -82,10 +82,17 @@ func hostileSandbox(t *testing.T, respond func(g *agentproto.Conn, f agentproto.
 // within a minute: the point of several tests is that it does exit.
 func runBounded(t *testing.T, environ []string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return runBoundedContext(t, context.Background(), environ, args...)
+}
+
+// runBoundedContext is runBounded with ctx as the run's context, which a
+// test cancels to play Ctrl-C.
+func runBoundedContext(t *testing.T, ctx context.Context, environ []string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	var out, errOut bytes.Buffer
 	done := make(chan int, 1)
 	go func() {
-		done <- Run(args, &Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut, Environ: environ, Context: context.Background()})
+		done <- Run(args, &Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut, Environ: environ, Context: ctx})
 	}()
 	select {
 	case code = <-done:
@@ -219,4 +226,62 @@ func TestCpOutHostileGuest(t *testing.T) {
 			t.Errorf("a failed copy left %s", e.Name())
 		}
 	}
+}
+
+// TestExecGuestIgnoresCancel: a guest that says the command started and
+// then swallows everything, the cancel included. "sbx exec -timeout" and
+// an interrupt still end sbx exec, with their exit codes.
+func TestExecGuestIgnoresCancel(t *testing.T) {
+	configDir, environ := hostileSandbox(t, func(g *agentproto.Conn, f agentproto.Frame) {
+		if f.Type == agentproto.TypeExec {
+			g.WriteJSON(agentproto.TypeStarted, f.Stream, &agentproto.Started{Pid: 7})
+		}
+	})
+	t.Run("timeout", func(t *testing.T) {
+		t.Parallel()
+		code, _, errOut := runBounded(t, environ, "exec", "-timeout", "200ms", configDir, "box", "--", "sleep", "1000")
+		if code != ExitTimeout || !strings.Contains(errOut, "did not finish within") {
+			t.Errorf("exec -timeout: code %d, stderr %q; want %d", code, errOut, ExitTimeout)
+		}
+	})
+	t.Run("interrupt", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		time.AfterFunc(200*time.Millisecond, cancel)
+		code, _, errOut := runBoundedContext(t, ctx, environ, "exec", configDir, "box", "--", "sleep", "1000")
+		if code != 128+int(syscall.SIGINT) || !strings.Contains(errOut, "interrupted") {
+			t.Errorf("exec interrupted: code %d, stderr %q; want %d", code, errOut, 128+int(syscall.SIGINT))
+		}
+	})
+}
+
+// TestGuestTextQuoted: what a guest writes in its errors reaches the
+// terminal with its control characters escaped and its lines under a
+// prefix: no escape sequence, no fake plan line.
+func TestGuestTextQuoted(t *testing.T) {
+	configDir, environ := hostileSandbox(t, func(g *agentproto.Conn, f agentproto.Frame) {
+		e := &agentproto.Error{Code: "EACCES", Message: hostileText}
+		switch f.Type {
+		case agentproto.TypeExec:
+			g.WriteJSON(agentproto.TypeExit, f.Stream, &agentproto.Exit{Code: -1, Error: e})
+		case agentproto.TypeFileGet, agentproto.TypeFilePut:
+			g.WriteJSON(agentproto.TypeResult, f.Stream, &agentproto.Result{Error: e})
+		}
+	})
+	code, out, errOut := runBounded(t, environ, "exec", configDir, "box", "--", "true")
+	if code != ExitError {
+		t.Errorf("exec: code %d", code)
+	}
+	checkQuoted(t, "sbx exec", out+errOut)
+	code, out, errOut = runBounded(t, environ, "cp", configDir, "box:/etc/shadow", filepath.Join(t.TempDir(), "x"))
+	if code != ExitError {
+		t.Errorf("cp out: code %d", code)
+	}
+	checkQuoted(t, "sbx cp out", out+errOut)
+	code, out, errOut = runBounded(t, environ, "cp", configDir, "-", "box:/tmp/x")
+	if code != ExitError {
+		t.Errorf("cp in: code %d", code)
+	}
+	checkQuoted(t, "sbx cp in", out+errOut)
 }

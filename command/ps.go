@@ -12,6 +12,7 @@ import (
 	"github.com/sbx-dev/sbx/apply"
 	"github.com/sbx-dev/sbx/state"
 	"github.com/sbx-dev/sbx/supervisor"
+	"github.com/sbx-dev/sbx/termtext"
 )
 
 const psUsage = `
@@ -146,11 +147,13 @@ func listSandboxes(ctx context.Context, env *Env, dir string, asJSON bool) int {
 	var notes []string
 	for _, s := range list {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			strings.TrimPrefix(s.Address, "sandbox."), s.Status, strings.TrimPrefix(s.Image, "image."),
+			termtext.Line(strings.TrimPrefix(s.Address, "sandbox.")), s.Status, termtext.Line(strings.TrimPrefix(s.Image, "image.")),
 			dash(s.CPUs), sizeOrDash(s.Memory), pidOrDash(s.Pid, s.Status == "running"), pidOrDash(s.QEMUPid, s.Status == "running" || s.OrphanQEMU != 0),
-			orDash(s.Accel), uptime(s.Started, s.Status == "running"))
+			termtext.Line(orDash(s.Accel)), uptime(s.Started, s.Status == "running"))
 		if s.Gone != "" {
-			notes = append(notes, fmt.Sprintf("%s is gone: %s.", s.Address, s.Gone))
+			// The reason may quote the supervisor's error and the
+			// VM's console.
+			notes = append(notes, fmt.Sprintf("%s is gone: %s.", termtext.Line(s.Address), quoteText(s.Gone)))
 		}
 	}
 	tw.Flush()
@@ -192,17 +195,19 @@ func runStatus(ctx context.Context, env *Env, args []string) int {
 			return writeJSON(env, v, s)
 		}
 		w := env.Stdout
-		fmt.Fprintf(w, "%s\n", v.bold(s.Address))
+		fmt.Fprintf(w, "%s\n", v.bold(termtext.Line(s.Address)))
 		row := func(k, val string) {
 			if val != "" {
-				fmt.Fprintf(w, "  %-12s %s\n", k+":", val)
+				fmt.Fprintf(w, "  %-12s %s\n", k+":", termtext.Line(val))
 			}
 		}
-		status := s.Status
 		if s.Gone != "" {
-			status += " (" + s.Gone + ")"
+			// The reason may quote the supervisor's error and the
+			// VM's console: its lines go under a prefix.
+			fmt.Fprintf(w, "  %-12s %s (%s)\n", "status:", s.Status, termtext.Block(s.Gone, "             "+quotePrefix))
+		} else {
+			row("status", s.Status)
 		}
-		row("status", status)
 		row("image", s.Image+" "+abbrev(s.ImageHash))
 		row("cpus", dash(s.CPUs))
 		row("memory", sizeOrDash(s.Memory))
@@ -317,7 +322,7 @@ func listAll(ctx context.Context, env *Env, asJSON bool) int {
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SANDBOX\tSTATUS\tSUPERVISOR\tQEMU\tCONFIGURATION")
 	for _, r := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Sandbox, r.Status, pidOrDash(r.Pid, r.Pid != 0), pidOrDash(r.QEMUPid, r.QEMUPid != 0), orDash(r.ConfigDir))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", termtext.Line(r.Sandbox), r.Status, pidOrDash(r.Pid, r.Pid != 0), pidOrDash(r.QEMUPid, r.QEMUPid != 0), termtext.Line(orDash(r.ConfigDir)))
 	}
 	tw.Flush()
 	return ExitOK

@@ -129,14 +129,14 @@ func runRun(ctx context.Context, env *Env, args []string) int {
 			fmt.Fprintf(env.Stderr, "sbx run: interrupted while %s was booting\n", sb.Addr())
 			return 128 + int(syscall.SIGINT)
 		}
-		v.errorDetail(fmt.Sprintf("Cannot start %s", sb.Addr()), err.Error())
+		v.errorDetail(fmt.Sprintf("Cannot start %s", sb.Addr()), quoteErr(err))
 		return ExitError
 	}
 	// The VM is stopped whatever happens, also after an interrupt: Stop
 	// must not inherit the cancelled context.
 	defer func() {
 		if err := m.Stop(context.WithoutCancel(ctx)); err != nil {
-			fmt.Fprintf(env.Stderr, "sbx run: %v\n", err)
+			fmt.Fprintf(env.Stderr, "sbx run: %s\n", quoteErr(err))
 		}
 	}()
 	if m.Accel() == qemu.AccelTCG {

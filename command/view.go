@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/sbx-dev/sbx/termtext"
 	"golang.org/x/term"
 )
 
@@ -43,6 +44,18 @@ func terminalFD(w io.Writer) (int, bool) {
 	fd := int(f.Fd())
 	return fd, term.IsTerminal(fd)
 }
+
+// quotePrefix starts every line after the first of text that sbx
+// prints but does not control, so that none passes for sbx's own.
+const quotePrefix = "  | "
+
+// quoteErr renders an error whose text may come from a guest, a
+// supervisor or a VM's console (package termtext): control characters
+// escaped, every line after the first under quotePrefix.
+func quoteErr(err error) string { return termtext.Block(err.Error(), quotePrefix) }
+
+// quoteText is quoteErr for text.
+func quoteText(s string) string { return termtext.Block(s, quotePrefix) }
 
 // diagnostics prints diags to stderr with source snippets from files.
 func (v *view) diagnostics(files map[string]*hcl.File, diags hcl.Diagnostics) {
