@@ -16,6 +16,7 @@ import (
 	"github.com/sbx-dev/sbx/machine/consolelog"
 	"github.com/sbx-dev/sbx/state"
 	"github.com/sbx-dev/sbx/supervisor"
+	"github.com/sbx-dev/sbx/termtext"
 )
 
 const logsUsage = `
@@ -34,17 +35,32 @@ Options:
   -supervisor  Only the supervisor's log, without a header.
   -f           Keep printing what is added (one log only: give -console
                or -supervisor) until interrupted or the sandbox stops.
+  -raw         Print control characters as they are, also on a terminal.
+
+  The console holds what the guest writes. On a terminal, its control
+  characters (escape sequences, carriage returns, bidirectional
+  overrides) are printed escaped, as \x1b and the like, so the guest
+  cannot drive the terminal; tabs and line breaks are kept. Written to a
+  file or a pipe, or with -raw, the logs are printed byte for byte.
 `
 
 func runLogs(ctx context.Context, env *Env, args []string) int {
-	var console, super, follow bool
+	var console, super, follow, raw bool
 	flags := newFlagSet("logs")
 	flags.BoolVar(&console, "console", false, "")
 	flags.BoolVar(&super, "supervisor", false, "")
 	flags.BoolVar(&follow, "f", false, "")
+	flags.BoolVar(&raw, "raw", false, "")
 	pos, code, ok := parseArgs(env, flags, logsUsage, args)
 	if !ok {
 		return code
+	}
+	if _, tty := terminalFD(env.Stdout); tty && !raw {
+		escaped := termtext.NewWriter(env.Stdout)
+		defer escaped.Flush()
+		e := *env
+		e.Stdout = escaped
+		env = &e
 	}
 	dir, names := splitDirNames(pos)
 	if len(names) != 1 {
@@ -62,7 +78,7 @@ func runLogs(ctx context.Context, env *Env, args []string) int {
 	name := strings.TrimPrefix(names[0], "sandbox.")
 	sdir, err := runtimeDir(env, dir, name)
 	if err != nil {
-		fmt.Fprintf(env.Stderr, "sbx logs: %v\n", err)
+		fmt.Fprintf(env.Stderr, "sbx logs: %s\n", quoteErr(err))
 		return ExitError
 	}
 	if _, err := os.Stat(sdir); err != nil {
@@ -81,7 +97,7 @@ func runLogs(ctx context.Context, env *Env, args []string) int {
 		}
 		running := func() bool { return supervisor.Inspect(ctx, sdir, 0, 0).Running }
 		if err := followFile(ctx, env.Stdout, path, running, followPoll); err != nil {
-			fmt.Fprintf(env.Stderr, "sbx logs: %v\n", err)
+			fmt.Fprintf(env.Stderr, "sbx logs: %s\n", quoteErr(err))
 			return ExitError
 		}
 		return ExitOK
@@ -111,7 +127,7 @@ func runLogs(ctx context.Context, env *Env, args []string) int {
 			continue
 		}
 		if err != nil {
-			fmt.Fprintf(env.Stderr, "sbx logs: %v\n", err)
+			fmt.Fprintf(env.Stderr, "sbx logs: %s\n", quoteErr(err))
 			return ExitError
 		}
 	}
