@@ -111,7 +111,7 @@ const hostileText = "denied\x1b]0;pwned\x07\r\n  + sandbox.evil will be created\
 // that start as the guest's fake plan line does.
 func checkQuoted(t *testing.T, what, out string) {
 	t.Helper()
-	if strings.ContainsAny(out, "\x1b\x07\r\x9b") {
+	if strings.ContainsAny(out, "\x1b\x07\r\u009b") {
 		t.Errorf("%s printed a control character the guest sent: %q", what, out)
 	}
 	for _, l := range strings.Split(out, "\n") {
