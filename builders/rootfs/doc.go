@@ -85,9 +85,9 @@
 //     /etc/hosts); replacing a directory is an error.
 //
 // The tree, and the scratch tree an OCI artifact is flattened in, have the
-// image's ContentLimits: file content written up to the image's size
-// (DefaultMaxContent without one) and one entry per 4 KiB of it, within
-// bounds. An input that expands past them (an archive bomb) stops assembly
+// image's ContentLimits: file content written up to twice the image's
+// size plus 64 MiB (DefaultMaxContent without one) and one entry per 4 KiB
+// of it, within bounds. An input that expands past them (an archive bomb) stops assembly
 // with an error naming the base or artifact.
 //
 // Everything in the tree is a function of the inputs, the image (as

@@ -178,18 +178,24 @@ const (
 	maxEntries = 1 << 22
 )
 
-// ContentLimits are the limits of the tree an image is assembled in, and
-// of the scratch tree an OCI artifact is flattened in: its declared size
-// (DefaultMaxContent when it declares none) in bytes of file content
-// written, and as many entries as that allows at one per 4 KiB, between
-// 65,536 and 4,194,304. An archive that expands past them — a few
-// kilobytes of compressed zeros, millions of empty entries — stops with
-// an error naming it, long before it fills the disk or memory.
+// sizeSlack is what ContentLimits allows beyond twice an image's size.
+const sizeSlack = 64 << 20
+
+// ContentLimits are the limits of the tree an image of the given declared
+// size (0 for none) is assembled in, and of the scratch tree an OCI
+// artifact is flattened in: file content written up to twice the size
+// plus 64 MiB (DefaultMaxContent without a size), and one entry per 4 KiB
+// of that, between 65,536 and 4,194,304. Content that merely does not fit
+// the size gets to the file system builder, which says what size it needs;
+// an archive that expands past the limits — a few kilobytes of compressed
+// zeros, millions of empty entries — stops with an error naming it, long
+// before it fills the disk or memory.
 func ContentLimits(size int64) layers.Limits {
-	if size <= 0 {
-		size = DefaultMaxContent
+	bytes := int64(DefaultMaxContent)
+	if size > 0 {
+		bytes = 2*size + sizeSlack
 	}
-	return layers.Limits{Bytes: size, Entries: int(min(max(size/4096, minEntries), maxEntries))}
+	return layers.Limits{Bytes: bytes, Entries: int(min(max(bytes/4096, minEntries), maxEntries))}
 }
 
 // newTree makes a tree with the image's ContentLimits.
@@ -210,7 +216,8 @@ func (a *assembler) limitError(err error) error {
 		return err
 	}
 	if a.img.Size > 0 {
-		return fmt.Errorf("%w: it expands past the image's size, %s; an archive is not unpacked beyond it (raise size if the content is meant to be that large)", err, lang.FormatSize(a.img.Size))
+		return fmt.Errorf("%w: it expands past %s, twice the image's size of %s plus %s; an archive is not unpacked beyond that (raise size if the content is meant to be that large)",
+			err, lang.FormatSize(le.Limit), lang.FormatSize(a.img.Size), lang.FormatSize(sizeSlack))
 	}
 	return fmt.Errorf("%w: it expands past %s, the limit of an image that declares no size; an archive is not unpacked beyond it (declare the image's size if the content is meant to be that large)", err, lang.FormatSize(DefaultMaxContent))
 }
