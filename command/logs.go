@@ -12,9 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sbx-dev/sbx/addrs"
 	"github.com/sbx-dev/sbx/machine/consolelog"
-	"github.com/sbx-dev/sbx/state"
 	"github.com/sbx-dev/sbx/supervisor"
 	"github.com/sbx-dev/sbx/termtext"
 )
@@ -167,14 +165,9 @@ func printLog(w, stderr io.Writer, path string, console bool) error {
 }
 
 // runtimeDir returns the supervisor directory of sandbox name of the
-// configuration in dir: the one state records, else where apply would
-// put it.
+// configuration in dir: where apply puts it, never a directory the state
+// file records (an untrusted checkout writes that file).
 func runtimeDir(env *Env, dir, name string) (string, error) {
-	if st, err := state.Load(dir); err == nil {
-		if r := st.Lookup(addrs.SandboxRef(name)); r != nil && r.Sandbox != nil && r.Sandbox.Runtime != nil {
-			return r.Sandbox.Runtime.Dir, nil
-		}
-	}
 	return supervisor.SandboxDir(supervisor.RuntimeBase(env.Environ), dir, name)
 }
 

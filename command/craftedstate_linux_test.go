@@ -3,6 +3,7 @@ package command
 import (
 	"bufio"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -201,5 +202,47 @@ func TestDestroyStaleSandbox(t *testing.T) {
 	}
 	if _, err := os.Lstat(dir); !os.IsNotExist(err) {
 		t.Errorf("%s is still there after destroy (%v)", dir, err)
+	}
+}
+
+// TestExecIgnoresCraftedRuntimeDir plays a checkout whose state records
+// the sandbox's supervisor directory as one where something else
+// listens. sbx exec, cp and logs look only where sbx keeps the sandbox:
+// nothing connects to the socket the state names.
+func TestExecIgnoresCraftedRuntimeDir(t *testing.T) {
+	configDir, f := destroyWorld(t)
+	elsewhere, err := os.MkdirTemp("", "sbx-else") // short: it holds a socket
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(elsewhere) })
+	ln, err := net.Listen("unix", filepath.Join(elsewhere, supervisor.SocketFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	connected := make(chan struct{}, 1)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			select {
+			case connected <- struct{}{}:
+			default:
+			}
+			c.Close()
+		}
+	}()
+	craftedState(t, configDir, elsewhere, 0, 0)
+	local := filepath.Join(t.TempDir(), "secret.txt")
+	writeFile(t, local, "secret\n")
+	f.run("exec", configDir, "box", "--", "true")
+	f.run("cp", configDir, local, "box:/tmp/secret.txt")
+	select {
+	case <-connected:
+		t.Errorf("sbx connected to %s, the socket a crafted state named", filepath.Join(elsewhere, supervisor.SocketFile))
+	default:
 	}
 }
