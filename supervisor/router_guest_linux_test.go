@@ -9,6 +9,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -125,6 +126,7 @@ func dialRouter(t *testing.T, r *Router) *rawClient {
 		}
 	})
 	c := &rawClient{Conn: agentproto.NewConn(cl), raw: cl}
+	before := r.Clients()
 	if err := c.WriteJSON(agentproto.TypeHello, 0, &agentproto.Hello{Versions: agentproto.Versions}); err != nil {
 		t.Fatal(err)
 	}
@@ -133,6 +135,14 @@ func dialRouter(t *testing.T, r *Router) *rawClient {
 		t.Fatalf("the router answered the hello with %s, %v", f.Type, err)
 	}
 	cl.SetReadDeadline(time.Time{})
+	// The router counts the client just after its hello.
+	deadline := time.Now().Add(10 * time.Second)
+	for r.Clients() == before {
+		if time.Now().After(deadline) {
+			t.Fatal("the router does not count the client after its hello")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	return c
 }
 
@@ -445,28 +455,48 @@ func execOK(t *testing.T, c *rawClient, stream uint32) {
 // and never reads the answers: the router drops it once its queue passes
 // its bound, and serves another client meanwhile.
 func TestClientPingsWithoutReading(t *testing.T) {
-	r, _ := newGuestRouter(t, echoGuest)
+	var answered atomic.Int64
+	r, _ := newGuestRouter(t, func(g *fakeGuest, f agentproto.Frame) bool {
+		ok := echoGuest(g, f)
+		if f.Type == agentproto.TypePing {
+			answered.Add(1)
+		}
+		return ok
+	})
 	other := dialRouter(t, r)
 	greedy := dialRouter(t, r)
 
 	ping := mustFrame(t, agentproto.TypePing, 0, make([]byte, agentproto.MaxPing))
-	batch := bytes.Repeat(ping, 1000)
-	// 200,000 pings: each pong costs the queue about 140 bytes, so the
-	// pongs would come to 28 MB.
+	batch := bytes.Repeat(ping, maxPendingPings)
+	// Rounds of as many pings as the router keeps, each answered before
+	// the next: every pong costs the queue about 140 bytes, so 2,000
+	// rounds would come to 18 MB.
 	var dropped bool
-	for range 200 {
-		if _, err := greedy.raw.Write(batch); err != nil {
-			dropped = true
-			break
+	for round := 0; round < 2000 && !dropped; round++ {
+		greedy.raw.Write(batch) // fails once the router has hung up
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			r.mu.Lock()
+			pending := len(r.pings)
+			r.mu.Unlock()
+			if dropped = r.Clients() == 1; dropped || pending == 0 && answered.Load() == int64((round+1)*maxPendingPings) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: the guest's pongs did not reach the router", round)
+			}
+			time.Sleep(100 * time.Microsecond)
 		}
 	}
-	if !dropped {
-		// The router may drop it after its last write.
+	if dropped {
+		// The router closed the connection: what it wrote is followed by
+		// the end.
 		greedy.raw.SetReadDeadline(time.Now().Add(10 * time.Second))
 		_, err := io.Copy(io.Discard, greedy.raw)
-		dropped = err == nil
-	}
-	if !dropped {
+		if err != nil {
+			t.Errorf("reading what the router wrote before dropping the client: %v", err)
+		}
+	} else {
 		t.Error("the router kept a client that does not read its pongs")
 	}
 	high := r.queueHighWater()
