@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,12 +35,20 @@ func guestErrorf(format string, args ...any) error {
 // helloTimeout bounds how long a client may take to send its hello.
 const helloTimeout = 10 * time.Second
 
-// maxGuestControl is the largest payload of a guest frame other than
-// data. The guest's control frames (Started, Exit, FileInfo, Result,
-// Error) are small JSON objects whose longest field is an error message
-// naming a path or two; the bound keeps a hostile guest from filling a
-// client's queue with megabyte-sized ones.
+// maxGuestControl is the largest control payload (Started, Exit,
+// FileInfo, Result, Error) the router passes on from the guest as it
+// came. They are small JSON objects whose longest field is an error
+// message naming a path or two, which a client's request can make long
+// (a path of a megabyte); a larger one is passed on re-encoded from the
+// fields this version knows, its strings cut to maxGuestMessage bytes
+// (an error code or signal name to 256), which keeps it under this bound
+// whatever JSON escaping does. So a hostile guest cannot fill a client's
+// queue with megabyte-sized control frames.
 const maxGuestControl = 64 << 10
+
+// maxGuestMessage is the longest error message kept in a control payload
+// over maxGuestControl bytes.
+const maxGuestMessage = 8 << 10
 
 // maxPendingPings is how many of a client's pings the router keeps while
 // the guest has not answered them; past it, the oldest is forgotten and
@@ -77,13 +86,14 @@ type RouterOptions struct {
 //     a second EOF;
 //   - Started outside an exec or twice, FileInfo outside a file get or
 //     twice, Exit outside an exec, Result outside a file transfer, or a
-//     malformed one; a control payload over maxGuestControl bytes;
+//     malformed one;
 //   - a stdin window that grows the client's credit past InitialWindow,
 //     or on a session that takes no stdin;
 //   - a pong that is not 8 bytes or answers a ping never sent.
 //
 // Frames for a stream that has ended, pongs for pings already answered
-// or forgotten, empty data frames and zero windows are ignored. So
+// or forgotten, empty data frames and zero windows are ignored; a control
+// payload over maxGuestControl bytes is cut down (see there). So
 // everything the guest can make the router queue for a client is bounded
 // per session (see queueBase), and a client that stops reading holds at
 // most that; a client whose queue passes its bound anyway, by asking
@@ -658,9 +668,6 @@ func (r *Router) loop() {
 // dispatch checks one guest frame and routes it; an error ends the guest
 // connection.
 func (r *Router) dispatch(f agentproto.Frame) error {
-	if f.Type != agentproto.TypeData && len(f.Payload) > maxGuestControl {
-		return guestErrorf("%s frame of %d bytes on stream %d (at most %d)", f.Type, len(f.Payload), f.Stream, maxGuestControl)
-	}
 	if f.Stream == 0 {
 		return r.dispatchConn(f)
 	}
@@ -678,7 +685,7 @@ func (r *Router) dispatch(f agentproto.Frame) error {
 		}
 		return nil // a frame crossing the session's end
 	}
-	fwd, err := s.fromGuest(f)
+	fwd, payload, err := s.fromGuest(f)
 	if err != nil {
 		r.mu.Unlock()
 		return err
@@ -724,7 +731,7 @@ func (r *Router) dispatch(f agentproto.Frame) error {
 		err = c.out.pushWindow(cid, wch, n)
 	default:
 		var b []byte
-		b, err = agentproto.AppendFrame(make([]byte, 0, agentproto.HeaderSize+len(f.Payload)), f.Type, cid, f.Payload)
+		b, err = agentproto.AppendFrame(make([]byte, 0, agentproto.HeaderSize+len(payload)), f.Type, cid, payload)
 		if err != nil {
 			return err
 		}
@@ -741,9 +748,30 @@ func (r *Router) dispatch(f agentproto.Frame) error {
 }
 
 // fromGuest checks a guest frame for the session and accounts for its
-// credit; fwd says whether the frame goes on to the client. It is called
-// with Router.mu held.
-func (s *session) fromGuest(f agentproto.Frame) (fwd bool, err error) {
+// credit; fwd says whether the frame goes on to the client, and payload
+// is what it carries there (see maxGuestControl). It is called with
+// Router.mu held.
+func (s *session) fromGuest(f agentproto.Frame) (fwd bool, payload []byte, err error) {
+	fwd, err = s.checkGuest(f)
+	if err != nil || !fwd {
+		return false, nil, err
+	}
+	payload = f.Payload
+	switch f.Type {
+	case agentproto.TypeStarted:
+		payload, err = guestControl(f, &agentproto.Started{})
+	case agentproto.TypeExit:
+		payload, err = guestControl(f, &agentproto.Exit{})
+	case agentproto.TypeFileInfo:
+		payload, err = guestControl(f, &agentproto.FileInfo{})
+	case agentproto.TypeResult:
+		payload, err = guestControl(f, &agentproto.Result{})
+	}
+	return err == nil, payload, err
+}
+
+// checkGuest checks the frame's type, channel and credit.
+func (s *session) checkGuest(f agentproto.Frame) (fwd bool, err error) {
 	switch f.Type {
 	case agentproto.TypeData:
 		ch, data, err := agentproto.ParseData(f.Payload)
@@ -793,12 +821,12 @@ func (s *session) fromGuest(f agentproto.Frame) (fwd bool, err error) {
 			return false, guestErrorf("stream %d: a second started frame", f.Stream)
 		}
 		s.started = true
-		return true, parseGuest(f, &agentproto.Started{})
+		return true, nil
 	case agentproto.TypeExit:
 		if s.kind != agentproto.TypeExec {
 			return false, guestErrorf("stream %d: exit frame on a file transfer", f.Stream)
 		}
-		return true, parseGuest(f, &agentproto.Exit{})
+		return true, nil
 	case agentproto.TypeFileInfo:
 		if s.kind != agentproto.TypeFileGet {
 			return false, guestErrorf("stream %d: file-info frame on a %s session", f.Stream, s.kind)
@@ -807,22 +835,55 @@ func (s *session) fromGuest(f agentproto.Frame) (fwd bool, err error) {
 			return false, guestErrorf("stream %d: a second file-info frame", f.Stream)
 		}
 		s.info = true
-		return true, parseGuest(f, &agentproto.FileInfo{})
+		return true, nil
 	case agentproto.TypeResult:
 		if s.kind == agentproto.TypeExec {
 			return false, guestErrorf("stream %d: result frame on an exec session", f.Stream)
 		}
-		return true, parseGuest(f, &agentproto.Result{})
+		return true, nil
 	}
 	return false, guestErrorf("stream %d: %s frame from the guest side", f.Stream, f.Type)
 }
 
-// parseGuest checks a guest control payload.
-func parseGuest(f agentproto.Frame, v any) error {
+// guestControl decodes a guest control payload into v, a pointer to its
+// message, and returns the payload to pass on: the guest's own, or v
+// re-encoded with its strings cut short when the payload is larger than
+// maxGuestControl.
+func guestControl(f agentproto.Frame, v any) ([]byte, error) {
 	if err := agentproto.ParseJSON(f.Type, f.Payload, v); err != nil {
-		return guestErrorf("stream %d: %v", f.Stream, err)
+		return nil, guestErrorf("stream %d: %v", f.Stream, err)
 	}
-	return nil
+	if len(f.Payload) <= maxGuestControl {
+		return f.Payload, nil
+	}
+	clipError := func(e *agentproto.Error) {
+		if e != nil {
+			e.Code = clip(e.Code, 256)
+			e.Message = clip(e.Message, maxGuestMessage)
+		}
+	}
+	switch m := v.(type) {
+	case *agentproto.Exit:
+		m.Signal = clip(m.Signal, 256)
+		clipError(m.Error)
+	case *agentproto.Result:
+		clipError(m.Error)
+	case *agentproto.Error:
+		clipError(m)
+	}
+	p, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("supervisor: encoding %s: %w", f.Type, err)
+	}
+	return p, nil
+}
+
+// clip cuts s to at most n bytes and a mark, on a character boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
 // dispatchConn checks and routes a guest frame on stream 0.
@@ -859,9 +920,11 @@ func (r *Router) dispatchConn(f agentproto.Frame) error {
 		return nil
 	case agentproto.TypeError:
 		var e agentproto.Error
-		if err := agentproto.ParseJSON(f.Type, f.Payload, &e); err != nil {
-			return guestErrorf("%v", err)
+		p, err := guestControl(f, &e)
+		if err != nil {
+			return err
 		}
+		f.Payload = p
 		r.broadcast(f)
 		return fmt.Errorf("the guest ended the connection: %w", &e)
 	}

@@ -297,7 +297,7 @@ func TestGuestControlFlood(t *testing.T) {
 			frame: func(t *testing.T, gid uint32) []byte {
 				return mustFrame(t, agentproto.TypeData, gid+1000, []byte{byte(agentproto.ChanStdout)}, []byte("x"))
 			}},
-		{name: "oversized exit", violation: "bytes",
+		{name: "oversized exits",
 			frame: func(t *testing.T, gid uint32) []byte {
 				return mustJSONFrame(t, agentproto.TypeExit, gid, &agentproto.Exit{Code: -1, Error: &agentproto.Error{Message: strings.Repeat("x", 512<<10)}})
 			}},
@@ -601,5 +601,63 @@ func TestStalledClientBesideOthers(t *testing.T) {
 	}
 	if err := r.Err(); err != nil {
 		t.Errorf("router ended: %v", err)
+	}
+}
+
+// TestGuestControlCutDown checks that a control payload over
+// maxGuestControl bytes, which a client can cause with a long path in a
+// request that fails, is passed on cut down to the bound with the fields
+// this version knows, whatever JSON escaping does to its strings.
+func TestGuestControlCutDown(t *testing.T) {
+	// 800 KiB once escaped.
+	long := strings.Repeat("\x01é", 100<<10)
+	for _, tc := range []struct {
+		typ agentproto.Type
+		v   any
+	}{
+		{agentproto.TypeExit, &agentproto.Exit{Code: -1, Signal: strings.Repeat("S", 4096), Error: &agentproto.Error{Code: strings.Repeat("E", 4096), Message: "exec /" + long + ": ENAMETOOLONG"}}},
+		{agentproto.TypeResult, &agentproto.Result{Error: &agentproto.Error{Code: "ENAMETOOLONG", Message: "open /" + long}}},
+		{agentproto.TypeError, &agentproto.Error{Code: agentproto.CodeProtocol, Message: long}},
+		{agentproto.TypeStarted, &struct {
+			Pid   int    `json:"pid"`
+			Extra string `json:"extra"`
+		}{Pid: 7, Extra: long}},
+	} {
+		b := mustJSONFrame(t, tc.typ, 1, tc.v)
+		f, err := agentproto.ReadFrame(bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var into any
+		switch tc.typ {
+		case agentproto.TypeExit:
+			into = &agentproto.Exit{}
+		case agentproto.TypeResult:
+			into = &agentproto.Result{}
+		case agentproto.TypeError:
+			into = &agentproto.Error{}
+		case agentproto.TypeStarted:
+			into = &agentproto.Started{}
+		}
+		p, err := guestControl(f, into)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.typ, err)
+		}
+		if len(p) > maxGuestControl {
+			t.Errorf("%s of %d bytes passed on as %d bytes (at most %d)", tc.typ, len(f.Payload), len(p), maxGuestControl)
+		}
+		if err := agentproto.ParseJSON(tc.typ, p, into); err != nil {
+			t.Errorf("%s passed on malformed: %v", tc.typ, err)
+		}
+		switch m := into.(type) {
+		case *agentproto.Exit:
+			if m.Code != -1 || !strings.HasPrefix(m.Error.Message, "exec /\x01é") || !strings.HasSuffix(m.Error.Message, "…") {
+				t.Errorf("exit cut down to %+v", m)
+			}
+		case *agentproto.Started:
+			if m.Pid != 7 {
+				t.Errorf("started cut down to %+v", m)
+			}
+		}
 	}
 }
