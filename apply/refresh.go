@@ -35,18 +35,11 @@ func Refresh(ctx context.Context, st *state.State, runtimeBase, configDir string
 		rt := r.Sandbox.Runtime
 		name := r.Addr.Name
 		wg.Go(func() {
-			dir, err := supervisor.SandboxDir(runtimeBase, configDir, name)
-			if err == nil {
-				dir, err = filepath.Abs(dir)
-			}
-			if err == nil {
-				err = recordedElsewhere(rt, dir)
-			}
+			_, lv, err := InspectSandbox(ctx, runtimeBase, configDir, name, rt)
 			if err != nil {
 				rt.Gone = err.Error()
 				return
 			}
-			lv := supervisor.Inspect(ctx, dir, rt.Pid, rt.QEMUPid)
 			rt.Gone = lv.Gone
 			if lv.Running && lv.Status != nil && lv.Status.QEMUPid != 0 {
 				rt.QEMUPid = lv.Status.QEMUPid
@@ -65,8 +58,23 @@ func recordedElsewhere(rt *state.Runtime, dir string) error {
 	return nil
 }
 
-// Inspect reports on one sandbox that state records as started; see
-// supervisor.Inspect.
-func Inspect(ctx context.Context, rt *state.Runtime) supervisor.Liveness {
-	return supervisor.Inspect(ctx, rt.Dir, rt.Pid, rt.QEMUPid)
+// InspectSandbox reports on the sandbox name of the configuration in
+// configDir that state records as started with rt. It looks in the
+// supervisor directory sbx gives the sandbox (supervisor.SandboxDir under
+// runtimeBase), which it returns, never in the one rt records: a
+// sandbox recorded elsewhere is an error, and nothing is read from or
+// sent to that other directory. rt's process ids are hints that
+// supervisor.Inspect verifies.
+func InspectSandbox(ctx context.Context, runtimeBase, configDir, name string, rt *state.Runtime) (string, supervisor.Liveness, error) {
+	dir, err := supervisor.SandboxDir(runtimeBase, configDir, name)
+	if err == nil {
+		dir, err = filepath.Abs(dir)
+	}
+	if err == nil {
+		err = recordedElsewhere(rt, dir)
+	}
+	if err != nil {
+		return "", supervisor.Liveness{}, err
+	}
+	return dir, supervisor.Inspect(ctx, dir, rt.Pid, rt.QEMUPid), nil
 }

@@ -60,7 +60,9 @@ Options:
 ` + varUsage + `  -no-color            Print without colour.
 
   Supervisors keep their sockets under $SBX_RUNTIME_DIR, else
-  $XDG_RUNTIME_DIR/sbx, else sbx-UID in the temporary directory.
+  $XDG_RUNTIME_DIR/sbx, else ~/.local/state/sbx/run (or
+  $XDG_STATE_HOME/sbx/run) when short enough for socket paths, else
+  sbx-UID in the temporary directory; each must be yours, mode 0700.
 
 Exit status: 0 applied (or nothing to do), 1 an error or a refused
 confirmation, 130 interrupted.

@@ -246,3 +246,46 @@ func TestExecIgnoresCraftedRuntimeDir(t *testing.T) {
 	default:
 	}
 }
+
+// TestPsIgnoresCraftedRuntimeDir: ps and status ask no control socket a
+// crafted state names, and show the directory sbx keeps the sandbox in.
+func TestPsIgnoresCraftedRuntimeDir(t *testing.T) {
+	configDir, f := destroyWorld(t)
+	elsewhere, err := os.MkdirTemp("", "sbx-else") // short: it holds a socket
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(elsewhere) })
+	ln, err := net.Listen("unix", filepath.Join(elsewhere, supervisor.ControlFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	connected := make(chan struct{}, 1)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			select {
+			case connected <- struct{}{}:
+			default:
+			}
+			c.Close()
+		}
+	}()
+	craftedState(t, configDir, elsewhere, 0, 0)
+	ps := f.run("ps", "-json", configDir)
+	status := f.run("status", "-json", configDir, "box")
+	select {
+	case <-connected:
+		t.Errorf("sbx connected to %s, the control socket a crafted state named", filepath.Join(elsewhere, supervisor.ControlFile))
+	default:
+	}
+	for _, r := range []result{ps, status} {
+		if strings.Contains(r.stdout, `"dir": "`+elsewhere) {
+			t.Errorf("the crafted directory %s is shown as the sandbox's:\n%s", elsewhere, r)
+		}
+	}
+}

@@ -43,7 +43,9 @@ Options:
                      then exits with 124. Default: no limit.
 
   Supervisors keep their sockets under $SBX_RUNTIME_DIR, else
-  $XDG_RUNTIME_DIR/sbx, else sbx-UID in the temporary directory.
+  $XDG_RUNTIME_DIR/sbx, else ~/.local/state/sbx/run (or
+  $XDG_STATE_HOME/sbx/run) when short enough for socket paths, else
+  sbx-UID in the temporary directory; each must be yours, mode 0700.
 `
 
 type execArgs struct {

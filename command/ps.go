@@ -69,7 +69,7 @@ type sandboxStatus struct {
 
 // liveSandboxes reads the state of dir (without its lock: nothing is
 // written) and checks each recorded sandbox's processes.
-func liveSandboxes(ctx context.Context, dir string) ([]sandboxStatus, error) {
+func liveSandboxes(ctx context.Context, env *Env, dir string) ([]sandboxStatus, error) {
 	st, err := state.Load(dir)
 	if err != nil {
 		return nil, err
@@ -83,10 +83,16 @@ func liveSandboxes(ctx context.Context, dir string) ([]sandboxStatus, error) {
 		s := sandboxStatus{Address: r.Address, Status: "gone", Gone: "state records no runtime", Image: addrs.ImageRef(a.Image).String(),
 			ImageHash: a.ImageHash, CPUs: a.CPUs, Memory: a.Memory, User: a.User}
 		if rt := a.Runtime; rt != nil {
-			lv := apply.Inspect(ctx, rt)
-			s.Dir, s.Pid, s.QEMUPid, s.Accel, s.Started = rt.Dir, rt.Pid, rt.QEMUPid, rt.Accel, rt.Started
-			s.Console, _ = supervisor.ConsolePath(rt.Dir)
-			s.Log = filepath.Join(rt.Dir, supervisor.LogFile)
+			s.Pid, s.QEMUPid, s.Accel, s.Started = rt.Pid, rt.QEMUPid, rt.Accel, rt.Started
+			sdir, lv, err := apply.InspectSandbox(ctx, supervisor.RuntimeBase(env.Environ), dir, r.Addr.Name, rt)
+			if err != nil {
+				s.Gone = err.Error()
+				out = append(out, s)
+				continue
+			}
+			s.Dir = sdir
+			s.Console, _ = supervisor.ConsolePath(sdir)
+			s.Log = filepath.Join(sdir, supervisor.LogFile)
 			s.OrphanQEMU = lv.OrphanQEMU
 			if lv.Running {
 				s.Status, s.Gone = "running", ""
@@ -127,7 +133,7 @@ func runPs(ctx context.Context, env *Env, args []string) int {
 
 func listSandboxes(ctx context.Context, env *Env, dir string, asJSON bool) int {
 	v := newView(env, false)
-	list, err := liveSandboxes(ctx, dir)
+	list, err := liveSandboxes(ctx, env, dir)
 	if err != nil {
 		v.errorDetail("Cannot read the state", err.Error())
 		return ExitError
@@ -181,7 +187,7 @@ func runStatus(ctx context.Context, env *Env, args []string) int {
 		return ExitError
 	}
 	v := newView(env, false)
-	list, err := liveSandboxes(ctx, dir)
+	list, err := liveSandboxes(ctx, env, dir)
 	if err != nil {
 		v.errorDetail("Cannot read the state", err.Error())
 		return ExitError
