@@ -48,3 +48,34 @@ func TestRenderQuotesRuntimeReason(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderQuotesConfigText: policy details and origins come from the
+// configuration — rule values and file names a pull request writes. A
+// hide rule or a file name carrying escape sequences and newlines must
+// neither drive the terminal nor draw a plan line of its own (a fake
+// "narrows" over a real widening).
+func TestRenderQuotesConfigText(t *testing.T) {
+	const evil = ".env\x1b[1A\x1b[2K\n        - [narrows] egress allow \"api.anthropic.com\"\u202e"
+	before := sandbox("box", nil)
+	after := sandbox("box", func(s *state.SandboxAttrs) {
+		s.Policy.Mounts[0].Hide = []string{evil}
+		s.Policy.Mounts[0].Origin.File = "x\x1b]0;pwned\x07.hcl"
+	})
+	p := plan.Compute([]*state.Resource{after}, []*state.Resource{before})
+	var out bytes.Buffer
+	if err := plan.Render(&out, p, plan.RenderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	if !strings.Contains(text, "x1b[1A") {
+		t.Fatalf("the plan does not show the rule at all:\n%s", text)
+	}
+	if strings.ContainsAny(text, "\x1b\x07\u202e") {
+		t.Errorf("the plan holds a control character from the configuration:\n%q", text)
+	}
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "- [narrows] egress") {
+			t.Errorf("the configuration's text made a plan line of its own:\n%s", text)
+		}
+	}
+}

@@ -214,7 +214,7 @@ func (r *renderer) policy(c *ResourceChange) {
 	const alignLimit = 60
 	width := 0
 	for _, pc := range c.Policy {
-		if n := utf8.RuneCountInString(pc.Detail); n <= alignLimit {
+		if n := utf8.RuneCountInString(termtext.Line(pc.Detail)); n <= alignLimit {
 			width = max(width, n)
 		}
 	}
@@ -236,17 +236,21 @@ func (r *renderer) policy(c *ResourceChange) {
 		case policy.Narrow:
 			marker = r.color(ansiGreen, "[narrows]")
 		}
-		origin := originString(pc.Origin)
-		pad := strings.Repeat(" ", max(0, width-utf8.RuneCountInString(pc.Detail)))
-		plain := indent + "+ [narrows] " + pc.Detail + pad + "  # " + origin
+		// Details and origins come from the configuration (rule values,
+		// file names), which a pull request writes: escaped to one line,
+		// they cannot draw plan lines of their own or drive the terminal.
+		detail := termtext.Line(pc.Detail)
+		origin := termtext.Line(originString(pc.Origin))
+		pad := strings.Repeat(" ", max(0, width-utf8.RuneCountInString(detail)))
+		plain := indent + "+ [narrows] " + detail + pad + "  # " + origin
 		switch {
 		case origin == "":
-			r.printf("%s%s %s %s\n", indent, op, marker, pc.Detail)
+			r.printf("%s%s %s %s\n", indent, op, marker, detail)
 		case r.opts.Width > 0 && utf8.RuneCountInString(plain) > r.opts.Width:
-			r.printf("%s%s %s %s\n", indent, op, marker, pc.Detail)
+			r.printf("%s%s %s %s\n", indent, op, marker, detail)
 			r.printf("%s            # %s\n", indent, origin)
 		default:
-			r.printf("%s%s %s %s%s  # %s\n", indent, op, marker, pc.Detail, pad, origin)
+			r.printf("%s%s %s %s%s  # %s\n", indent, op, marker, detail, pad, origin)
 		}
 	}
 	r.printf("        }\n")
