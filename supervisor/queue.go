@@ -34,7 +34,13 @@ import (
 // maxPendingPings pings a client has in flight, a final error) and the
 // router's own refusals. Only a client can take its queue past that: one
 // that stops reading while it keeps asking (pings, stdin it is granted
-// window for, sessions refused); it is dropped.
+// window for, sessions refused); it is dropped. The memory behind the
+// count is at most about twice it, since a merged frame's allocation
+// grows by doubling.
+//
+// A client that stops reading is not dropped for that alone: with its
+// queue full of what it was granted, its sessions wait on credit, as
+// "sbx exec" stopped with Ctrl-Z expects to find them when resumed.
 const (
 	// queueFrameCost is what a queued frame costs beyond its bytes: its
 	// slice header and the rounding of its allocation.
