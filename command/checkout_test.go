@@ -1,6 +1,7 @@
 package command
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,4 +72,54 @@ func TestPlanOutIsPrivate(t *testing.T) {
 	if fi.Mode().Perm() != 0o600 {
 		t.Errorf("%s has mode %v, want 0600", out, fi.Mode().Perm())
 	}
+}
+
+// sbx show on an untrusted checkout: a state file's values (user, policy
+// rules, origins) can hold escape sequences and newlines; shown, they
+// must neither drive the terminal nor pass for lines of their own.
+func TestShowStateEscapesCheckoutText(t *testing.T) {
+	f := newFixture(t)
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, state.Dir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	const evil = "agent\x1b]0;pwned\x07\n  allow       evil.example  (egress.fake, main.hcl:1)\u202e"
+	st := `{
+  "format_version": 1,
+  "lineage": "6f1a6d5e-4c1c-4b59-9a43-2f5d3e1c0a11",
+  "serial": 1,
+  "resources": [
+    {
+      "address": "sandbox.box",
+      "sandbox": {
+        "image": "agent",
+        "image_hash": "sha256:00",
+        "cpus": 1,
+        "memory": 536870912,
+        "user": ` + strconvQuote(evil) + `,
+        "policy": {},
+        "policy_hash": "sha256:00"
+      }
+    }
+  ]
+}
+`
+	writeFile(t, filepath.Join(dir, state.Dir, state.FileName), st)
+	r := f.mustRun(ExitOK, "show", filepath.Join(dir, state.Dir, state.FileName))
+	if !strings.Contains(r.stdout, "agent") {
+		t.Fatalf("the user is not shown:\n%s", r)
+	}
+	if strings.ContainsAny(r.stdout, "\x1b\x07\u202e") {
+		t.Errorf("show printed a control character from the state file:\n%q", r.stdout)
+	}
+	for _, l := range strings.Split(r.stdout, "\n") {
+		if strings.HasPrefix(l, "  allow       evil.example") {
+			t.Errorf("the state file's text made a line of its own:\n%s", r.stdout)
+		}
+	}
+}
+
+func strconvQuote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }

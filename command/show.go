@@ -16,6 +16,7 @@ import (
 	"github.com/sbx-dev/sbx/plan"
 	"github.com/sbx-dev/sbx/policy"
 	"github.com/sbx-dev/sbx/state"
+	"github.com/sbx-dev/sbx/termtext"
 )
 
 const showUsage = `
@@ -132,32 +133,34 @@ func showPlan(env *Env, v *view, a showArgs) int {
 func showLock(env *Env, v *view, a showArgs) int {
 	lock, diags := lockfiles.Read(a.target)
 	if diags.HasErrors() {
-		data, _ := os.ReadFile(a.target)
+		data, _ := lockfiles.ReadFile(a.target) // never through a link out of its directory
 		v.diagnostics(lockSources(data, a.target), diags)
 		return ExitError
 	}
 	if a.json {
 		return writeJSON(env, v, lockJSON(lock))
 	}
-	w := env.Stdout
+	w := lines{env.Stdout}
 	names := sortedNames(lock.Images)
 	if len(names) == 0 {
-		fmt.Fprintf(w, "%s locks no images.\n", a.target)
+		w.printf("%s locks no images.", a.target)
 		return ExitOK
 	}
 	for i, name := range names {
 		img := lock.Images[name]
 		if i > 0 {
-			fmt.Fprintln(w)
+			w.printf("")
 		}
-		fmt.Fprintf(w, "%s (%s)\n", v.bold("image."+name), img.Platform)
-		fmt.Fprintf(w, "  input_hash  %s\n", img.InputHash)
+		fmt.Fprintf(env.Stdout, "%s (%s)\n", v.bold(termtext.Line("image."+name)), termtext.Line(img.Platform))
+		w.printf("  input_hash  %s", img.InputHash)
 		for _, key := range sortedNames(img.Inputs) {
 			pin := img.Inputs[key]
-			fmt.Fprintf(w, "  %s\n      %s\n      %s\n", key, pin.Source, pinIdentity(pin))
+			w.printf("  %s", key)
+			w.printf("      %s", pin.Source)
+			w.printf("      %s", pinIdentity(pin))
 		}
 		for _, key := range sortedNames(img.Outputs) {
-			fmt.Fprintf(w, "  output %s  %s\n", key, img.Outputs[key])
+			w.printf("  output %s  %s", key, img.Outputs[key])
 		}
 	}
 	return ExitOK
@@ -243,14 +246,15 @@ func printState(env *Env, v *view, a showArgs, st *state.State) int {
 		}
 		return ExitOK
 	}
-	w := env.Stdout
-	fmt.Fprintf(w, "State serial %d, lineage %s\n", st.Serial, st.Lineage)
+	w := lines{env.Stdout}
+	w.printf("State serial %d, lineage %s", st.Serial, st.Lineage)
 	if len(st.Resources) == 0 {
-		fmt.Fprintln(w, "\nNo resources.")
+		w.printf("")
+		w.printf("No resources.")
 		return ExitOK
 	}
 	for _, r := range st.Resources {
-		fmt.Fprintf(w, "\n%s\n", v.bold(r.Address))
+		fmt.Fprintf(env.Stdout, "\n%s\n", v.bold(termtext.Line(r.Address)))
 		switch {
 		case r.Image != nil:
 			writeImageAttrs(w, r.Image)
@@ -261,66 +265,76 @@ func printState(env *Env, v *view, a showArgs, st *state.State) int {
 	return ExitOK
 }
 
-func writeImageAttrs(w io.Writer, a *state.ImageAttrs) {
-	fmt.Fprintf(w, "  platform    %s\n", a.Platform)
-	fmt.Fprintf(w, "  input_hash  %s\n", a.InputHash)
+func writeImageAttrs(w lines, a *state.ImageAttrs) {
+	w.printf("  platform    %s", a.Platform)
+	w.printf("  input_hash  %s", a.InputHash)
 	for _, k := range sortedNames(a.Inputs) {
-		fmt.Fprintf(w, "  input %s  %s\n", k, a.Inputs[k])
+		w.printf("  input %s  %s", k, a.Inputs[k])
 	}
 	for _, k := range sortedNames(a.Outputs) {
-		fmt.Fprintf(w, "  output %s  %s\n", k, a.Outputs[k])
+		w.printf("  output %s  %s", k, a.Outputs[k])
 	}
 }
 
-func writeSandboxAttrs(w io.Writer, a *state.SandboxAttrs) {
-	fmt.Fprintf(w, "  image       image.%s (%s)\n", a.Image, a.ImageHash)
-	fmt.Fprintf(w, "  cpus        %d\n", a.CPUs)
-	fmt.Fprintf(w, "  memory      %s\n", lang.FormatSize(a.Memory))
+func writeSandboxAttrs(w lines, a *state.SandboxAttrs) {
+	w.printf("  image       image.%s (%s)", a.Image, a.ImageHash)
+	w.printf("  cpus        %d", a.CPUs)
+	w.printf("  memory      %s", lang.FormatSize(a.Memory))
 	if a.User != "" {
-		fmt.Fprintf(w, "  user        %s\n", a.User)
+		w.printf("  user        %s", a.User)
 	}
 	for _, k := range sortedNames(a.Env) {
-		fmt.Fprintf(w, "  env %s = %q\n", k, a.Env[k])
+		w.printf("  env %s = %q", k, a.Env[k])
 	}
-	fmt.Fprintf(w, "  policy_hash %s\n", a.PolicyHash)
+	w.printf("  policy_hash %s", a.PolicyHash)
 	writePolicy(w, a.Policy)
 }
 
 // writePolicy lists a sandbox policy, one rule a line. Secret bindings
 // show where the host reads the value, never the value.
-func writePolicy(w io.Writer, p policy.Sandbox) {
+func writePolicy(w lines, p policy.Sandbox) {
 	for _, r := range p.Allow {
-		fmt.Fprintf(w, "  allow       %s  (%s)\n", r.Pattern, originText(r.Origin))
+		w.printf("  allow       %s  (%s)", r.Pattern, originText(r.Origin))
 	}
 	for _, r := range p.TCP {
-		fmt.Fprintf(w, "  tcp         %s  (%s)\n", r.Dest, originText(r.Origin))
+		w.printf("  tcp         %s  (%s)", r.Dest, originText(r.Origin))
 	}
 	for _, r := range p.Hosts {
-		fmt.Fprintf(w, "  host        %s = %s  (%s)\n", r.Name, r.Addr, originText(r.Origin))
+		w.printf("  host        %s = %s  (%s)", r.Name, r.Addr, originText(r.Origin))
 	}
 	for _, s := range p.Secrets {
 		hosts := make([]string, len(s.Hosts))
 		for i, h := range s.Hosts {
 			hosts[i] = h.String()
 		}
-		fmt.Fprintf(w, "  secret      %s: $%s for %s, from %s  (%s)\n", s.Name, s.Env, strings.Join(hosts, ", "), s.Source, originText(s.Origin))
+		w.printf("  secret      %s: $%s for %s, from %s  (%s)", s.Name, s.Env, strings.Join(hosts, ", "), s.Source, originText(s.Origin))
 	}
 	for _, m := range p.Mounts {
-		fmt.Fprintf(w, "  mount       %s = %s (%s)", m.Guest, m.Host, m.Access)
+		var b strings.Builder
+		fmt.Fprintf(&b, "  mount       %s = %s (%s)", m.Guest, m.Host, m.Access)
 		if len(m.Hide) > 0 {
-			fmt.Fprintf(w, " hide %s", strings.Join(m.Hide, " "))
+			fmt.Fprintf(&b, " hide %s", strings.Join(m.Hide, " "))
 		}
 		if len(m.ReadOnly) > 0 {
-			fmt.Fprintf(w, " readonly %s", strings.Join(m.ReadOnly, " "))
+			fmt.Fprintf(&b, " readonly %s", strings.Join(m.ReadOnly, " "))
 		}
 		if len(m.Tmpfs) > 0 {
-			fmt.Fprintf(w, " tmpfs %s", strings.Join(m.Tmpfs, " "))
+			fmt.Fprintf(&b, " tmpfs %s", strings.Join(m.Tmpfs, " "))
 		}
 		if m.Owner != "" {
-			fmt.Fprintf(w, " owner %s", m.Owner)
+			fmt.Fprintf(&b, " owner %s", m.Owner)
 		}
-		fmt.Fprintf(w, "  (%s)\n", originText(m.Origin))
+		w.printf("%s  (%s)", b.String(), originText(m.Origin))
 	}
+}
+
+// lines prints what a checkout's files hold (the state, the lock), one
+// line at a time, each escaped to that one line (package termtext): a
+// value cannot drive the terminal or pass for a line of its own.
+type lines struct{ w io.Writer }
+
+func (l lines) printf(format string, args ...any) {
+	io.WriteString(l.w, termtext.Line(fmt.Sprintf(format, args...))+"\n")
 }
 
 func writeJSON(env *Env, v *view, x any) int {
