@@ -12,47 +12,21 @@ import (
 )
 
 // Write runs write on a new temporary file beside path and, when it
-// succeeds, syncs the file, sets perm and renames it to path. Errors are
-// prefixed with "writing PATH".
-func Write(path string, perm os.FileMode, write func(f *os.File) error) (err error) {
+// succeeds, syncs the file, sets perm and renames it to path: WriteIn in
+// path's directory, so a symbolic link planted at the temporary name is
+// never followed and one at path is replaced, not written through.
+// Errors are prefixed with "writing PATH".
+func Write(path string, perm os.FileMode, write func(f *os.File) error) error {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
 	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-			err = fmt.Errorf("writing %s: %w", path, err)
-		}
-	}()
-	if err = write(f); err != nil {
-		return err
-	}
-	if err = f.Chmod(perm); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	// Make the rename durable. Some file systems cannot sync a directory;
-	// the file is in place by now, so that is not an error.
-	if d, derr := os.Open(dir); derr == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
+	defer root.Close()
+	return WriteIn(root, base, perm, write)
 }
 
 // WriteBytes replaces path with data (see Write).

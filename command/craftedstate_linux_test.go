@@ -216,25 +216,7 @@ func TestExecIgnoresCraftedRuntimeDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(elsewhere) })
-	ln, err := net.Listen("unix", filepath.Join(elsewhere, supervisor.SocketFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	connected := make(chan struct{}, 1)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			select {
-			case connected <- struct{}{}:
-			default:
-			}
-			c.Close()
-		}
-	}()
+	connected := listenForDial(t, filepath.Join(elsewhere, supervisor.SocketFile))
 	craftedState(t, configDir, elsewhere, 0, 0)
 	local := filepath.Join(t.TempDir(), "secret.txt")
 	writeFile(t, local, "secret\n")
@@ -256,11 +238,31 @@ func TestPsIgnoresCraftedRuntimeDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(elsewhere) })
-	ln, err := net.Listen("unix", filepath.Join(elsewhere, supervisor.ControlFile))
+	connected := listenForDial(t, filepath.Join(elsewhere, supervisor.ControlFile))
+	craftedState(t, configDir, elsewhere, 0, 0)
+	ps := f.run("ps", "-json", configDir)
+	status := f.run("status", "-json", configDir, "box")
+	select {
+	case <-connected:
+		t.Errorf("sbx connected to %s, the control socket a crafted state named", filepath.Join(elsewhere, supervisor.ControlFile))
+	default:
+	}
+	for _, r := range []result{ps, status} {
+		if strings.Contains(r.stdout, `"dir": "`+elsewhere) {
+			t.Errorf("the crafted directory %s is shown as the sandbox's:\n%s", elsewhere, r)
+		}
+	}
+}
+
+// listenForDial listens on the unix socket path until the test ends; the
+// channel receives once something connects to it.
+func listenForDial(t *testing.T, path string) <-chan struct{} {
+	t.Helper()
+	ln, err := net.Listen("unix", path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	t.Cleanup(func() { ln.Close() })
 	connected := make(chan struct{}, 1)
 	go func() {
 		for {
@@ -275,17 +277,5 @@ func TestPsIgnoresCraftedRuntimeDir(t *testing.T) {
 			c.Close()
 		}
 	}()
-	craftedState(t, configDir, elsewhere, 0, 0)
-	ps := f.run("ps", "-json", configDir)
-	status := f.run("status", "-json", configDir, "box")
-	select {
-	case <-connected:
-		t.Errorf("sbx connected to %s, the control socket a crafted state named", filepath.Join(elsewhere, supervisor.ControlFile))
-	default:
-	}
-	for _, r := range []result{ps, status} {
-		if strings.Contains(r.stdout, `"dir": "`+elsewhere) {
-			t.Errorf("the crafted directory %s is shown as the sandbox's:\n%s", elsewhere, r)
-		}
-	}
+	return connected
 }

@@ -99,3 +99,21 @@ func (l *ownerListener) Accept() (net.Conn, error) {
 		return conn, nil
 	}
 }
+
+// sockoptUID returns the user id get reads from conn's socket (a
+// platform's peer-credential option, named opt in errors).
+func sockoptUID(conn syscall.Conn, opt string, get func(fd int) (uint32, error)) (int, error) {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	var uid uint32
+	var getErr error
+	if err := raw.Control(func(fd uintptr) { uid, getErr = get(int(fd)) }); err != nil {
+		return -1, err
+	}
+	if getErr != nil {
+		return -1, fmt.Errorf("%s: %w", opt, getErr)
+	}
+	return int(uid), nil
+}

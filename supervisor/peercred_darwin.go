@@ -3,7 +3,6 @@
 package supervisor
 
 import (
-	"fmt"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -13,19 +12,11 @@ import (
 // the unix socket conn: the client's for a server, and for a client, that
 // of the process that made the listening socket (LOCAL_PEERCRED).
 func peerUID(conn syscall.Conn) (int, error) {
-	raw, err := conn.SyscallConn()
-	if err != nil {
-		return -1, err
-	}
-	var cred *unix.Xucred
-	var credErr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, credErr = unix.GetsockoptXucred(int(fd), unix.SOL_LOCAL, unix.LOCAL_PEERCRED)
-	}); err != nil {
-		return -1, err
-	}
-	if credErr != nil {
-		return -1, fmt.Errorf("LOCAL_PEERCRED: %w", credErr)
-	}
-	return int(cred.Uid), nil
+	return sockoptUID(conn, "LOCAL_PEERCRED", func(fd int) (uint32, error) {
+		cred, err := unix.GetsockoptXucred(fd, unix.SOL_LOCAL, unix.LOCAL_PEERCRED)
+		if err != nil {
+			return 0, err
+		}
+		return cred.Uid, nil
+	})
 }
