@@ -16,8 +16,10 @@ import (
 // TestInspectAndRemoveWithoutSupervisor covers what is left when a
 // supervisor is killed: no control socket, a status file naming a dead
 // supervisor and a QEMU that still runs. Inspect reports the orphan,
-// Remove kills it and removes the directory, and a recorded QEMU pid now
-// used by an unrelated process is not taken for the sandbox's.
+// Remove kills it and removes the directory, and a recorded supervisor or
+// QEMU pid now used by an unrelated process (one whose command line
+// names a file of the sandbox) is taken for neither: Inspect does not
+// report it and Remove leaves it running.
 func TestInspectAndRemoveWithoutSupervisor(t *testing.T) {
 	dir, work := sandboxFixture(t)
 	dead := exec.Command("true")
@@ -37,11 +39,14 @@ func TestInspectAndRemoveWithoutSupervisor(t *testing.T) {
 	if lv := Inspect(context.Background(), dir, dead.Process.Pid, stranger.pid); lv.OrphanQEMU != 0 {
 		t.Errorf("Inspect took process %d, which is not QEMU, for the sandbox's QEMU", stranger.pid)
 	}
+	if lv := Inspect(context.Background(), dir, stranger.pid, stranger.pid); lv.OrphanQEMU != 0 || !strings.Contains(lv.Gone, "has exited") {
+		t.Errorf("Inspect took process %d, which is neither, for the sandbox's supervisor or QEMU: %+v", stranger.pid, lv)
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	// The orphan is found in the status file.
-	if err := Remove(ctx, dir, dead.Process.Pid, stranger.pid); err != nil {
+	if err := Remove(ctx, dir, stranger.pid, stranger.pid); err != nil {
 		t.Fatal(err)
 	}
 	if !runs(stranger.pid) {
