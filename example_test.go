@@ -11,6 +11,7 @@ import (
 
 	"github.com/sbx-dev/sbx"
 	"github.com/sbx-dev/sbx/machine/machinetest"
+	"github.com/sbx-dev/sbx/providers/qemu/qemutest"
 )
 
 // dir is the configuration directory of the example: a hermetic sandbox
@@ -21,10 +22,13 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	// The example boots a real VM. Without QEMU there is nothing to run
-	// it on, and an example cannot skip: say so and run nothing.
-	if _, err := machinetest.QEMU(); err != nil {
-		fmt.Fprintln(os.Stderr, "SKIPPING ALL TESTS OF PACKAGE sbx:", err)
+	// The example boots a real VM, and an example cannot skip: without
+	// QEMU fail, or run nothing when SBX_SKIP_VM_TESTS=1, saying so.
+	if _, skip, err := qemutest.Check(nil, nil); err != nil {
+		fmt.Fprintln(os.Stderr, "package sbx:", err)
+		os.Exit(1)
+	} else if skip != "" {
+		fmt.Fprintln(os.Stderr, "package sbx: all tests", skip)
 		os.Exit(0)
 	}
 	work, err := os.MkdirTemp("", "sbx-example-")

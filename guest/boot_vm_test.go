@@ -19,6 +19,7 @@ import (
 	"github.com/sbx-dev/sbx/builders/qcow2"
 	"github.com/sbx-dev/sbx/guest/bootproto"
 	"github.com/sbx-dev/sbx/lang"
+	"github.com/sbx-dev/sbx/providers/qemu/qemutest"
 )
 
 // The boot tests run the real agent as PID 1 of a real Debian kernel
@@ -38,10 +39,7 @@ type bootFixture struct {
 
 func newBootFixture(t *testing.T) *bootFixture {
 	t.Helper()
-	qemu, err := exec.LookPath("qemu-system-x86_64")
-	if err != nil {
-		t.Skip("SKIPPING GUEST BOOT TESTS: qemu-system-x86_64 is not on PATH; install the Debian package qemu-system-x86 to run them")
-	}
+	qemu := qemutest.Require(t)
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -18,6 +18,7 @@ import (
 	"github.com/sbx-dev/sbx/builders/qcow2"
 	"github.com/sbx-dev/sbx/guest/bootproto"
 	"github.com/sbx-dev/sbx/lockfiles"
+	"github.com/sbx-dev/sbx/providers/qemu/qemutest"
 )
 
 // stages records the stages a build reports.
@@ -440,10 +441,7 @@ func checkDisk(t *testing.T, raw, toolMode, inputHash string) {
 // its disk and returns the agent's ready line.
 func boot(t *testing.T, r *image.Result) bootproto.Ready {
 	t.Helper()
-	qemu, err := exec.LookPath("qemu-system-x86_64")
-	if err != nil {
-		t.Skip("SKIPPING THE BOOT TEST: qemu-system-x86_64 is not on PATH; install the Debian package qemu-system-x86 to run it")
-	}
+	qemu := qemutest.Require(t)
 	overlay := filepath.Join(t.TempDir(), "root.qcow2")
 	if err := qcow2.CreateOverlay(overlay, r.Outputs[image.OutputDisk].Path, "qcow2", 0); err != nil {
 		t.Fatal(err)
@@ -462,7 +460,7 @@ func boot(t *testing.T, r *image.Result) bootproto.Ready {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
-	err = cmd.Run()
+	err := cmd.Run()
 	t.Logf("QEMU (TCG) ran %v", time.Since(start).Round(time.Millisecond))
 	if ctx.Err() != nil {
 		t.Fatalf("QEMU did not exit within %v; console:\n%s", timeout, out.String())

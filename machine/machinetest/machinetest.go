@@ -24,6 +24,7 @@ import (
 	"github.com/sbx-dev/sbx/builders/resolve"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/lockfiles"
+	"github.com/sbx-dev/sbx/providers/qemu/qemutest"
 )
 
 // What the fixture's configuration declares.
@@ -193,14 +194,13 @@ var shared struct {
 }
 
 // Require returns the test binary's fixture, built once, and its
-// configuration and image. It skips the test, saying so loudly, when
-// QEMU is missing, and fails it when the fixture cannot be made. Call
-// Cleanup from TestMain to remove it.
+// configuration and image. When QEMU is missing it fails the test, or
+// skips it when SBX_SKIP_VM_TESTS=1 (see qemutest.Require); it fails the
+// test when the fixture cannot be made. Call Cleanup from TestMain to
+// remove it.
 func Require(t testing.TB) (*Fixture, *lang.Config, *image.Result) {
 	t.Helper()
-	if _, err := QEMU(); err != nil {
-		t.Skip("SKIPPING: " + err.Error())
-	}
+	qemutest.Require(t)
 	shared.once.Do(func() {
 		shared.work, shared.err = os.MkdirTemp("", "sbx-machinetest-")
 		if shared.err != nil {

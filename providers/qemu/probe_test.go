@@ -12,16 +12,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sbx-dev/sbx/providers/qemu/qemutest"
 )
 
-// requireQEMU skips loudly when the host has no x86 emulator.
+// requireQEMU returns the x86 emulator's path; see qemutest.Require for
+// what happens when the host has none.
 func requireQEMU(t *testing.T) string {
 	t.Helper()
-	path, err := exec.LookPath("qemu-system-x86_64")
-	if err != nil {
-		t.Skip("SKIPPING: qemu-system-x86_64 is not on PATH; install the Debian package qemu-system-x86 to run the QEMU provider tests")
-	}
-	return path
+	return qemutest.Require(t)
 }
 
 // TestProbe probes this machine for real. Here /dev/kvm exists but cannot

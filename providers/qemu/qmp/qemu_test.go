@@ -15,16 +15,15 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sbx-dev/sbx/providers/qemu/qemutest"
 )
 
 // startQEMU starts a real QEMU with its CPUs stopped, no disk and no
 // kernel, and a QMP socket; it returns the socket path and the command.
 func startQEMU(t *testing.T) (string, *exec.Cmd) {
 	t.Helper()
-	qemu, err := exec.LookPath("qemu-system-x86_64")
-	if err != nil {
-		t.Skip("SKIPPING REAL-QEMU QMP TESTS: qemu-system-x86_64 is not on PATH; install the Debian package qemu-system-x86 to run them")
-	}
+	qemu := qemutest.Require(t)
 	sock := filepath.Join(t.TempDir(), "qmp.sock")
 	var stderr bytes.Buffer
 	cmd := exec.Command(qemu, "-no-user-config", "-nodefaults", "-display", "none",
