@@ -71,7 +71,11 @@ func (p Prober) Probe(ctx context.Context) (Host, error) {
 		h.QEMU[arch] = b
 	}
 	if len(h.QEMU) == 0 {
-		return Host{}, fmt.Errorf("no QEMU system emulator found (looked for %s in %s)", strings.Join(names, ", "), p.searchPath())
+		err := fmt.Errorf("no QEMU system emulator found (looked for %s in %s)", strings.Join(names, ", "), p.searchPath())
+		if cmd := InstallCommand(runtime.GOOS); cmd != "" {
+			err = fmt.Errorf("%w; install QEMU with: %s", err, cmd)
+		}
+		return Host{}, err
 	}
 	native, ok := h.QEMU[h.Arch]
 	if !ok {

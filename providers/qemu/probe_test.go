@@ -153,6 +153,21 @@ func TestProbeNoEmulator(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "qemu-system-x86_64") {
 		t.Errorf("err = %v, want one naming the emulators looked for", err)
 	}
+	if want := "; install QEMU with: " + InstallCommand(runtime.GOOS); InstallCommand(runtime.GOOS) != "" && !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("err = %v, want it to end with %q", err, want)
+	}
+}
+
+func TestInstallCommand(t *testing.T) {
+	for goos, want := range map[string]string{
+		"linux":   "apt-get install qemu-system-x86 qemu-utils (Debian, Ubuntu) or dnf install qemu-kvm qemu-img (Fedora)",
+		"darwin":  "brew install qemu",
+		"windows": "",
+	} {
+		if got := InstallCommand(goos); got != want {
+			t.Errorf("InstallCommand(%q) = %q, want %q", goos, got, want)
+		}
+	}
 }
 
 // The test guest runs to its end under TCG: this proves the guest and the
