@@ -3,6 +3,7 @@ package resolve
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -42,6 +43,9 @@ func (a *AptGet) Download(ctx context.Context, name, version, dir string) (strin
 	cmd.Stdout = &out
 	cmd.Stderr = &out
 	if err := cmd.Run(); err != nil {
+		if errors.Is(err, exec.ErrNotFound) {
+			return "", fmt.Errorf("deb: sources are downloaded with the host's apt-get, which is not on PATH: run sbx lock and build for images with deb: sources on a Debian or Ubuntu host (%w)", err)
+		}
 		msg := lastLines(out.String(), 5)
 		if strings.Contains(name, ":") && strings.Contains(msg, "Unable to locate") {
 			msg += " (a foreign architecture must first be added with dpkg --add-architecture and apt-get update)"

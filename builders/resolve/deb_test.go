@@ -151,3 +151,13 @@ func TestDebWithAptGet(t *testing.T) {
 		t.Errorf("err = %v, want apt-get's failure", err)
 	}
 }
+
+// Without apt-get on PATH, a download says what deb: sources need.
+func TestAptGetMissing(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	_, err := (&AptGet{}).Download(context.Background(), "busybox-static", "1:1.35.0-4+b3", t.TempDir())
+	want := "deb: sources are downloaded with the host's apt-get, which is not on PATH: run sbx lock and build for images with deb: sources on a Debian or Ubuntu host"
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("err = %v\nwant it to begin %q", err, want)
+	}
+}
