@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/sbx-dev/sbx/addrs"
@@ -23,10 +24,13 @@ func Path(dir string) string { return filepath.Join(dir, Dir, FileName) }
 //
 // A missing file is not an error: Load returns an empty State with
 // FormatVersion set and no lineage (the first Save assigns one). A file of
-// another format version, malformed JSON, unknown fields, an invalid
-// address or a resource whose attributes do not match its kind are errors
-// naming the file. Resources come back sorted by address with Addr filled
-// in from Address.
+// another format version is an error naming the file. Malformed JSON,
+// unknown fields, an invalid address or a resource whose attributes do
+// not match its kind are a *CorruptError, which names the file and says
+// how to recover: from the backup of the state before (BackupFileName),
+// when it holds one, or by stopping the configuration's sandboxes without
+// the state. Resources come back sorted by address with Addr filled in
+// from Address.
 //
 // Load follows no symbolic link below dir: a .sbx that is a link or not a
 // directory, and a state.json that is a link or not a regular file, are
@@ -43,19 +47,93 @@ func Load(dir string) (*State, error) {
 		return &State{FormatVersion: FormatVersion}, nil
 	}
 	defer d.Close()
-	return load(d, Path(dir))
+	s, _, err := load(d, dir)
+	return s, err
 }
 
-// load reads the state file in the state directory d; path names it.
-func load(d *os.Root, path string) (*State, error) {
+// load reads the state file in the state directory d of the
+// configuration directory dir, and returns it with the file's bytes (nil
+// when there is no file).
+func load(d *os.Root, dir string) (*State, []byte, error) {
 	data, err := readFile(d, FileName)
 	if errors.Is(err, fs.ErrNotExist) {
-		return &State{FormatVersion: FormatVersion}, nil
+		return &State{FormatVersion: FormatVersion}, nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading state: %w", err)
+		return nil, nil, fmt.Errorf("reading state: %w", err)
 	}
-	return parse(data, path)
+	s, err := parse(data, Path(dir))
+	if err != nil {
+		var ve *versionError
+		if errors.As(err, &ve) {
+			return nil, nil, err
+		}
+		return nil, nil, corrupt(d, dir, err)
+	}
+	return s, data, nil
+}
+
+// CorruptError is the error for a state file that is not a valid state:
+// malformed JSON, a missing or unknown field, an invalid resource. Its
+// message says how to recover.
+type CorruptError struct {
+	// Path is the state file, Dir its configuration directory.
+	Path, Dir string
+	// Err says what is wrong, naming the file (and the line and column
+	// where the decoder gives one).
+	Err error
+	// Backup is the backup file (BackupFileName) when it holds a valid
+	// state, BackupSerial that state's serial; Backup is empty when
+	// there is no usable backup.
+	Backup       string
+	BackupSerial uint64
+}
+
+func (e *CorruptError) Error() string {
+	destroy := fmt.Sprintf("run \"sbx destroy -orphans %s\" to stop this configuration's sandboxes without the state", shellWord(e.Dir))
+	if e.Backup != "" {
+		return fmt.Sprintf("%v\nThe state as it was before the last save (serial %d) is in %s: copy it back (cp %s %s) to return to it, or %s.",
+			e.Err, e.BackupSerial, e.Backup, shellWord(e.Backup), shellWord(e.Path), destroy)
+	}
+	return fmt.Sprintf("%v\nThere is no valid backup of an earlier state (%s): fix the file, or %s and then remove it.",
+		e.Err, filepath.Join(e.Dir, Dir, BackupFileName), destroy)
+}
+
+func (e *CorruptError) Unwrap() error { return e.Err }
+
+// corrupt returns the *CorruptError for err, a parse error of the state
+// file in the state directory d of dir, with the backup there when it
+// holds a valid state. The backup is read as the state file is: no link
+// is followed.
+func corrupt(d *os.Root, dir string, err error) *CorruptError {
+	e := &CorruptError{Path: Path(dir), Dir: dir, Err: err}
+	backup := filepath.Join(dir, Dir, BackupFileName)
+	if data, err := readFile(d, BackupFileName); err == nil {
+		if s, err := parse(data, backup); err == nil {
+			e.Backup, e.BackupSerial = backup, s.Serial
+		}
+	}
+	return e
+}
+
+// shellWord returns s as one word for a POSIX shell: as it is when it
+// holds nothing a shell treats specially, else in single quotes.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+,:@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// versionError is parse's error for a state file of another format
+// version: it is not corrupt, and its backup is of that version too.
+type versionError struct {
+	path    string
+	version int
+}
+
+func (e *versionError) Error() string {
+	return fmt.Sprintf("state file %s has format version %d; this sbx reads version %d (was it written by another version of sbx?)", e.path, e.version, FormatVersion)
 }
 
 func parse(data []byte, path string) (*State, error) {
@@ -69,7 +147,7 @@ func parse(data []byte, path string) (*State, error) {
 	case head.FormatVersion == nil:
 		return nil, fmt.Errorf("state file %s has no format_version; it was not written by sbx", path)
 	case *head.FormatVersion != FormatVersion:
-		return nil, fmt.Errorf("state file %s has format version %d; this sbx reads version %d (was it written by another version of sbx?)", path, *head.FormatVersion, FormatVersion)
+		return nil, &versionError{path: path, version: *head.FormatVersion}
 	}
 	// json.Unmarshal above has already refused trailing data.
 	dec := json.NewDecoder(bytes.NewReader(data))

@@ -164,20 +164,26 @@ func (l *Lease) Load() (*State, error) {
 	if l == nil || l.f == nil {
 		return nil, errors.New("loading state: the state lock has been released")
 	}
-	return load(l.d, Path(l.dir))
+	s, _, err := load(l.d, l.dir)
+	return s, err
 }
 
 // Save writes s as the next version of the state: it assigns a lineage (a
 // random UUID) if s has none, increments the serial and replaces the file
-// atomically (temporary file, fsync, rename; mode 0600). On success s is
-// updated to what was written (FormatVersion, Lineage, Serial); on failure
-// s and the file are unchanged.
+// atomically (temporary file, fsync, rename; mode 0600). Before that, the
+// state on disk, if any, is copied to BackupFileName the same way, so the
+// backup always holds the state as it was before the last save. On
+// success s is updated to what was written (FormatVersion, Lineage,
+// Serial); on failure s and the state file are unchanged.
 //
 // Save refuses to write when the file on disk belongs to another lineage
 // (s was read from another configuration's state, or from before the
-// state was created) or has a newer serial than s (another run saved
-// since s was read): the caller must read the state again and redo its
-// work.
+// state was created), has a newer serial than s (another run saved
+// since s was read) or is not a valid state (a *CorruptError): the caller
+// must read the state again and redo its work.
+//
+// Neither file is written through a symbolic link: each is replaced by a
+// rename in .sbx, which replaces a link rather than following it.
 func (l *Lease) Save(s *State) error {
 	if l == nil || l.f == nil {
 		return errors.New("saving state: the state lock has been released")
@@ -186,7 +192,7 @@ func (l *Lease) Save(s *State) error {
 		return errors.New("saving state: no state")
 	}
 	path := Path(l.dir)
-	disk, err := load(l.d, path)
+	disk, prev, err := load(l.d, l.dir)
 	if err != nil {
 		return fmt.Errorf("saving state: %w", err)
 	}
@@ -216,13 +222,23 @@ func (l *Lease) Save(s *State) error {
 	if err != nil {
 		return fmt.Errorf("saving state: %w", err)
 	}
-	err = atomicfile.WriteIn(l.d, FileName, 0o600, func(f *os.File) error {
-		_, err := f.Write(data)
-		return err
-	})
-	if err != nil {
+	if prev != nil {
+		if err := writeFile(l.d, BackupFileName, prev); err != nil {
+			return fmt.Errorf("saving state: keeping a backup of the state before: %w", err)
+		}
+	}
+	if err := writeFile(l.d, FileName, data); err != nil {
 		return fmt.Errorf("saving state: %w", err)
 	}
 	s.FormatVersion, s.Lineage, s.Serial = next.FormatVersion, next.Lineage, next.Serial
 	return nil
+}
+
+// writeFile replaces the file name in the state directory d with data,
+// atomically and with mode 0600 (atomicfile.WriteIn).
+func writeFile(d *os.Root, name string, data []byte) error {
+	return atomicfile.WriteIn(d, name, 0o600, func(f *os.File) error {
+		_, err := f.Write(data)
+		return err
+	})
 }

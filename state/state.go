@@ -15,6 +15,12 @@ const Dir = ".sbx"
 // FileName is the state file's name inside Dir.
 const FileName = "state.json"
 
+// BackupFileName is the name, inside Dir, of the copy of the state as it
+// was before the last save (Lease.Save writes it, as Terraform keeps
+// terraform.tfstate.backup): the way back when the state file itself is
+// lost or corrupt.
+const BackupFileName = FileName + ".backup"
+
 // State is the content of a state file.
 type State struct {
 	FormatVersion int    `json:"format_version"`

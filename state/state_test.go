@@ -139,7 +139,11 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 	if back, err := l.Load(); err != nil || len(back.Resources) != 1 || back.Serial != 2 {
 		t.Errorf("Lease.Load = %v, %v", back, err)
 	}
-	assertOnly(t, filepath.Join(dir, Dir), FileName, LockFileName)
+	// The backup holds the state before the second save, as it was.
+	if backup, err := os.ReadFile(filepath.Join(dir, Dir, BackupFileName)); err != nil || !bytes.Equal(backup, data) {
+		t.Errorf("the backup after the second save holds %q, %v; want the first state:\n%s", backup, err, data)
+	}
+	assertOnly(t, filepath.Join(dir, Dir), FileName, BackupFileName, LockFileName)
 }
 
 func TestMarshalGolden(t *testing.T) {
