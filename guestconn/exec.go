@@ -75,6 +75,26 @@ func (s *ExitStatus) String() string {
 	return "exit status " + strconv.Itoa(s.Code)
 }
 
+// Exit codes of a command the guest could not run, as shells and
+// docker exec report them.
+const (
+	ExitNotExecutable = 126 // the command was found but could not be executed
+	ExitNotFound      = 127 // the command was not found
+)
+
+// CommandError is the error of a command the guest could not run because
+// it was not found (Code ExitNotFound) or could not be executed (Code
+// ExitNotExecutable). Err is the guest's error, naming the command;
+// errors.Is matches it against fs.ErrNotExist or fs.ErrPermission where
+// its errno says so.
+type CommandError struct {
+	Code int
+	Err  *agentproto.Error
+}
+
+func (e *CommandError) Error() string { return e.Err.Error() }
+func (e *CommandError) Unwrap() error { return e.Err }
+
 // Process is a process started in the guest.
 type Process struct {
 	c     *Client
@@ -118,7 +138,8 @@ func (c *Client) Exec(ctx context.Context, cmd Cmd) (*ExitStatus, error) {
 // guest kills the process group, and a guest that has not ended the
 // session CancelGrace later loses the connection, so neither Start nor
 // Wait outlives ctx by more than that. A process the guest cannot start
-// (no such file, unknown user...) is an error here.
+// (no such file, unknown user...) is an error here: a *CommandError
+// when its command was not found or could not be executed.
 func (c *Client) Start(ctx context.Context, cmd Cmd) (*Process, error) {
 	if len(cmd.Args) == 0 {
 		return nil, errors.New("guestconn: exec: no command")
@@ -272,6 +293,9 @@ func (p *Process) Wait() (*ExitStatus, error) {
 	if e := p.exit.Error; e != nil {
 		if e.Code == agentproto.CodeCanceled && p.ctx.Err() != nil {
 			return st, fmt.Errorf("guestconn: exec %s: %w", p.args0, p.ctx.Err())
+		}
+		if c := p.exit.Code; c == ExitNotFound || c == ExitNotExecutable {
+			return nil, &CommandError{Code: c, Err: e}
 		}
 		return nil, e
 	}

@@ -166,7 +166,10 @@ type Resize struct {
 
 // Exit ends an exec session. Either the process exited with Code, or a
 // signal killed it (Signal set, Code -1), or it could not be started or
-// the session failed (Error set).
+// the session failed (Error set). A process that could not be started
+// because its command was not found has Code 127, and one whose command
+// was found but could not be executed 126, as shells report them; other
+// failures have Code -1.
 type Exit struct {
 	Code       int    `json:"code"`
 	Signal     string `json:"signal,omitempty"`

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -133,9 +134,59 @@ func (e *execSession) exit(m *agentproto.Exit) {
 	}
 }
 
+// fail ends a session whose process could not be started. A command
+// that was not found exits 127 and one that could not be executed 126,
+// as shells report them; other failures have code -1.
 func (e *execSession) fail(err error) {
 	e.s.log.Info("exec failed", "stream", e.id, "error", err)
-	e.exit(&agentproto.Exit{Code: -1, Error: errorOf(err)})
+	code := -1
+	var ce *commandError
+	if errors.As(err, &ce) {
+		code = ce.code
+	}
+	e.exit(&agentproto.Exit{Code: code, Error: errorOf(err)})
+}
+
+// Exit codes of a command that cannot be run, as shells and docker exec
+// report them.
+const (
+	codeNotExecutable = 126 // found, but not executable
+	codeNotFound      = 127 // not found
+)
+
+// commandError is a command that cannot be run: code is codeNotFound or
+// codeNotExecutable.
+type commandError struct {
+	code int
+	err  error
+}
+
+func (c *commandError) Error() string { return c.err.Error() }
+func (c *commandError) Unwrap() error { return c.err }
+
+// startError classifies the error of starting path (relative to dir when
+// it is not absolute): a file that is not there is not found; one that is
+// there but whose execution fails for want of permission, of a known
+// format or of its interpreter is not executable.
+func startError(err error, path, dir string) error {
+	var errno syscall.Errno
+	if !errors.As(err, &errno) {
+		return err
+	}
+	switch errno {
+	case syscall.ENOENT:
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(dir, path)
+		}
+		if _, serr := os.Stat(path); errors.Is(serr, fs.ErrNotExist) {
+			return &commandError{codeNotFound, err}
+		}
+		// The file is there: its interpreter is not.
+		return &commandError{codeNotExecutable, err}
+	case syscall.EACCES, syscall.ENOEXEC, syscall.EISDIR, syscall.ETXTBSY:
+		return &commandError{codeNotExecutable, err}
+	}
+	return err
 }
 
 func (e *execSession) run() {
@@ -169,7 +220,7 @@ func (e *execSession) run() {
 		if e.req.User != "" {
 			who = " as " + e.req.User
 		}
-		e.fail(fmt.Errorf("exec %s in %s%s: %w", e.req.Args[0], cmd.Dir, who, unwrapExec(err)))
+		e.fail(startError(fmt.Errorf("exec %s in %s%s: %w", e.req.Args[0], cmd.Dir, who, unwrapExec(err)), cmd.Path, cmd.Dir))
 		return
 	}
 	defer cmd.Process.Release()
@@ -465,7 +516,7 @@ func lookPath(name, path string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", &agentproto.Error{Code: "ENOENT", Message: fmt.Sprintf("exec %s: executable file not found in PATH %s", name, path)}
+	return "", &commandError{codeNotFound, &agentproto.Error{Code: "ENOENT", Message: fmt.Sprintf("exec %s: executable file not found in PATH %s", name, path)}}
 }
 
 // unwrapExec drops the wrapping of os and os/exec, which name the path

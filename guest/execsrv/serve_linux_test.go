@@ -842,3 +842,59 @@ func TestEmptyCommand(t *testing.T) {
 		t.Errorf("exec of nothing: %v %+v", f.Type, m)
 	}
 }
+
+// TestCommandNotRunnable checks the exit codes shells give a command that
+// cannot be run: 127 when it is not found, 126 when it is found but cannot
+// be executed, with the guest's error naming the command.
+func TestCommandNotRunnable(t *testing.T) {
+	c := serve(t, execsrv.Options{})
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"plain":      "not executable\n",
+		"noshebang":  "\x7fELF junk that is no executable format",
+		"badinterp":  "#!/no/such/interpreter\n",
+		"executable": "#!/bin/sh\nexit 0\n",
+	} {
+		mode := os.FileMode(0o755)
+		if name == "plain" {
+			mode = 0o644
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		args     []string
+		code     int
+		is       error // what errors.Is matches, or nil
+		names    string
+		inPathOf string
+	}{
+		{args: []string{"no-such-command-x"}, code: guestconn.ExitNotFound, is: fs.ErrNotExist, names: "no-such-command-x"},
+		{args: []string{filepath.Join(dir, "missing")}, code: guestconn.ExitNotFound, is: fs.ErrNotExist, names: "missing"},
+		{args: []string{"./missing"}, code: guestconn.ExitNotFound, is: fs.ErrNotExist, names: "./missing", inPathOf: dir},
+		{args: []string{filepath.Join(dir, "plain")}, code: guestconn.ExitNotExecutable, is: fs.ErrPermission, names: "plain"},
+		{args: []string{dir}, code: guestconn.ExitNotExecutable, is: fs.ErrPermission, names: dir},
+		{args: []string{filepath.Join(dir, "noshebang")}, code: guestconn.ExitNotExecutable, names: "noshebang"},
+		{args: []string{filepath.Join(dir, "badinterp")}, code: guestconn.ExitNotExecutable, names: "badinterp"},
+	} {
+		_, err := c.Exec(context.Background(), guestconn.Cmd{Args: tc.args, Dir: tc.inPathOf})
+		var ce *guestconn.CommandError
+		if !errors.As(err, &ce) || ce.Code != tc.code || !strings.Contains(err.Error(), tc.names) {
+			t.Errorf("%v: error %v (%T), want a CommandError with code %d naming %s", tc.args, err, err, tc.code, tc.names)
+			continue
+		}
+		if tc.is != nil && !errors.Is(err, tc.is) {
+			t.Errorf("%v: %v is not %v", tc.args, err, tc.is)
+		}
+	}
+	// Other failures to start are not a command's.
+	_, err := c.Exec(context.Background(), guestconn.Cmd{Args: []string{filepath.Join(dir, "executable")}, Dir: "/no/such/dir"})
+	var ce *guestconn.CommandError
+	if err == nil || errors.As(err, &ce) {
+		t.Errorf("a missing working directory: %v (%T), want an error that is no CommandError", err, err)
+	}
+	if _, _, st := run(t, c, guestconn.Cmd{Args: []string{filepath.Join(dir, "executable")}}); st.Code != 0 {
+		t.Errorf("the executable script: %v", st)
+	}
+}
