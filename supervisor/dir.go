@@ -73,12 +73,11 @@ const privateBaseMax = maxSocketPath - len("/0123456789ab/") - 24 - len("/sbx-01
 // nothing of the sandbox is read from or sent to a directory another user
 // controls. It makes no directory (Spawn does).
 func SandboxDir(base, configDir, name string) (string, error) {
-	abs, err := filepath.Abs(configDir)
+	hashDir, err := configHashDir(base, configDir)
 	if err != nil {
-		return "", fmt.Errorf("supervisor: %w", err)
+		return "", err
 	}
-	sum := sha256.Sum256([]byte(abs))
-	dir := filepath.Join(base, hex.EncodeToString(sum[:6]), name)
+	dir := filepath.Join(hashDir, name)
 	// The longest socket path Run makes is the machine's, inside its own
 	// directory: dir/sbx-<10 digits>/control.sock.
 	if n := len(dir) + len("/sbx-0123456789/") + len("control.sock"); n > maxSocketPath {
@@ -88,6 +87,18 @@ func SandboxDir(base, configDir, name string) (string, error) {
 		return "", err
 	}
 	return dir, nil
+}
+
+// configHashDir returns the directory under base that holds the
+// supervisor directories of the configuration in configDir (see
+// SandboxDir): base/<12 hex digits of the hash of its absolute path>.
+func configHashDir(base, configDir string) (string, error) {
+	abs, err := filepath.Abs(configDir)
+	if err != nil {
+		return "", fmt.Errorf("supervisor: %w", err)
+	}
+	sum := sha256.Sum256([]byte(abs))
+	return filepath.Join(base, hex.EncodeToString(sum[:6])), nil
 }
 
 // maxSocketPath is the longest unix socket path every host takes (macOS's
