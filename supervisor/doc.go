@@ -29,7 +29,11 @@
 // sandbox is ready; Dial connects a guestconn.Client to a running
 // supervisor. SandboxDir names a sandbox's supervisor directory under the
 // per-user RuntimeBase, short enough for unix socket paths whatever the
-// configuration's path, so that "sbx exec NAME" finds it.
+// configuration's path, so that "sbx exec NAME" finds it. List finds
+// every supervisor directory under the base ("sbx ps -a"); ListConfig
+// those of one configuration, by the directory SandboxDir gives them,
+// whatever a state file records ("sbx destroy" of what a failed apply or
+// a lost state left).
 //
 // Inspect and Remove take process ids (from state or the status file) as
 // hints only: a process counts as the sandbox's supervisor or QEMU, and
