@@ -117,11 +117,16 @@ func unwrapPath(err error) error {
 // bytes must be exactly what Marshal renders for the parsed lock, so hand
 // edits, comments, reordering and reformatting are all errors naming the
 // first line that differs. On any error Parse returns a nil Lock: a lock
-// file is used whole or not at all.
+// file is used whole or not at all. A file with git conflict markers is
+// one error at the first marker; every error says that `sbx lock`
+// rebuilds the file (see Salvage).
 func Parse(src []byte, filename string) (*Lock, hcl.Diagnostics) {
+	if line := HasConflictMarkers(src); line > 0 {
+		return nil, hcl.Diagnostics{conflicted(src, line, filename)}
+	}
 	file, diags := hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
 	if diags.HasErrors() {
-		return nil, diags
+		return nil, append(diags, repairHint(filename))
 	}
 	body, ok := file.Body.(*hclsyntax.Body)
 	if !ok {
@@ -129,13 +134,13 @@ func Parse(src []byte, filename string) (*Lock, hcl.Diagnostics) {
 			Severity: hcl.DiagError,
 			Summary:  "Invalid lock file",
 			Detail:   "The lock file must be written in native HCL syntax.",
-		})
+		}, repairHint(filename))
 	}
 	var d decoder
 	l := d.lock(body)
 	diags = append(diags, d.diags...)
 	if diags.HasErrors() {
-		return nil, diags
+		return nil, append(diags, repairHint(filename))
 	}
 	if want := Marshal(l); !bytes.Equal(want, src) {
 		return nil, append(diags, notCanonical(src, want, filename))
@@ -535,3 +540,36 @@ func notCanonical(src, want []byte, filename string) *hcl.Diagnostic {
 }
 
 func trimNL(b []byte) string { return string(bytes.TrimRight(b, "\r\n")) }
+
+// repairHint is the diagnostic that ends the errors of a lock file that
+// cannot be read: it says how to rebuild it.
+func repairHint(filename string) *hcl.Diagnostic {
+	return &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  filepath.Base(filename) + " cannot be read; run sbx lock to rebuild it",
+		Detail:   "sbx lock rebuilds the lock file from the configuration, keeping every pin it can still read and resolving the others again.",
+	}
+}
+
+// conflicted is the error for a lock file left with git conflict markers,
+// the first of them at line.
+func conflicted(src []byte, line int, filename string) *hcl.Diagnostic {
+	start := 0
+	lines := bytes.SplitAfter(src, []byte("\n"))
+	for _, l := range lines[:line-1] {
+		start += len(l)
+	}
+	end := start + len(bytes.TrimRight(lines[line-1], "\r\n"))
+	return &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  filepath.Base(filename) + " has unresolved merge conflicts; run sbx lock to rebuild it",
+		Detail: fmt.Sprintf("Line %d is a git conflict marker. sbx lock rebuilds the lock file from the configuration: "+
+			"it keeps every pin both sides of each conflict agree on or only one side has, takes the one pin of an input "+
+			"the sides disagree on that matches the configuration's source, and resolves the rest again.", line),
+		Subject: &hcl.Range{
+			Filename: filename,
+			Start:    hcl.Pos{Line: line, Column: 1, Byte: start},
+			End:      hcl.Pos{Line: line, Column: 1 + end - start, Byte: end},
+		},
+	}
+}
