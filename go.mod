@@ -3,6 +3,7 @@ module github.com/sbx-dev/sbx
 go 1.26.8
 
 require (
+	github.com/agext/levenshtein v1.2.1
 	github.com/aymanbagabas/go-udiff v0.4.1
 	github.com/google/go-cmp v0.7.0
 	github.com/google/go-containerregistry v0.22.1
@@ -16,10 +17,10 @@ require (
 	golang.org/x/sys v0.50.0
 	golang.org/x/term v0.48.0
 	golang.org/x/tools v0.52.0
+	pault.ag/go/debian v0.19.0
 )
 
 require (
-	github.com/agext/levenshtein v1.2.1 // indirect
 	github.com/apparentlymart/go-textseg/v15 v15.0.0 // indirect
 	github.com/apparentlymart/go-textseg/v17 v17.0.1 // indirect
 	github.com/docker/cli v29.7.2+incompatible // indirect

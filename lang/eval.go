@@ -2,7 +2,9 @@ package lang
 
 import (
 	"fmt"
+	"maps"
 	"math/big"
+	"slices"
 	"sort"
 	"strings"
 
@@ -100,15 +102,16 @@ func (l *loader) checkRef(t hcl.Traversal) bool {
 				"A reference to %s must name one %s, as in %s.NAME.", root, kindNoun[kind], root)
 			return false
 		}
-		declared := false
+		var names []string
 		if kind == addrs.Variable {
-			_, declared = l.vars[name]
+			names = slices.Collect(maps.Keys(l.vars))
 		} else {
-			_, declared = l.localsAttr[name]
+			names = slices.Collect(maps.Keys(l.localsAttr))
 		}
-		if !declared {
+		if !slices.Contains(names, name) {
 			l.errorf(t.SourceRange(), fmt.Sprintf("Reference to undeclared %s %q", kindNoun[kind], name),
-				"%s.%s refers to a %s that is not declared.%s", root, name, kindNoun[kind], declareHint(kind, name))
+				"%s.%s refers to %s that is not declared.%s%s", root, name, article(kindNoun[kind]),
+				didYouMean(name, names, func(s string) string { return root + "." + s }), declareHint(kind, name))
 			return false
 		}
 		return true
@@ -118,7 +121,8 @@ func (l *loader) checkRef(t hcl.Traversal) bool {
 		return false
 	}
 	l.errorf(t.SourceRange(), fmt.Sprintf("Unknown name %q", root),
-		"There is nothing named %q here. Values can refer to var.NAME and local.NAME; a sandbox refers to blocks as image.NAME, vfs.NAME, egress.NAME and secret.NAME.", root)
+		"There is nothing named %q here.%s Values can refer to var.NAME and local.NAME; a sandbox refers to blocks as image.NAME, vfs.NAME, egress.NAME and secret.NAME.", root,
+		didYouMean(root, []string{"var", "local", "image", "egress", "secret", "vfs"}, func(s string) string { return s + "." + traversalRest(t) }))
 	return false
 }
 
@@ -142,6 +146,15 @@ func traversalName(t hcl.Traversal) (string, bool) {
 		return "", false
 	}
 	return a.Name, true
+}
+
+// traversalRest renders what follows a traversal's root: "NAME" for
+// vars.NAME, or "NAME" when there is nothing to render.
+func traversalRest(t hcl.Traversal) string {
+	if name, ok := traversalName(t); ok {
+		return name
+	}
+	return "NAME"
 }
 
 // traversalString renders a traversal's leading names, e.g. "image.agent".

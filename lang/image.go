@@ -99,7 +99,7 @@ func (l *loader) decodeImage(b *hcl.Block) {
 		if src := l.attrSource(a, nil); src != nil {
 			if src.Kind != SourceOCI && src.Kind != SourceOCILayout {
 				l.errorf(a.Expr.Range(), "Invalid base image",
-					"The base of an image is an OCI image (a registry reference or oci-layout:DIR), not a %s source. Add other sources as artifacts.", src.Kind)
+					"The base of an image is an OCI image (a registry reference or oci-layout:DIR), not %s source. Add other sources as artifacts.", article(string(src.Kind)))
 			} else {
 				img.Base = src
 			}
@@ -127,7 +127,7 @@ func (l *loader) decodeImage(b *hcl.Block) {
 			}
 			if prev, dup := seen[blk.Labels[0]]; dup {
 				l.errorf(blk.DefRange, fmt.Sprintf("Duplicate %s block", blk.Type),
-					"image.%s already has a %s block %q at %s.", img.Name, blk.Type, blk.Labels[0], rangeString(prev))
+					"image.%s already has %s block %q at %s.", img.Name, article(blk.Type), blk.Labels[0], rangeString(prev))
 				continue
 			}
 			seen[blk.Labels[0]] = blk.DefRange

@@ -362,7 +362,7 @@ func (l *loader) collect(f *hcl.File) {
 			l.diags = append(l.diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError,
 				Summary:  "Invalid block name",
-				Detail:   fmt.Sprintf("%q is not a valid name for a %s block: a name starts with a letter or underscore and holds only letters, digits, underscores and dashes.", name, b.Type),
+				Detail:   fmt.Sprintf("%q is not a valid name for %s block: a name starts with a letter or underscore and holds only letters, digits, underscores and dashes.", name, article(b.Type)),
 				Subject:  b.LabelRanges[0].Ptr(),
 			})
 			continue

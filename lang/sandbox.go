@@ -157,8 +157,15 @@ func (l *loader) blockRef(attr string, expr hcl.Expression, kind addrs.Kind) (bl
 	}
 	r := blockRef{name: name, rng: t.SourceRange()}
 	if _, declared := l.first[addrs.Ref{Kind: kind, Name: name}]; !declared {
+		var declared []string
+		for ref := range l.first {
+			if ref.Kind == kind {
+				declared = append(declared, ref.Name)
+			}
+		}
 		l.errorf(r.rng, fmt.Sprintf("Reference to undeclared %s %q", kindNoun[kind], name),
-			"%s.%s refers to %s that is not declared. Declare it with a %s %q {} block.", kind, name, article(kindNoun[kind]), kind, name)
+			"%s.%s refers to %s that is not declared.%s Declare it with %s %q {} block.", kind, name, article(kindNoun[kind]),
+			didYouMean(name, declared, func(s string) string { return string(kind) + "." + s }), article(string(kind)), name)
 		return r, false
 	}
 	return r, true
@@ -193,8 +200,23 @@ func (l *loader) blockRefs(a *hcl.Attribute, kind addrs.Kind) []blockRef {
 	return out
 }
 
+// article puts "a" or "an" before noun, as it is said: "an image", "a
+// user", "an npm source" (an initialism read letter by letter), "a vfs
+// block".
 func article(noun string) string {
-	if strings.ContainsRune("aeiou", rune(noun[0])) {
+	w := strings.ToLower(noun)
+	switch {
+	case w == "":
+		return noun
+	case strings.HasPrefix(w, "us") || strings.HasPrefix(w, "uni") || strings.HasPrefix(w, "url"):
+		return "a " + noun
+	case !strings.ContainsAny(w, "aeiouy"):
+		// An initialism: "en-pee-em", "vee-ef-es".
+		if strings.ContainsRune("fhlmnrsx", rune(w[0])) {
+			return "an " + noun
+		}
+		return "a " + noun
+	case strings.ContainsRune("aeiou", rune(w[0])):
 		return "an " + noun
 	}
 	return "a " + noun
