@@ -205,7 +205,11 @@ const (
 // by HostPath: never through ".." or a symbolic link out of it (see
 // LocalRoot).
 //
-//	deb         deb:busybox-static=1:1.36.1-9     Ref = package, Version = Debian version
+//	deb         deb:busybox-static=1:1.36.1-9     Ref = package, Version = the exact Debian version
+//	            deb:busybox-static>=1:1.35,<<1:1.37  Version = the relations as written
+//	            deb:busybox-static                 Version = "" (any version)
+//
+// A deb source's Version is read with DebRelations.
 type Source struct {
 	Kind    SourceKind
 	Raw     string // as written

@@ -16,9 +16,11 @@ import (
 // or the file system: it checks syntax only, and leaves every relative path
 // relative (cleaned).
 //
-// Every source must say which version it means: an OCI reference needs a
-// tag or a digest, an npm source a version, range or dist-tag, and a deb
-// source an exact version. The lock file then pins the exact bytes.
+// Every source but a Debian package must say which version it means: an
+// OCI reference needs a tag or a digest, an npm source a version, range or
+// dist-tag. A deb source may name an exact version, version relations, or
+// none (apt's candidate when the lock is made). The lock file then pins
+// the exact bytes.
 func ParseSource(raw string, rng hcl.Range) (*Source, error) {
 	src := &Source{Raw: raw, Range: rng}
 	if raw == "" {
@@ -178,31 +180,143 @@ func checkNPMPart(s string) error {
 	return nil
 }
 
+// DebRelation is one version relation of a deb: source, as in a Debian
+// Depends field: Op is "=", ">=", "<=", ">>" (strictly later) or "<<"
+// (strictly earlier), and Version a Debian version.
+type DebRelation struct {
+	Op      string
+	Version string
+}
+
+func (r DebRelation) String() string { return r.Op + r.Version }
+
+// debOps are Debian's relation operators, longest first so that ">="
+// is not read as ">".
+var debOps = []string{">=", "<=", ">>", "<<", "="}
+
+// DebRelations returns the version relations a deb: source states: none
+// for deb:NAME (any version: apt's candidate), one "=" relation for an
+// exact version (deb:NAME=VERSION), or the list deb:NAME>=A,<<B gives. It
+// is nil for other kinds, and for a Source that ParseSource did not make.
+func (s *Source) DebRelations() []DebRelation {
+	if s.Kind != SourceDeb || s.Version == "" {
+		return nil
+	}
+	if isDigit(s.Version[0]) {
+		return []DebRelation{{Op: "=", Version: s.Version}}
+	}
+	rels, err := parseDebRelations(s.Version)
+	if err != nil {
+		return nil
+	}
+	return rels
+}
+
+// parseDeb reads NAME, NAME=VERSION or NAME followed by relations
+// (NAME>=A,<<B). Version keeps an exact version bare, as the lock pins
+// it, and a list of relations as written, starting with its operator;
+// DebRelations reads either back.
 func parseDeb(src *Source, rest string) error {
 	src.Kind = SourceDeb
-	pkg, version, ok := strings.Cut(rest, "=")
-	if !ok || version == "" {
-		return fmt.Errorf("source %q names no version; write deb:NAME=VERSION with the exact Debian version, so that builds are reproducible", src.Raw)
+	i := strings.IndexAny(rest, "=<>")
+	if i < 0 {
+		i = len(rest)
 	}
+	pkg, rels := rest[:i], rest[i:]
 	if len(pkg) < 2 || !isLowerAlnum(rune(pkg[0])) {
-		return fmt.Errorf("source %q: %q is not a Debian package name", src.Raw, pkg)
+		return fmt.Errorf("source %q: %q is not a Debian package name; write deb:NAME, deb:NAME=VERSION or deb:NAME>=VERSION", src.Raw, pkg)
 	}
 	for _, c := range pkg {
 		if !isLowerAlnum(c) && !strings.ContainsRune("+-.", c) {
 			return fmt.Errorf("source %q: %q is not a Debian package name (lower-case letters, digits and + - . only)", src.Raw, pkg)
 		}
 	}
-	if version[0] < '0' || version[0] > '9' {
-		return fmt.Errorf("source %q: Debian version %q must start with a digit", src.Raw, version)
+	src.Ref = pkg
+	if rels == "" {
+		return nil
 	}
-	for _, c := range version {
-		if !(isLowerAlnum(c) || c >= 'A' && c <= 'Z' || strings.ContainsRune(".+~:-", c)) {
-			return fmt.Errorf("source %q: Debian version %q has the character %q", src.Raw, version, c)
-		}
+	list, err := parseDebRelations(rels)
+	if err != nil {
+		return fmt.Errorf("source %q: %v", src.Raw, err)
 	}
-	src.Ref, src.Version = pkg, version
+	if len(list) == 1 && list[0].Op == "=" {
+		src.Version = list[0].Version
+	} else {
+		src.Version = rels
+	}
 	return nil
 }
+
+// parseDebRelations reads comma-separated relations, each an operator and
+// a Debian version: ">=1.35,<<1.36".
+func parseDebRelations(s string) ([]DebRelation, error) {
+	var list []DebRelation
+	for part := range strings.SplitSeq(s, ",") {
+		var op string
+		for _, o := range debOps {
+			if strings.HasPrefix(part, o) {
+				op = o
+				break
+			}
+		}
+		v := strings.TrimPrefix(part, op)
+		switch {
+		case part == "":
+			return nil, fmt.Errorf("an empty relation in %q; separate relations with single commas, as in >=1.35,<<1.36", s)
+		case op == "" && (part[0] == '<' || part[0] == '>'):
+			return nil, fmt.Errorf("%q: Debian's relations are >=, <=, >> (later), << (earlier) and =; a single < or > is not one", part)
+		case op == "":
+			return nil, fmt.Errorf("%q does not start with a relation (>=, <=, >>, <<, =)", part)
+		case v == "":
+			return nil, fmt.Errorf("%q names no version after %s", part, op)
+		case strings.ContainsAny(v[:1], "=<>"):
+			return nil, fmt.Errorf("%q is not a relation: Debian's relations are >=, <=, >> (later), << (earlier) and =", part)
+		}
+		if err := checkDebVersion(v); err != nil {
+			return nil, err
+		}
+		list = append(list, DebRelation{Op: op, Version: v})
+	}
+	if len(list) > 1 {
+		for _, r := range list {
+			if r.Op == "=" {
+				return nil, fmt.Errorf("%q: an exact version (=%s) cannot be combined with other relations", s, r.Version)
+			}
+		}
+	}
+	return list, nil
+}
+
+// checkDebVersion checks the syntax of a Debian version,
+// [EPOCH:]UPSTREAM[-REVISION]: the epoch is a number, the upstream
+// version starts with a digit, and only letters, digits and . + ~ (and -
+// and : in the upstream version) are used.
+func checkDebVersion(v string) error {
+	for _, c := range v {
+		if !(isLowerAlnum(c) || c >= 'A' && c <= 'Z' || strings.ContainsRune(".+~:-", c)) {
+			return fmt.Errorf("Debian version %q has the character %q", v, c)
+		}
+	}
+	upstream := v
+	if epoch, rest, ok := strings.Cut(v, ":"); ok {
+		if epoch == "" || strings.Trim(epoch, "0123456789") != "" {
+			return fmt.Errorf("Debian version %q: the epoch before the colon must be a number", v)
+		}
+		upstream = rest
+	}
+	if i := strings.LastIndex(upstream, "-"); i >= 0 {
+		if revision := upstream[i+1:]; revision == "" || strings.ContainsRune(revision, ':') {
+			return fmt.Errorf("Debian version %q: the revision after the last hyphen must be letters, digits and . + ~", v)
+		}
+		upstream = upstream[:i]
+	}
+	if upstream == "" || !isDigit(upstream[0]) {
+		return fmt.Errorf("Debian version %q must start with a digit (after the epoch, if any)", v)
+	}
+	return nil
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
 func isLowerAlnum(c rune) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
 

@@ -159,11 +159,29 @@ func TestParseSource(t *testing.T) {
 		{in: "deb:busybox-static=1:1.36.1-9", want: Source{Kind: SourceDeb, Ref: "busybox-static", Version: "1:1.36.1-9"}},
 		{in: "deb:linux-image-amd64=6.12.38-1", want: Source{Kind: SourceDeb, Ref: "linux-image-amd64", Version: "6.12.38-1"}},
 		{in: "deb:libstdc++6=14.2.0-19", want: Source{Kind: SourceDeb, Ref: "libstdc++6", Version: "14.2.0-19"}},
-		{in: "deb:busybox", err: "names no version"},
-		{in: "deb:busybox=", err: "names no version"},
+		{in: "deb:busybox-static", want: Source{Kind: SourceDeb, Ref: "busybox-static"}},
+		{in: "deb:busybox-static>=1:1.35", want: Source{Kind: SourceDeb, Ref: "busybox-static", Version: ">=1:1.35"}},
+		{in: "deb:busybox-static>=1:1.35,<<1:1.37~", want: Source{Kind: SourceDeb, Ref: "busybox-static", Version: ">=1:1.35,<<1:1.37~"}},
+		{in: "deb:linux-image-amd64<=6.1.192-3", want: Source{Kind: SourceDeb, Ref: "linux-image-amd64", Version: "<=6.1.192-3"}},
+		{in: "deb:busybox=", err: "names no version after ="},
+		{in: "deb:busybox>=", err: "names no version after >="},
+		{in: "deb:busybox>1.0", err: "a single < or > is not one"},
+		{in: "deb:busybox<1.0", err: "a single < or > is not one"},
+		{in: "deb:busybox==1.0", err: `"==1.0" is not a relation`},
+		{in: "deb:busybox=>1.0", err: `"=>1.0" is not a relation`},
+		{in: "deb:busybox>=1.0,", err: "an empty relation"},
+		{in: "deb:busybox>=1.0,,<<2", err: "an empty relation"},
+		{in: "deb:busybox>=1.0,2.0", err: "does not start with a relation"},
+		{in: "deb:busybox=1.0,<<2", err: "cannot be combined"},
+		{in: "deb:busybox>=a:1.0", err: "the epoch before the colon must be a number"},
+		{in: "deb:busybox>=1.0-", err: "the revision after the last hyphen"},
+		{in: "deb:busybox=1:", err: "must start with a digit"},
+		{in: "deb:b", err: "not a Debian package name"},
+		{in: "deb:=1.0", err: "not a Debian package name"},
 		{in: "deb:BusyBox=1.0", err: "not a Debian package name"},
 		{in: "deb:busybox=v1", err: "must start with a digit"},
 		{in: "deb:busybox=1.0 beta", err: "has the character"},
+		{in: "deb:busybox >=1.0", err: "not a Debian package name"},
 
 		{in: "", err: "empty source"},
 		{in: " alpine:3.23", err: "leading or trailing space"},
@@ -189,6 +207,27 @@ func TestParseSource(t *testing.T) {
 		}
 		if diff := cmp.Diff(tc.want, *got, cmpopts.IgnoreFields(Source{}, "Raw", "Range")); diff != "" {
 			t.Errorf("ParseSource(%q) (-want +got):\n%s", tc.in, diff)
+		}
+	}
+}
+
+func TestDebRelations(t *testing.T) {
+	for in, want := range map[string][]DebRelation{
+		"deb:busybox":                 nil,
+		"deb:busybox=1:1.36.1-9":      {{"=", "1:1.36.1-9"}},
+		"deb:busybox>=1.35":           {{">=", "1.35"}},
+		"deb:busybox>>1.35,<<1.37~":   {{">>", "1.35"}, {"<<", "1.37~"}},
+		"deb:busybox<=2:1.0,>=1:0.9":  {{"<=", "2:1.0"}, {">=", "1:0.9"}},
+		"npm:left-pad@>=1.0":          nil,
+		"deb:busybox>=1.0,<=1.9,<<2":  {{">=", "1.0"}, {"<=", "1.9"}, {"<<", "2"}},
+		"deb:linux-image-amd64=6.1-3": {{"=", "6.1-3"}},
+	} {
+		src, err := ParseSource(in, hcl.Range{})
+		if err != nil {
+			t.Fatalf("ParseSource(%q): %v", in, err)
+		}
+		if diff := cmp.Diff(want, src.DebRelations()); diff != "" {
+			t.Errorf("%s: DebRelations (-want +got):\n%s", in, diff)
 		}
 	}
 }
