@@ -151,19 +151,137 @@ func FromState(desired []*state.Resource, st *state.State) *Plan {
 // revision before the spec existed). The plan is nil when either side has
 // errors. Checking a revision out is the caller's job.
 func Against(desiredCfg *lang.Config, desiredLock *lockfiles.Lock, otherCfg *lang.Config, otherLock *lockfiles.Lock, label string) (*Plan, hcl.Diagnostics) {
-	desired, diags := Desired(desiredCfg, desiredLock)
-	prior, otherDiags := Desired(otherCfg, otherLock)
+	return AgainstSides(Side{Config: desiredCfg, Lock: desiredLock}, Side{Config: otherCfg, Lock: otherLock}, label)
+}
+
+// Side is one revision of a configuration in a plan made with
+// AgainstSides.
+type Side struct {
+	Config *lang.Config // nil: an empty configuration
+	Lock   *lockfiles.Lock
+	// Unlocked says the revision has no lock file, so its image inputs
+	// are not pinned; Lock is then ignored.
+	Unlocked bool
+	// Label names the revision in the plan's notes when it is unlocked;
+	// empty means "this configuration" for the desired side and the
+	// plan's label for the other.
+	Label string
+}
+
+// AgainstSides is Against for revisions either of which may have no lock
+// file (Side.Unlocked).
+//
+// When both sides are locked it is Against. When either is unlocked,
+// image inputs cannot be compared by what they pin, so both sides are
+// compared by their specs alone: each image's input hash is computed with
+// every input's source string (and declared sha256) standing in for its
+// pin. An image is then replaced when its recipe or a source string
+// changes, and its sandboxes with it, as with pins; content that one
+// source string resolves to differently on the two sides (a moved tag, a
+// new version in a range) is not seen. Every sandbox change and policy
+// change is computed as usual. The stand-in hashes are not real input
+// hashes, so the plan leaves them out: no input_hash or image_hash
+// attribute changes are listed and the resources' before and after carry
+// none. Plan.Unlocked names the unlocked sides.
+func AgainstSides(desired, other Side, label string) (*Plan, hcl.Diagnostics) {
+	if label == "" {
+		label = "an empty configuration"
+		if other.Config != nil {
+			label = other.Config.Dir
+		}
+	}
+	unlocked := desired.Unlocked || other.Unlocked
+	desiredLock, otherLock := desired.Lock, other.Lock
+	if unlocked {
+		desiredLock, otherLock = sourceLock(desired.Config), sourceLock(other.Config)
+	}
+	want, diags := Desired(desired.Config, desiredLock)
+	prior, otherDiags := Desired(other.Config, otherLock)
 	diags = append(diags, otherDiags...)
 	if diags.HasErrors() {
 		return nil, diags
 	}
-	if label == "" {
-		label = "an empty configuration"
-		if otherCfg != nil {
-			label = otherCfg.Dir
+	p := Compute(want, prior)
+	p.Against = label
+	if unlocked {
+		stripHashes(p)
+		if desired.Unlocked {
+			p.Unlocked = append(p.Unlocked, orDefault(desired.Label, "this configuration"))
+		}
+		if other.Unlocked && other.Config != nil {
+			p.Unlocked = append(p.Unlocked, orDefault(other.Label, label))
 		}
 	}
-	p := Compute(desired, prior)
-	p.Against = label
 	return p, diags
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// sourceLock returns a lock for cfg whose pins are the source strings
+// themselves: each input is "pinned" to its source string (as a version)
+// and declared sha256, and each image's input hash is computed over those
+// stand-ins. An image whose hash cannot be computed is left out, so
+// Desired reports it.
+func sourceLock(cfg *lang.Config) *lockfiles.Lock {
+	if cfg == nil {
+		return nil
+	}
+	l := &lockfiles.Lock{Images: map[string]*lockfiles.Image{}}
+	for name, img := range cfg.Images {
+		pins := map[string]*lockfiles.Pin{}
+		for _, in := range recipe.Inputs(img) {
+			if in.Source == nil {
+				continue
+			}
+			pins[in.Key] = &lockfiles.Pin{Source: in.Source.Raw, Kind: string(in.Source.Kind), Version: in.Source.Raw, SHA256: in.Source.SHA256}
+		}
+		hash, err := recipe.InputHash(img, pins)
+		if err != nil {
+			continue
+		}
+		l.Images[name] = &lockfiles.Image{Name: name, Platform: img.Platform.String(), InputHash: hash, Inputs: pins}
+	}
+	return l
+}
+
+// stripHashes removes the stand-in input hashes of an unlocked
+// comparison from p: the input_hash and image_hash attribute changes, and
+// the hashes in each change's before and after.
+func stripHashes(p *Plan) {
+	for _, c := range p.Changes {
+		attrs := c.Attrs[:0]
+		for _, a := range c.Attrs {
+			if a.Path != "input_hash" && a.Path != "image_hash" {
+				attrs = append(attrs, a)
+			}
+		}
+		c.Attrs = attrs
+		if len(c.Attrs) == 0 {
+			c.Attrs = nil
+		}
+		c.Before, c.After = withoutHash(c.Before), withoutHash(c.After)
+	}
+}
+
+func withoutHash(r *state.Resource) *state.Resource {
+	if r == nil {
+		return nil
+	}
+	c := *r
+	if r.Image != nil {
+		img := *r.Image
+		img.InputHash = ""
+		c.Image = &img
+	}
+	if r.Sandbox != nil {
+		sb := *r.Sandbox
+		sb.ImageHash = ""
+		c.Sandbox = &sb
+	}
+	return &c
 }

@@ -35,7 +35,8 @@ const goldenLineage = "5b0f3c1e-8a2d-4e7f-9c61-2d4b7a90e3f5"
 // the before configuration is taken as applied (its desired resources are
 // the state) and after is planned against that state. A case whose
 // comment has a line "against: LABEL" plans after against before with
-// Against instead, without state.
+// Against instead, without state; a line "unlocked: before" (or "after")
+// plans it as if that side had no lock file (AgainstSides).
 func TestGolden(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("testdata", "*.txtar"))
 	if err != nil {
@@ -79,10 +80,13 @@ func runGolden(t *testing.T, file string) {
 		t.Fatal("archive has no after/ files")
 	}
 
-	var against string
+	var against, unlocked string
 	for _, line := range strings.Split(string(ar.Comment), "\n") {
 		if v, ok := strings.CutPrefix(line, "against:"); ok {
 			against = strings.TrimSpace(v)
+		}
+		if v, ok := strings.CutPrefix(line, "unlocked:"); ok {
+			unlocked = strings.TrimSpace(v)
 		}
 	}
 
@@ -95,7 +99,10 @@ func runGolden(t *testing.T, file string) {
 			t.Fatal("an against case needs before/ files")
 		}
 		beforeCfg, beforeLock := loadWithPins(t, filepath.Join(dir, "before"))
-		p, diags = plan.Against(afterCfg, afterLock, beforeCfg, beforeLock, against)
+		p, diags = plan.AgainstSides(
+			plan.Side{Config: afterCfg, Lock: afterLock, Unlocked: unlocked == "after"},
+			plan.Side{Config: beforeCfg, Lock: beforeLock, Unlocked: unlocked == "before"},
+			against)
 	case hasBefore:
 		beforeCfg, beforeLock := loadWithPins(t, filepath.Join(dir, "before"))
 		applied, d := plan.Desired(beforeCfg, beforeLock)

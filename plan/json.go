@@ -19,6 +19,7 @@ type jsonPlan struct {
 	FormatVersion   string       `json:"format_version"`
 	Against         string       `json:"against"`
 	State           *jsonState   `json:"state"`
+	Unlocked        []string     `json:"unlocked,omitempty"`
 	ResourceChanges []jsonChange `json:"resource_changes"`
 	Summary         Summary      `json:"summary"`
 }
@@ -66,6 +67,7 @@ func (p *Plan) MarshalJSON() ([]byte, error) {
 	jp := jsonPlan{
 		FormatVersion:   FormatVersion,
 		Against:         p.Against,
+		Unlocked:        p.Unlocked,
 		ResourceChanges: []jsonChange{},
 		Summary:         p.Summary(),
 	}
@@ -134,7 +136,7 @@ func (p *Plan) UnmarshalJSON(b []byte) error {
 	if dec.More() {
 		return fmt.Errorf("invalid plan: data after the plan object")
 	}
-	out := Plan{Against: jp.Against}
+	out := Plan{Against: jp.Against, Unlocked: jp.Unlocked}
 	if jp.State != nil {
 		out.StateLineage, out.StateSerial = jp.State.Lineage, jp.State.Serial
 	}

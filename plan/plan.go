@@ -49,6 +49,10 @@ type Plan struct {
 	// when the state has moved on.
 	StateLineage string
 	StateSerial  uint64
+	// Unlocked names the sides of an Against plan that have no lock file
+	// ("this configuration" or the other revision's label): their image
+	// inputs were compared by source string, not by pin (AgainstSides).
+	Unlocked []string
 }
 
 // ResourceChange is the planned change to one resource.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/sbx-dev/sbx/lockfiles"
 	"github.com/sbx-dev/sbx/policy"
 	"github.com/sbx-dev/sbx/termtext"
 )
@@ -26,7 +27,8 @@ type RenderOptions struct {
 // legend of the action symbols used, one block per changed resource with
 // the attribute differences ("# forces replacement" where one does) and
 // the classified policy changes with their origins, then the summary
-// lines. Unchanged resources are not shown. Hashes are abbreviated; the
+// lines. A note before them names each side with no lock file
+// (Plan.Unlocked). Unchanged resources are not shown. Hashes are abbreviated; the
 // JSON form (MarshalJSON) carries them in full. A change's reason, which
 // may quote a sandbox's runtime (its supervisor's error, its console), is
 // escaped to one line by package termtext.
@@ -85,6 +87,14 @@ var legend = []struct {
 }
 
 func (r *renderer) plan(p *Plan) {
+	if p != nil {
+		for _, side := range p.Unlocked {
+			r.printf("Note: %s has no %s, so its image inputs are unlocked.\n"+
+				"  Images are compared by their specs, with each input's source string in place\n"+
+				"  of its pin; content a source resolves to differently is not shown.\n\n",
+				termtext.Line(side), lockfiles.FileName)
+		}
+	}
 	if !p.HasChanges() {
 		if p != nil && p.Against != "" && p.Against != "state" {
 			r.printf("No changes. The configuration matches %s.\n", p.Against)
