@@ -7,15 +7,17 @@
 //	defer sb.Stop(context.Background())
 //	st, err := sb.Exec(ctx, sbx.Cmd{Args: []string{"claude", "-p", prompt}, Stdout: &out})
 //
-// It is a thin layer over the packages that do the work, and adds no
-// behaviour of its own beyond the defaults a sandbox block gives (its
-// user and environment): lang loads and validates the *.hcl files,
-// builders/resolve pins their inputs into sbx.lock.hcl, builders/image
-// builds an image into the content-addressed cache, and machine boots a
-// sandbox's VM through providers/qemu and reaches its agent through
-// guestconn. Programs that need more control use those packages
-// directly. The command line (package command) is built on the same
-// packages.
+// It is a thin layer over package pipeline, the one lock → build → start
+// path the command line takes too, and adds no behaviour of its own
+// beyond the defaults a sandbox block gives (its user and environment):
+// lang loads and validates the *.hcl files, pipeline.Lock pins their
+// inputs into sbx.lock.hcl (builders/resolve), pipeline.Build builds an
+// image into the content-addressed cache (builders/image) with the same
+// options sbx build reads from the environment, so both make the same
+// bytes from the same spec and lock, and pipeline.Start boots a
+// sandbox's VM (machine, through providers/qemu), whose agent is reached
+// through guestconn. Programs that need more control use those packages
+// directly.
 //
 // Like the other library packages, sbx never prints and never exits;
 // errors carry the diagnostics' file:line positions.

@@ -6,28 +6,21 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"maps"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
-	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/hashicorp/hcl/v2"
 
-	"github.com/sbx-dev/sbx/builders/agentbin"
-	"github.com/sbx-dev/sbx/builders/cache"
-	"github.com/sbx-dev/sbx/builders/fetch"
 	"github.com/sbx-dev/sbx/builders/image"
-	"github.com/sbx-dev/sbx/builders/recipe"
-	"github.com/sbx-dev/sbx/builders/resolve"
 	"github.com/sbx-dev/sbx/guestconn"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/lockfiles"
 	"github.com/sbx-dev/sbx/machine"
+	"github.com/sbx-dev/sbx/pipeline"
 )
 
 // Cmd is a command to run in a sandbox: its arguments, environment,
@@ -49,9 +42,12 @@ type Options struct {
 	// configuration, SBX_CACHE_DIR, SBX_GUEST_AGENT and
 	// SOURCE_DATE_EPOCH are read from it. Nil means os.Environ().
 	Environ []string
-	// HTTPClient fetches inputs (npm, https, OCI registries); nil means
-	// a default client.
+	// HTTPClient fetches inputs (npm, https and, through its transport,
+	// OCI registries); nil means a default client.
 	HTTPClient *http.Client
+	// Keychain authenticates to OCI registries; nil means the docker and
+	// podman credential stores.
+	Keychain authn.Keychain
 	// ReadOnlyLock makes a lock file that is missing pins an error
 	// instead of resolving them and writing sbx.lock.hcl (as sbx's
 	// -lockfile=readonly).
@@ -67,6 +63,7 @@ type Config struct {
 	Lang *lang.Config
 
 	opts Options
+	env  pipeline.Env
 	mu   sync.Mutex
 	lock *lockfiles.Lock
 }
@@ -81,7 +78,8 @@ func Load(dir string, opts Options) (*Config, error) {
 	if diags.HasErrors() {
 		return nil, diagError("loading "+dir, diags)
 	}
-	return &Config{Lang: cfg, opts: opts}, nil
+	env := pipeline.Env{Environ: opts.Environ, HTTPClient: opts.HTTPClient, Keychain: opts.Keychain, Logger: opts.Logger}
+	return &Config{Lang: cfg, opts: opts, env: env}, nil
 }
 
 // diagError turns error diagnostics into one error naming each problem's
@@ -104,107 +102,48 @@ func diagError(what string, diags hcl.Diagnostics) error {
 	return fmt.Errorf("%s: %s", what, strings.Join(lines, "\n"))
 }
 
-func (c *Config) getenv(name string) string {
-	for i := len(c.opts.Environ) - 1; i >= 0; i-- {
-		if v, ok := strings.CutPrefix(c.opts.Environ[i], name+"="); ok {
-			return v
-		}
-	}
-	return ""
-}
-
 // Lock returns the configuration's lock, from sbx.lock.hcl, first
-// resolving and writing the pins it lacks (unless Options.ReadOnlyLock).
+// resolving and writing the pins it lacks (unless Options.ReadOnlyLock),
+// as sbx build and sbx run do.
 func (c *Config) Lock(ctx context.Context) (*lockfiles.Lock, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.lock != nil {
 		return c.lock, nil
 	}
-	path := filepath.Join(c.Lang.Dir, lockfiles.FileName)
-	lock, diags := lockfiles.Read(path)
+	l, diags := pipeline.Lock(ctx, c.Lang, c.env, pipeline.LockOptions{IfStale: true, ReadOnly: c.opts.ReadOnlyLock})
 	if diags.HasErrors() {
-		return nil, diagError("reading "+path, diags)
+		return nil, diagError("locking "+c.Lang.Dir, diags)
 	}
-	if stale := recipe.CheckLocked(c.Lang, lock); stale.HasErrors() {
-		if c.opts.ReadOnlyLock {
-			return nil, diagError(path+" is not up to date with the configuration (run sbx lock)", stale)
-		}
-		set := resolve.New(resolve.Options{
-			Dir:        c.Lang.Dir,
-			Environ:    c.opts.Environ,
-			HTTPClient: c.opts.HTTPClient,
-			Logger:     c.opts.Logger,
-		})
-		next, _, diags := set.Lock(ctx, c.Lang, lock, false)
-		if diags.HasErrors() {
-			return nil, diagError("locking "+c.Lang.Dir, diags)
-		}
-		if err := lockfiles.Write(path, next); err != nil {
-			return nil, err
-		}
-		lock = next
+	if l.Stale.HasErrors() {
+		return nil, diagError(l.Path+" is not up to date with the configuration (run sbx lock)", l.Stale)
 	}
-	c.lock = lock
-	return lock, nil
+	c.lock = l.Lock
+	return c.lock, nil
 }
 
 // Build builds the image named image (an image block's name), or finds
-// it in the cache, and returns its kernel, initramfs and disk. The lock
-// is brought up to date first (see Lock). Unlike sbx build, Build does
-// not record the output hashes in the lock file.
+// it in the cache, and returns its kernel, initramfs and disk: the same
+// bytes sbx build makes from the same configuration, lock and
+// environment. The lock is brought up to date first (see Lock). Unlike
+// sbx build, Build does not record the output hashes in the lock file.
 func (c *Config) Build(ctx context.Context, imageName string) (*image.Result, error) {
-	img, ok := c.Lang.Images[strings.TrimPrefix(imageName, "image.")]
-	if !ok {
-		return nil, fmt.Errorf("no image %q in the configuration in %s (images: %s)", imageName, c.Lang.Dir,
-			strings.Join(slices.Sorted(maps.Keys(c.Lang.Images)), ", "))
+	if _, err := pipeline.Image(c.Lang, imageName); err != nil {
+		return nil, err
 	}
 	lock, err := c.Lock(ctx)
 	if err != nil {
 		return nil, err
 	}
-	root := c.getenv(cache.EnvRoot)
-	if root == "" {
-		if root, err = cache.DefaultRoot(); err != nil {
-			return nil, err
-		}
-	}
-	store, err := cache.Open(root)
+	opts, err := pipeline.ImageOptions(c.Lang.Dir, c.env)
 	if err != nil {
 		return nil, err
 	}
-	var epoch int64
-	if s := c.getenv("SOURCE_DATE_EPOCH"); s != "" {
-		if epoch, err = strconv.ParseInt(s, 10, 64); err != nil || epoch < 0 {
-			return nil, fmt.Errorf("SOURCE_DATE_EPOCH=%q is not a number of seconds since 1970", s)
-		}
-	}
-	search := agentbin.Search{Env: c.getenv(agentbin.EnvVar)}
-	if exe, err := os.Executable(); err == nil {
-		search.ExeDir = filepath.Dir(exe)
-	}
-	return image.Build(ctx, img, lock.Lookup(img.Name), image.Options{
-		Cache: store,
-		Fetch: fetch.Options{
-			Dir:        c.Lang.Dir,
-			Environ:    c.opts.Environ,
-			HTTPClient: c.opts.HTTPClient,
-			Logger:     c.opts.Logger,
-		},
-		Agent: search.Find,
-		Epoch: epoch,
-	})
+	return pipeline.Build(ctx, c.Lang, lock, imageName, opts)
 }
 
 // StartOptions configure Start.
-type StartOptions struct {
-	// BootTimeout bounds the boot; zero means machine.DefaultBootTimeout.
-	BootTimeout time.Duration
-	// Dir is where the sandbox's private directory (disk overlay,
-	// sockets, console log) is made; empty means the temporary
-	// directory. It must be short: unix socket paths are.
-	Dir string
-}
+type StartOptions = pipeline.StartOptions
 
 // Sandbox is a running sandbox: one VM booted from its image.
 type Sandbox struct {
@@ -222,23 +161,15 @@ type Sandbox struct {
 // socket that drops every frame, and it has no host directories yet.
 // Stop it when done; it is not stopped when ctx ends.
 func Start(ctx context.Context, cfg *Config, name string, opts StartOptions) (*Sandbox, error) {
-	sb, ok := cfg.Lang.Sandboxes[strings.TrimPrefix(name, "sandbox.")]
-	if !ok {
-		return nil, fmt.Errorf("no sandbox %q in the configuration in %s (sandboxes: %s)", name, cfg.Lang.Dir,
-			strings.Join(slices.Sorted(maps.Keys(cfg.Lang.Sandboxes)), ", "))
+	sb, err := pipeline.Sandbox(cfg.Lang, name)
+	if err != nil {
+		return nil, err
 	}
 	r, err := cfg.Build(ctx, sb.Image)
 	if err != nil {
 		return nil, err
 	}
-	m, err := machine.Start(ctx, machine.Options{
-		Name:        sb.Name,
-		Image:       r,
-		CPUs:        sb.CPUs,
-		Memory:      sb.Memory,
-		BootTimeout: opts.BootTimeout,
-		Dir:         opts.Dir,
-	})
+	m, err := pipeline.Start(ctx, sb, r, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -21,7 +21,7 @@ import (
 	"github.com/sbx-dev/sbx/builders/qcow2"
 	"github.com/sbx-dev/sbx/builders/rootfs"
 	"github.com/sbx-dev/sbx/lang"
-	"github.com/sbx-dev/sbx/lockfiles"
+	"github.com/sbx-dev/sbx/pipeline"
 )
 
 func main() {
@@ -342,24 +342,21 @@ func writeTree(args []string) error {
 	if diags.HasErrors() {
 		return diags
 	}
-	lock, diags := lockfiles.Read(filepath.Join(dir, lockfiles.FileName))
+	ctx, env := context.Background(), pipeline.Env{}
+	l, diags := pipeline.Lock(ctx, cfg, env, pipeline.LockOptions{IfStale: true, ReadOnly: true})
 	if diags.HasErrors() {
 		return diags
 	}
-	if len(cfg.Images) != 1 || lock == nil {
-		return fmt.Errorf("%s: want one image and a lock file", dir)
+	if len(cfg.Images) != 1 || l.Lock == nil {
+		return fmt.Errorf("%s: want one image and an up-to-date lock file", dir)
 	}
-	c, err := cache.Open(os.Getenv(cache.EnvRoot))
+	opts, err := pipeline.ImageOptions(dir, env)
 	if err != nil {
 		return err
 	}
 	for name, img := range cfg.Images {
-		li := lock.Lookup(name)
-		if li == nil {
-			return fmt.Errorf("%s: the lock has no image %q", dir, name)
-		}
-		ctx := context.Background()
-		fetched, err := fetch.Inputs(ctx, img, li, c, fetch.Options{Dir: dir})
+		li := l.Lock.Lookup(name)
+		fetched, err := fetch.Inputs(ctx, img, li, opts.Cache, opts.Fetch)
 		if err != nil {
 			return err
 		}

@@ -14,7 +14,8 @@
 // use it; Require is the form for tests, and skips loudly when
 // qemu-system-x86_64 is missing.
 //
-// Booting is package machine's; building is builders/image's.
+// Booting is package machine's; locking and building are package
+// pipeline's, the path the command line and the Go API take.
 //
 // The entry points are New, Require and Fixture.Build.
 package machinetest

@@ -18,12 +18,10 @@ import (
 	"github.com/sbx-dev/sbx/builders/agentbin"
 	"github.com/sbx-dev/sbx/builders/archive"
 	"github.com/sbx-dev/sbx/builders/cache"
-	"github.com/sbx-dev/sbx/builders/fetch"
 	"github.com/sbx-dev/sbx/builders/image"
 	"github.com/sbx-dev/sbx/builders/kernel"
-	"github.com/sbx-dev/sbx/builders/resolve"
 	"github.com/sbx-dev/sbx/lang"
-	"github.com/sbx-dev/sbx/lockfiles"
+	"github.com/sbx-dev/sbx/pipeline"
 	"github.com/sbx-dev/sbx/providers/qemu/qemutest"
 )
 
@@ -154,29 +152,23 @@ func New(ctx context.Context, work string) (*Fixture, error) {
 }
 
 // Build loads the configuration, locks it (writing sbx.lock.hcl) and
-// builds its image into the fixture's cache.
+// builds its image into the fixture's cache, through the same pipeline
+// the command line and the Go API take, with the fixture's environment.
 func (f *Fixture) Build(ctx context.Context) (*lang.Config, *image.Result, error) {
 	cfg, diags := lang.Load(f.Dir, lang.Options{})
 	if diags.HasErrors() {
 		return nil, nil, fmt.Errorf("loading %s: %s", f.Dir, diags.Error())
 	}
-	lock, _, diags := resolve.New(resolve.Options{Dir: f.Dir, Environ: f.Environ}).Lock(ctx, cfg, nil, false)
+	env := pipeline.Env{Environ: f.Environ}
+	l, diags := pipeline.Lock(ctx, cfg, env, pipeline.LockOptions{})
 	if diags.HasErrors() {
 		return nil, nil, fmt.Errorf("locking %s: %s", f.Dir, diags.Error())
 	}
-	if err := lockfiles.Write(filepath.Join(f.Dir, lockfiles.FileName), lock); err != nil {
-		return nil, nil, err
-	}
-	c, err := cache.Open(f.Cache)
+	opts, err := pipeline.ImageOptions(f.Dir, env)
 	if err != nil {
 		return nil, nil, err
 	}
-	r, err := image.Build(ctx, cfg.Images[Image], lock.Lookup(Image), image.Options{
-		Cache: c,
-		Fetch: fetch.Options{Dir: f.Dir, Environ: f.Environ},
-		Agent: func(lang.Platform) (string, error) { return f.Agent, nil },
-		Epoch: Epoch,
-	})
+	r, err := pipeline.Build(ctx, cfg, l.Lock, Image, opts)
 	if err != nil {
 		return nil, nil, err
 	}
