@@ -1,6 +1,7 @@
 package agentbin
 
 import (
+	"context"
 	"debug/elf"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/sbx-dev/sbx/builders/cache"
 	"github.com/sbx-dev/sbx/lang"
 )
 
@@ -40,9 +42,10 @@ func BuildCommand(p lang.Platform) string {
 
 // Find returns the path of the agent binary for platform p: the file
 // $SBX_GUEST_AGENT names, or Name(p) in the directory it names; else
-// Name(p), then "sbx-guest", beside the running executable. The binary
-// found is checked with Check. When there is none the error says how to
-// build one.
+// Name(p), then "sbx-guest", beside the running executable; else one
+// built from sbx's own source into the cache (see Search.Build). The
+// binary found is checked with Check. When there is none and none can be
+// built the error says how to build one.
 func Find(p lang.Platform) (string, error) {
 	s := Search{Env: os.Getenv(EnvVar)}
 	if exe, err := os.Executable(); err == nil {
@@ -51,17 +54,32 @@ func Find(p lang.Platform) (string, error) {
 	return s.Find(p)
 }
 
-// Search is where Find looks; its fields are what Find reads from the
-// environment.
+// Search is where Find looks; its first fields are what Find reads from
+// the environment.
 type Search struct {
 	// Env is the value of $SBX_GUEST_AGENT: a file or a directory, or "".
 	Env string
 	// ExeDir is the directory of the running executable, or "".
 	ExeDir string
+	// CacheDir is the cache root whose "agent" directory keeps the agents
+	// Find builds; "" means cache.DefaultRoot.
+	CacheDir string
+	// Build builds the agent for p when Find finds none, under dir (the
+	// cache root's "agent" directory), and returns its path; nil means
+	// SourceBuilder's Builder.Cached. An error wrapping ErrCannotBuild makes
+	// Find report the agent as not found, saying why it cannot be built.
+	Build func(ctx context.Context, p lang.Platform, dir string) (string, error)
+	// NoBuild makes Find only look, never build.
+	NoBuild bool
 }
 
 // Find looks for the agent for p as the package-level Find does.
 func (s Search) Find(p lang.Platform) (string, error) {
+	return s.FindContext(context.Background(), p)
+}
+
+// FindContext is Find with a context that bounds a build.
+func (s Search) FindContext(ctx context.Context, p lang.Platform) (string, error) {
 	if s.Env != "" {
 		fi, err := os.Stat(s.Env)
 		if err != nil {
@@ -104,8 +122,38 @@ func (s Search) Find(p lang.Platform) (string, error) {
 	if len(notes) > 0 {
 		where += " for " + p.String() + " (" + strings.Join(notes, "; ") + ")"
 	}
+	if !s.NoBuild {
+		path, err := s.build(ctx, p)
+		if err == nil {
+			return path, nil
+		}
+		if !errors.Is(err, ErrCannotBuild) {
+			return "", fmt.Errorf("guest agent for %s: %s, and building it failed: %w", p, where, err)
+		}
+		where += ", and " + err.Error()
+	}
 	return "", fmt.Errorf("guest agent for %s not found: %s. Build it from the sbx source with\n\t%s\nand put it beside sbx or point $%s at it",
 		p, where, BuildCommand(p), EnvVar)
+}
+
+// build builds the agent for p into the cache's "agent" directory.
+func (s Search) build(ctx context.Context, p lang.Platform) (string, error) {
+	root := s.CacheDir
+	if root == "" {
+		var err error
+		if root, err = cache.DefaultRoot(); err != nil {
+			return "", err
+		}
+	}
+	build := s.Build
+	if build == nil {
+		b, err := SourceBuilder()
+		if err != nil {
+			return "", err
+		}
+		build = b.Cached
+	}
+	return build(ctx, p, filepath.Join(root, "agent"))
 }
 
 // machine is the ELF identity of a platform's executables.

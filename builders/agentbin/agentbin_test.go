@@ -7,6 +7,7 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -224,7 +225,7 @@ func TestSearch(t *testing.T) {
 			t.Errorf("Find = %s, %v; want the platform's name before the plain one", got, err)
 		}
 		// The plain one is for amd64: not the arm64 agent.
-		_, err = agentbin.Search{ExeDir: exeDir}.Find(arm64)
+		_, err = agentbin.Search{ExeDir: exeDir, NoBuild: true}.Find(arm64)
 		if err == nil || !strings.Contains(err.Error(), "guest agent for linux/arm64 not found") ||
 			!strings.Contains(err.Error(), plain+" is built for EM_X86_64") {
 			t.Errorf("arm64 beside an amd64 sbx-guest: %v", err)
@@ -238,13 +239,31 @@ func TestSearch(t *testing.T) {
 
 	t.Run("nowhere", func(t *testing.T) {
 		exeDir := t.TempDir()
-		_, err := agentbin.Search{ExeDir: exeDir}.Find(amd64)
+		_, err := agentbin.Search{ExeDir: exeDir, NoBuild: true}.Find(amd64)
 		want := "guest agent for linux/amd64 not found: $SBX_GUEST_AGENT is not set and " + exeDir +
 			" has neither sbx-guest-linux-amd64 nor sbx-guest. Build it from the sbx source with\n\t" +
 			"CGO_ENABLED=0 GOOS=linux GOARCH=amd64 GOAMD64=v1 go build -trimpath -buildvcs=false -ldflags='-s -w -buildid=' -o sbx-guest-linux-amd64 ./cmd/sbx-guest\n" +
 			"and put it beside sbx or point $SBX_GUEST_AGENT at it"
 		if err == nil || err.Error() != want {
 			t.Errorf("got:\n%v\nwant:\n%s", err, want)
+		}
+	})
+
+	t.Run("nowhere, and no source to build from", func(t *testing.T) {
+		exeDir := t.TempDir()
+		noSource := func(context.Context, lang.Platform, string) (string, error) {
+			return "", fmt.Errorf("%w: the go tool is not on PATH", agentbin.ErrCannotBuild)
+		}
+		_, err := agentbin.Search{ExeDir: exeDir, CacheDir: t.TempDir(), Build: noSource}.Find(amd64)
+		want := "guest agent for linux/amd64 not found: $SBX_GUEST_AGENT is not set and " + exeDir +
+			" has neither sbx-guest-linux-amd64 nor sbx-guest, and the guest agent cannot be built here: the go tool is not on PATH. Build it from the sbx source with\n\t"
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("got:\n%v\nwant it to begin:\n%s", err, want)
+		}
+		failing := func(context.Context, lang.Platform, string) (string, error) { return "", errors.New("exit status 1") }
+		_, err = agentbin.Search{ExeDir: exeDir, CacheDir: t.TempDir(), Build: failing}.Find(amd64)
+		if err == nil || !strings.HasSuffix(err.Error(), "nor sbx-guest, and building it failed: exit status 1") {
+			t.Errorf("a failed build: %v", err)
 		}
 	})
 

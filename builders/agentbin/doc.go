@@ -9,8 +9,13 @@
 // release or a developer puts it: the file or directory named by
 // $SBX_GUEST_AGENT, then beside the running sbx executable; Check
 // verifies that a candidate is a static ELF executable for the image's
-// platform. Build runs the go tool to make one, for tests and for work
-// from a source checkout.
+// platform. When there is none, Find builds it with the local go tool
+// into the cache, from the sbx source the running program was built from
+// (SourceBuilder): the source tree when it is still there, else the sbx
+// module version, downloaded through the go command's module proxy
+// configuration. Both give the bytes of the documented build (see
+// docs/decisions/0006-agent-found-or-built.md). Build runs the go tool to
+// make one, for tests and for work from a source checkout.
 //
 // It does not write the initramfs (package builders/initramfs) and knows
 // nothing of what the agent does (package guest).
