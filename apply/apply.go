@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -71,6 +72,13 @@ type Result struct {
 	// and Skipped those not tried (after an interruption, or because the
 	// image they need failed).
 	Applied, Failed, Skipped int
+	// Created, Updated, Replaced and Destroyed count what happened to
+	// the resources: each change that landed counts under its action (a
+	// deleted image, which leaves state, as destroyed). A replaced
+	// sandbox whose old machine was stopped but whose new one did not
+	// start — it failed, or the apply was interrupted first — counts as
+	// destroyed (and as failed or skipped): the old sandbox is gone.
+	Created, Updated, Replaced, Destroyed int
 }
 
 // Apply carries out the plan's changes, in this order: images are built
@@ -125,6 +133,7 @@ func Apply(ctx context.Context, opts Options) (Result, error) {
 	}
 	a.parallel(ctx, deletes, a.stop)
 	a.parallel(ctx, creates, a.start)
+	a.unstarted(ctx)
 	for _, c := range updates {
 		if ctx.Err() != nil {
 			break
@@ -147,7 +156,9 @@ type applier struct {
 	errs     []error
 	images   map[string]*image.Result
 	imageErr map[string]error
-	stopped  map[addrs.Ref]bool // replaced sandboxes whose old machine is gone
+	// stopped holds the replaced sandboxes whose old machine is gone and
+	// whose new one start has not begun, with when the replace began.
+	stopped map[addrs.Ref]time.Time
 }
 
 func (a *applier) event(e Event) {
@@ -170,6 +181,7 @@ func (a *applier) finish(c *plan.ResourceChange, began time.Time, err error, rt 
 			a.res.Failed++
 		} else {
 			a.res.Applied++
+			a.count(c.Action)
 		}
 	}
 	if err != nil {
@@ -177,6 +189,20 @@ func (a *applier) finish(c *plan.ResourceChange, began time.Time, err error, rt 
 	}
 	a.mu.Unlock()
 	a.event(Event{Addr: c.Addr, Action: c.Action, Done: true, Err: err, Took: time.Since(began), Runtime: rt})
+}
+
+// count counts a change of action that landed. a.mu is held.
+func (a *applier) count(action plan.Action) {
+	switch action {
+	case plan.Create:
+		a.res.Created++
+	case plan.Update:
+		a.res.Updated++
+	case plan.Replace:
+		a.res.Replaced++
+	case plan.Delete:
+		a.res.Destroyed++
+	}
 }
 
 // image builds a created or replaced image, or forgets a deleted one.
@@ -247,9 +273,8 @@ func (a *applier) parallel(ctx context.Context, cs []*plan.ResourceChange, f fun
 // directory. The sandbox leaves state once it is gone.
 func (a *applier) stop(ctx context.Context, c *plan.ResourceChange) {
 	began := time.Now()
-	if c.Action == plan.Delete {
-		a.event(Event{Addr: c.Addr, Action: c.Action})
-	}
+	// A replace begins here, with the old sandbox's stop.
+	a.event(Event{Addr: c.Addr, Action: c.Action})
 	dir, pid, qemu, err := a.stopTarget(c)
 	if err == nil {
 		// Stopping is not abandoned on interruption: a half-stopped
@@ -275,9 +300,9 @@ func (a *applier) stop(ctx context.Context, c *plan.ResourceChange) {
 	err = a.opts.Save(a.opts.State)
 	if err == nil {
 		if a.stopped == nil {
-			a.stopped = map[addrs.Ref]bool{}
+			a.stopped = map[addrs.Ref]time.Time{}
 		}
-		a.stopped[c.Addr] = true
+		a.stopped[c.Addr] = began
 	}
 	a.mu.Unlock()
 	if err != nil {
@@ -313,15 +338,23 @@ func (a *applier) start(ctx context.Context, c *plan.ResourceChange) {
 	began := time.Now()
 	if c.Action == plan.Replace {
 		a.mu.Lock()
-		ok := a.stopped[c.Addr]
+		stopBegan, ok := a.stopped[c.Addr]
+		delete(a.stopped, c.Addr)
 		a.mu.Unlock()
 		if !ok {
 			return // the stop failed and was counted
 		}
+		began = stopBegan // the start event came with the stop
+	} else {
+		a.event(Event{Addr: c.Addr, Action: c.Action})
 	}
-	a.event(Event{Addr: c.Addr, Action: c.Action})
 	rt, err := a.spawn(ctx, c)
 	if err != nil {
+		if c.Action == plan.Replace {
+			a.mu.Lock()
+			a.res.Destroyed++ // the old sandbox is gone all the same
+			a.mu.Unlock()
+		}
 		a.finish(c, began, fmt.Errorf("%s: %w", c.Addr, err), nil, true)
 		return
 	}
@@ -333,6 +366,28 @@ func (a *applier) start(ctx context.Context, c *plan.ResourceChange) {
 	a.put(&rec)
 	a.mu.Unlock()
 	a.finish(c, began, nil, rt, true)
+}
+
+// unstarted ends the replaces whose old sandbox was stopped but whose
+// new one start never began (the apply was interrupted in between):
+// each counts as destroyed, and its change ends with an error saying so.
+func (a *applier) unstarted(ctx context.Context) {
+	a.mu.Lock()
+	left := a.stopped
+	a.stopped = nil
+	a.res.Destroyed += len(left)
+	a.mu.Unlock()
+	why := context.Cause(ctx)
+	if why == nil {
+		why = errors.New("its start was not reached")
+	}
+	for _, addr := range slices.SortedFunc(maps.Keys(left), compareRefs) {
+		err := fmt.Errorf("%s: its old sandbox was stopped and removed, but the new one was not started: %w", addr, why)
+		a.mu.Lock()
+		a.errs = append(a.errs, err)
+		a.mu.Unlock()
+		a.event(Event{Addr: addr, Action: plan.Replace, Done: true, Err: err, Took: time.Since(left[addr])})
+	}
 }
 
 func (a *applier) spawn(ctx context.Context, c *plan.ResourceChange) (*state.Runtime, error) {
@@ -405,15 +460,18 @@ func (a *applier) put(r *state.Resource) {
 	st := a.opts.State
 	a.remove(r.Addr)
 	st.Resources = append(st.Resources, r)
-	slices.SortFunc(st.Resources, func(x, y *state.Resource) int {
-		switch {
-		case x.Addr.Less(y.Addr):
-			return -1
-		case y.Addr.Less(x.Addr):
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(st.Resources, func(x, y *state.Resource) int { return compareRefs(x.Addr, y.Addr) })
+}
+
+// compareRefs orders addresses as addrs.Ref.Less does.
+func compareRefs(x, y addrs.Ref) int {
+	switch {
+	case x.Less(y):
+		return -1
+	case y.Less(x):
+		return 1
+	}
+	return 0
 }
 
 // remove drops the resource at addr from state. a.mu is held.
