@@ -10,9 +10,11 @@ import (
 	"path/filepath"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/sbx-dev/sbx/builders/recipe"
 	"github.com/sbx-dev/sbx/builders/resolve"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/lockfiles"
+	"github.com/sbx-dev/sbx/termtext"
 )
 
 const lockUsage = `
@@ -26,7 +28,11 @@ Usage: sbx lock [options] [DIR]
   tag, range or dist-tag names).
 
   The file is rewritten only when a pin changes, atomically; on any error
-  it is left as it was.
+  it is left as it was. A lock file that cannot be parsed (a merge left git
+  conflict markers in it, or it was edited by hand) is rebuilt: every pin
+  that can still be read is kept, an input the two sides of a conflict pin
+  differently keeps the one pin that matches the configuration's source,
+  and the rest is resolved again.
 
 Options:
 
@@ -69,7 +75,7 @@ func runLock(ctx context.Context, env *Env, args []string) int {
 	if diags.HasErrors() {
 		return ExitError
 	}
-	res := updateLock(ctx, env, v, cfg, a.upgrade, a.lockfile == "readonly")
+	res := updateLock(ctx, env, v, cfg, a.upgrade, a.lockfile == "readonly", true)
 	if res.failed {
 		return ExitError
 	}
@@ -93,13 +99,26 @@ type lockResult struct {
 // the file if its bytes would change. With readonly, any needed change is
 // an error and nothing is written. Errors are printed; on error the old
 // file is untouched.
-func updateLock(ctx context.Context, env *Env, v *view, cfg *lang.Config, upgrade, readonly bool) lockResult {
+//
+// A lock file that cannot be parsed (a merge left conflict markers in it,
+// say) is an error, unless repair is set and readonly is not: then the
+// file is rebuilt from the pins that can still be read of it (see
+// salvageLock). A lock file that cannot be read at all (a link out of its
+// directory) is always an error.
+func updateLock(ctx context.Context, env *Env, v *view, cfg *lang.Config, upgrade, readonly, repair bool) lockResult {
 	res := lockResult{path: filepath.Join(cfg.Dir, lockfiles.FileName)}
 	old, oldBytes, diags := readLock(res.path)
-	v.diagnostics(lockSources(oldBytes, res.path), diags)
-	if diags.HasErrors() {
+	switch {
+	case diags.HasErrors() && oldBytes != nil && repair && !readonly:
+		// The file was read but cannot be parsed: rebuild it from what
+		// can still be read of it.
+		old = salvageLock(v, cfg, oldBytes, res.path)
+	case diags.HasErrors():
+		v.diagnostics(lockSources(oldBytes, res.path), diags)
 		res.failed = true
 		return res
+	default:
+		v.diagnostics(lockSources(oldBytes, res.path), diags)
 	}
 
 	set := resolve.New(resolve.Options{
@@ -151,6 +170,67 @@ func updateLock(ctx context.Context, env *Env, v *view, cfg *lang.Config, upgrad
 		v.println("  %s", lockChangeLine(c))
 	}
 	return res
+}
+
+// salvageLock reads what it can of the lock file data, which Parse
+// refused, prints what it keeps and drops, and returns the lock that
+// `sbx lock` then brings up to date. An input that the two sides of a
+// merge conflict pin differently keeps the one pin that matches the
+// configuration (its platform, source string and kind); when none does,
+// or both do (the same source resolved at different times), it is
+// resolved again rather than guessed.
+func salvageLock(v *view, cfg *lang.Config, data []byte, path string) *lockfiles.Lock {
+	s := lockfiles.Salvage(data, path)
+	why := "it cannot be parsed"
+	if s.MarkerLine > 0 {
+		why = fmt.Sprintf("it has git conflict markers (line %d)", s.MarkerLine)
+	}
+	v.println("%s cannot be read whole: %s. Rebuilding it from the configuration, keeping every pin that can still be read.", path, why)
+	for _, d := range s.Dropped {
+		v.println("  dropped %s", termtext.Line(d))
+	}
+	for _, c := range s.Conflicts {
+		what := fmt.Sprintf("image.%s %s", c.Image, c.Key)
+		img := cfg.Images[c.Image]
+		var src *lang.Source
+		if img != nil {
+			for _, in := range recipe.Inputs(img) {
+				if in.Key == c.Key {
+					src = in.Source
+				}
+			}
+		}
+		if src == nil {
+			v.println("  %s: pinned differently on the two sides of the conflict; the configuration no longer uses it", what)
+			continue
+		}
+		var match []lockfiles.Candidate
+		for _, cand := range c.Candidates {
+			if cand.Platform == img.Platform.String() && cand.Pin.Source == src.Raw && cand.Pin.Kind == string(src.Kind) {
+				match = append(match, cand)
+			}
+		}
+		if len(match) != 1 {
+			reason := "neither side's pin matches the configuration's source"
+			if len(match) > 1 {
+				reason = "both sides pin the configuration's source, to different content"
+			}
+			v.println("  %s: pinned differently on the two sides of the conflict and %s; resolving it again", what, reason)
+			continue
+		}
+		entry := s.Lock.Images[c.Image]
+		if entry.Platform == "" {
+			entry.Platform = match[0].Platform
+		}
+		entry.Inputs[c.Key] = match[0].Pin
+		v.println("  %s: pinned differently on the two sides of the conflict; keeping the pin of %s", what, termtext.Line(src.Raw))
+	}
+	for _, img := range s.Lock.Images {
+		if img.Platform == "" {
+			delete(s.Lock.Images, img.Name)
+		}
+	}
+	return s.Lock
 }
 
 // readLock reads a lock file; a missing file is not an error (nil lock,

@@ -2,9 +2,13 @@ package command
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -14,6 +18,7 @@ import (
 	"github.com/sbx-dev/sbx/lockfiles"
 	"github.com/sbx-dev/sbx/plan"
 	"github.com/sbx-dev/sbx/policy"
+	"github.com/sbx-dev/sbx/state"
 	"github.com/sbx-dev/sbx/supervisor"
 )
 
@@ -31,11 +36,18 @@ Usage: sbx plan [options] [DIR]
   compared with another revision of itself instead, and no state is read:
   REV is a directory, or else a git revision of the repository holding DIR
   (the same directory at that revision). The other revision is loaded with
-  the same variables and read with its own lock file.
+  the same variables and read with its own lock file. A revision with no
+  lock file is compared by its specs alone, and the plan says that its
+  image inputs are unlocked.
 
   If the lock file is missing pins the configuration needs (a new input, a
   changed source), they are resolved and sbx.lock.hcl is updated first, as
   "sbx lock" would; -lockfile=readonly makes that an error instead.
+
+  With -lockfile=readonly, plan writes nothing in DIR, so it works in a
+  read-only checkout: where DIR has no .sbx there is no state and no lock
+  is taken, and where the state lock cannot be created (a read-only file
+  system) the state is read without it, with a note saying so.
 
 Options:
 
@@ -50,8 +62,11 @@ Options:
   -against REV|DIR    Compare with another revision instead of the state.
   -lockfile=readonly  Never update sbx.lock.hcl; fail if it is not up to
                       date.
+  -lock=false         Read the state without taking the state lock.
   -lock-timeout=D     How long to wait for another sbx run holding the
                       state lock (e.g. 30s). Default 0: fail at once.
+  -refresh=false      Do not check that the sandboxes the state records
+                      still run; take the state as it is.
 ` + varUsage + `  -no-color            Print without colour.
 
 Exit status: 0 success (with -detailed-exitcode: no changes), 1 an error
@@ -68,7 +83,9 @@ type planArgs struct {
 	against     string
 	lockfile    lockfileMode
 	vars        varFlags
+	stateLock   bool
 	lockTimeout time.Duration
+	refresh     bool
 	noColor     bool
 }
 
@@ -81,7 +98,9 @@ func runPlan(ctx context.Context, env *Env, args []string) int {
 	flags.BoolVar(&a.failOnWiden, "fail-on-widen", false, "")
 	flags.StringVar(&a.against, "against", "", "")
 	flags.Var(&a.lockfile, "lockfile", "")
+	flags.BoolVar(&a.stateLock, "lock", true, "")
 	flags.DurationVar(&a.lockTimeout, "lock-timeout", 0, "")
+	flags.BoolVar(&a.refresh, "refresh", true, "")
 	a.vars.register(flags)
 	flags.BoolVar(&a.noColor, "no-color", false, "")
 	pos, code, ok := parseArgs(env, flags, planUsage, args)
@@ -105,16 +124,28 @@ func runPlan(ctx context.Context, env *Env, args []string) int {
 	if diags.HasErrors() {
 		return ExitError
 	}
-	lock, ok := lockForPlan(ctx, env, report, cfg, a.lockfile == "readonly")
-	if !ok {
-		return ExitError
+	readonly := a.lockfile == "readonly"
+	var lock *lockfiles.Lock
+	unlocked := false
+	if a.against != "" && readonly {
+		// A review plan of a checkout with no lock file compares specs.
+		unlocked, ok = lockMissing(report, cfg)
+		if !ok {
+			return ExitError
+		}
+	}
+	if !unlocked {
+		if lock, ok = lockForPlan(ctx, env, report, cfg, readonly); !ok {
+			return ExitError
+		}
 	}
 
 	var p *plan.Plan
 	if a.against != "" {
-		p, ok = planAgainst(ctx, env, v, a, cfg, lock)
+		p, ok = planAgainst(ctx, env, v, a, plan.Side{Config: cfg, Lock: lock, Unlocked: unlocked})
 	} else {
-		p, ok = planState(ctx, v, cfg, lock, a.lockTimeout, supervisor.RuntimeBase(env.Environ))
+		opts := stateReadOptions{lock: a.stateLock, timeout: a.lockTimeout, refresh: a.refresh}
+		p, ok = planState(ctx, report, cfg, lock, opts, supervisor.RuntimeBase(env.Environ))
 	}
 	if !ok {
 		return ExitError
@@ -169,7 +200,7 @@ func lockForPlan(ctx context.Context, env *Env, v *view, cfg *lang.Config, reado
 			"The lock file is read-only (-lockfile=readonly). Run \"sbx lock\" and commit "+lockfiles.FileName+".")
 		return nil, false
 	}
-	res := updateLock(ctx, env, v, cfg, false, false)
+	res := updateLock(ctx, env, v, cfg, false, false, false)
 	if res.failed {
 		return nil, false
 	}
@@ -179,16 +210,88 @@ func lockForPlan(ctx context.Context, env *Env, v *view, cfg *lang.Config, reado
 	return res.lock, true
 }
 
-// planState plans cfg against the state in its directory, holding the
-// state lock while it reads; runtimeBase is where its sandboxes run
-// (supervisor.RuntimeBase).
-func planState(ctx context.Context, v *view, cfg *lang.Config, lock *lockfiles.Lock, lockTimeout time.Duration, runtimeBase string) (*plan.Plan, bool) {
-	lease, st, ok := lockState(ctx, v, cfg.Dir, lockTimeout)
+// lockMissing reports whether cfg's directory has no lock file. A lock
+// file that cannot be read is an error, printed.
+func lockMissing(v *view, cfg *lang.Config) (missing, ok bool) {
+	path := filepath.Join(cfg.Dir, lockfiles.FileName)
+	_, err := lockfiles.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return true, true
+	case err != nil:
+		v.errorDetail("Cannot read lock file", err.Error())
+		return false, false
+	}
+	return false, true
+}
+
+// stateReadOptions say how plan reads the state.
+type stateReadOptions struct {
+	lock    bool          // take the state lock (-lock)
+	timeout time.Duration // how long to wait for it (-lock-timeout)
+	refresh bool          // check the recorded sandboxes (-refresh)
+}
+
+// readState reads the state of dir for a plan, which changes nothing and
+// so writes nothing in dir:
+//
+//   - with opts.lock unset (-lock=false), without the state lock;
+//   - where dir has no .sbx, without the lock too: there is no state to
+//     protect, and taking the lock would create .sbx;
+//   - otherwise under the state lock, unless the lock file cannot be
+//     created or opened for writing because the file system is read-only
+//     or the user may not write there: then the state is read without
+//     the lock, and a note on v says so.
+//
+// The returned lease is nil when no lock was taken.
+func readState(ctx context.Context, v *view, dir string, opts stateReadOptions) (*state.Lease, *state.State, bool) {
+	unlocked := func() (*state.Lease, *state.State, bool) {
+		st, err := state.Load(dir)
+		if err != nil {
+			v.errorDetail("Cannot read the state", err.Error())
+			return nil, nil, false
+		}
+		return nil, st, true
+	}
+	if !opts.lock {
+		return unlocked()
+	}
+	if _, err := os.Lstat(filepath.Join(dir, state.Dir)); errors.Is(err, fs.ErrNotExist) {
+		return unlocked()
+	}
+	lctx, cancel := context.WithTimeout(ctx, opts.timeout)
+	defer cancel()
+	lease, err := state.Lock(lctx, dir)
+	if err != nil {
+		if errors.Is(err, syscall.EROFS) || errors.Is(err, fs.ErrPermission) {
+			v.println("Note: the state lock cannot be taken (%v); reading the state without it.\n", err)
+			return unlocked()
+		}
+		v.errorDetail("Cannot lock the state", err.Error())
+		return nil, nil, false
+	}
+	st, err := lease.Load()
+	if err != nil {
+		lease.Close()
+		v.errorDetail("Cannot read the state", err.Error())
+		return nil, nil, false
+	}
+	return lease, st, true
+}
+
+// planState plans cfg against the state in its directory, read as
+// readState reads it, after checking the sandboxes it records (unless
+// opts.refresh is unset); runtimeBase is where its sandboxes run
+// (supervisor.RuntimeBase). Notes go to v.
+func planState(ctx context.Context, v *view, cfg *lang.Config, lock *lockfiles.Lock, opts stateReadOptions, runtimeBase string) (*plan.Plan, bool) {
+	lease, st, ok := readState(ctx, v, cfg.Dir, opts)
 	if !ok {
 		return nil, false
 	}
 	defer lease.Close()
-	apply.Refresh(ctx, st, runtimeBase, cfg.Dir)
+	if opts.refresh {
+		apply.Refresh(ctx, st, runtimeBase, cfg.Dir)
+	}
 	desired, diags := plan.Desired(cfg, lock)
 	v.diagnostics(cfg.Sources, diags)
 	if diags.HasErrors() {
@@ -197,8 +300,11 @@ func planState(ctx context.Context, v *view, cfg *lang.Config, lock *lockfiles.L
 	return plan.FromState(desired, st), true
 }
 
-// planAgainst plans cfg against another revision of it.
-func planAgainst(ctx context.Context, env *Env, v *view, a planArgs, cfg *lang.Config, lock *lockfiles.Lock) (*plan.Plan, bool) {
+// planAgainst plans the configuration of side against another revision of
+// it. A revision with no lock file is compared unlocked
+// (plan.AgainstSides).
+func planAgainst(ctx context.Context, env *Env, v *view, a planArgs, side plan.Side) (*plan.Plan, bool) {
+	cfg := side.Config
 	dir, label, cleanup, err := againstDir(ctx, env, a.dir, a.against)
 	if err != nil {
 		v.errorf("%v", err)
@@ -207,7 +313,7 @@ func planAgainst(ctx context.Context, env *Env, v *view, a planArgs, cfg *lang.C
 	defer cleanup()
 	if dir == "" {
 		// The configuration did not exist at that revision.
-		p, diags := plan.Against(cfg, lock, nil, nil, label)
+		p, diags := plan.AgainstSides(side, plan.Side{}, label)
 		v.diagnostics(cfg.Sources, diags)
 		return p, !diags.HasErrors() && p != nil
 	}
@@ -228,7 +334,7 @@ func planAgainst(ctx context.Context, env *Env, v *view, a planArgs, cfg *lang.C
 	if diags.HasErrors() {
 		return nil, false
 	}
-	p, diags := plan.Against(cfg, lock, other, otherLock, label)
+	p, diags := plan.AgainstSides(side, plan.Side{Config: other, Lock: otherLock, Unlocked: data == nil}, label)
 	v.diagnostics(mergeSources(cfg.Sources, other.Sources), diags)
 	if diags.HasErrors() || p == nil {
 		return nil, false
