@@ -4,7 +4,7 @@ go 1.26.8
 
 require (
 	github.com/agext/levenshtein v1.2.1
-	github.com/aymanbagabas/go-udiff v0.4.1
+	github.com/aymanbagabas/go-udiff v0.4.2
 	github.com/google/go-cmp v0.7.0
 	github.com/google/go-containerregistry v0.22.1
 	github.com/google/uuid v1.6.0
