@@ -9,18 +9,15 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/sbx-dev/sbx/addrs"
-	"github.com/sbx-dev/sbx/builders/agentbin"
-	"github.com/sbx-dev/sbx/builders/cache"
-	"github.com/sbx-dev/sbx/builders/fetch"
 	"github.com/sbx-dev/sbx/builders/image"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/lockfiles"
+	"github.com/sbx-dev/sbx/pipeline"
 )
 
 const buildUsage = `
@@ -155,7 +152,7 @@ func runBuild(ctx context.Context, env *Env, args []string) int {
 			v.println("%s: Gondolin guest assets in %s (%s)", v.bold(p.addr), out, since(start))
 			continue
 		}
-		r, err := image.Build(ctx, img, lock.Lookup(name), opts)
+		r, err := pipeline.Build(ctx, cfg, lock, name, opts)
 		p.done()
 		var verr *image.VerifyError
 		if errors.As(err, &verr) {
@@ -169,7 +166,7 @@ func runBuild(ctx context.Context, env *Env, args []string) int {
 			continue
 		}
 		if out != "" {
-			if r, err = r.CopyTo(out); err != nil {
+			if r, err = r.CopyTo(ctx, out); err != nil {
 				v.errorDetail(fmt.Sprintf("Cannot write the outputs of %s", p.addr), err.Error())
 				failed = true
 				continue
@@ -213,44 +210,13 @@ func imagesToBuild(v *view, cfg *lang.Config, named []string) ([]string, bool) {
 	return names, true
 }
 
-// buildOptions are the image build options from the environment.
+// buildOptions are the image build options from the environment, as
+// every entry point of the pipeline takes them. Errors are printed.
 func buildOptions(env *Env, v *view, cfg *lang.Config) (image.Options, bool) {
-	var opts image.Options
-	root, _ := env.getenv(cache.EnvRoot)
-	if root == "" {
-		var err error
-		if root, err = cache.DefaultRoot(); err != nil {
-			v.errorDetail("Cannot find the cache directory", err.Error()+"\nSet "+cache.EnvRoot+" to a directory.")
-			return opts, false
-		}
-	}
-	c, err := cache.Open(root)
+	opts, err := pipeline.ImageOptions(cfg.Dir, env.pipeline())
 	if err != nil {
-		v.errorDetail("Cannot open the cache", err.Error())
+		v.errorf("Cannot set up the build: %v", err)
 		return opts, false
-	}
-	opts.Cache = c
-	if s, ok := env.getenv("SOURCE_DATE_EPOCH"); ok && s != "" {
-		epoch, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || epoch < 0 || epoch > 1<<32-1 {
-			v.errorf("SOURCE_DATE_EPOCH=%q is not a number of seconds since 1970", s)
-			return opts, false
-		}
-		opts.Epoch = epoch
-	}
-	search := agentbin.Search{}
-	search.Env, _ = env.getenv(agentbin.EnvVar)
-	if exe, err := os.Executable(); err == nil {
-		search.ExeDir = filepath.Dir(exe)
-	}
-	opts.Agent = search.Find
-	opts.Fetch = fetch.Options{
-		Dir:        cfg.Dir,
-		Environ:    env.Environ,
-		HTTPClient: env.HTTPClient,
-		Keychain:   env.Keychain,
-		OCIOptions: env.ociOptions(),
-		Logger:     logger(env),
 	}
 	return opts, true
 }

@@ -1,11 +1,8 @@
 package command
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"path/filepath"
 
@@ -14,6 +11,7 @@ import (
 	"github.com/sbx-dev/sbx/builders/resolve"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/lockfiles"
+	"github.com/sbx-dev/sbx/pipeline"
 	"github.com/sbx-dev/sbx/termtext"
 )
 
@@ -106,47 +104,28 @@ type lockResult struct {
 // salvageLock). A lock file that cannot be read at all (a link out of its
 // directory) is always an error.
 func updateLock(ctx context.Context, env *Env, v *view, cfg *lang.Config, upgrade, readonly, repair bool) lockResult {
-	res := lockResult{path: filepath.Join(cfg.Dir, lockfiles.FileName)}
-	old, oldBytes, diags := readLock(res.path)
-	switch {
-	case diags.HasErrors() && oldBytes != nil && repair && !readonly:
-		// The file was read but cannot be parsed: rebuild it from what
-		// can still be read of it.
-		old = salvageLock(v, cfg, oldBytes, res.path)
-	case diags.HasErrors():
-		v.diagnostics(lockSources(oldBytes, res.path), diags)
-		res.failed = true
-		return res
-	default:
-		v.diagnostics(lockSources(oldBytes, res.path), diags)
+	read := func(path string) (*lockfiles.Lock, []byte, hcl.Diagnostics) {
+		old, oldBytes, diags := readLock(path)
+		if diags.HasErrors() && oldBytes != nil && repair && !readonly {
+			// The file was read but cannot be parsed: rebuild it from
+			// what can still be read of it.
+			return salvageLock(v, cfg, oldBytes, path), oldBytes, nil
+		}
+		return old, oldBytes, diags
 	}
-
-	set := resolve.New(resolve.Options{
-		Dir:        cfg.Dir,
-		Environ:    env.Environ,
-		HTTPClient: env.HTTPClient,
-		Keychain:   env.Keychain,
-		OCIOptions: env.ociOptions(),
-		Logger:     logger(env),
-	})
-	lock, changes, diags := set.Lock(ctx, cfg, old, upgrade)
-	v.diagnostics(cfg.Sources, diags)
+	l, diags := pipeline.Lock(ctx, cfg, env.pipeline(), pipeline.LockOptions{Upgrade: upgrade, ReadOnly: readonly, Read: read})
+	res := lockResult{path: l.Path, lock: l.Lock, changes: l.Changes, wrote: l.Wrote}
+	v.diagnostics(l.Sources(), diags)
 	if diags.HasErrors() {
 		res.failed = true
 		return res
 	}
-	res.lock, res.changes = lock, changes
-	newBytes := lockfiles.Marshal(lock)
-	if oldBytes != nil && bytes.Equal(oldBytes, newBytes) {
-		return res
-	}
-
-	if readonly {
+	if readonly && l.Differs {
 		detail := "The lock file is read-only (-lockfile=readonly), but it is not up to date with the configuration:\n"
-		for _, c := range changes {
+		for _, c := range l.Changes {
 			detail += "  " + lockChangeLine(c) + "\n"
 		}
-		if len(changes) == 0 {
+		if len(l.Changes) == 0 {
 			detail += "  its contents are not in the canonical form sbx writes\n"
 		}
 		detail += "\nRun \"sbx lock\" and commit " + lockfiles.FileName + "."
@@ -154,19 +133,15 @@ func updateLock(ctx context.Context, env *Env, v *view, cfg *lang.Config, upgrad
 		res.failed = true
 		return res
 	}
-
-	if err := lockfiles.Write(res.path, lock); err != nil {
-		v.errorDetail("Cannot write the lock file", err.Error())
-		res.failed = true
+	if !l.Wrote {
 		return res
 	}
-	res.wrote = true
-	if old == nil {
+	if l.Old == nil {
 		v.println("Created %s:", res.path)
 	} else {
 		v.println("Updated %s:", res.path)
 	}
-	for _, c := range changes {
+	for _, c := range l.Changes {
 		v.println("  %s", lockChangeLine(c))
 	}
 	return res
@@ -236,15 +211,7 @@ func salvageLock(v *view, cfg *lang.Config, data []byte, path string) *lockfiles
 // readLock reads a lock file; a missing file is not an error (nil lock,
 // nil bytes).
 func readLock(path string) (*lockfiles.Lock, []byte, hcl.Diagnostics) {
-	data, err := lockfiles.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, nil
-	}
-	if err != nil {
-		return nil, nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot read lock file", Detail: err.Error()}}
-	}
-	lock, diags := lockfiles.Parse(data, path)
-	return lock, data, diags
+	return pipeline.ReadLock(path)
 }
 
 // lockSources makes the lock file's bytes available for diagnostic

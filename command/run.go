@@ -11,8 +11,8 @@ import (
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/authn"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/sbx-dev/sbx/pipeline"
 	"github.com/sbx-dev/sbx/supervisor"
 )
 
@@ -64,13 +64,9 @@ func (e *Env) getenv(name string) (string, bool) {
 	return "", false
 }
 
-// ociOptions returns the registry options that make OCI fetches use the
-// same transport as HTTPClient.
-func (e *Env) ociOptions() []remote.Option {
-	if e.HTTPClient == nil || e.HTTPClient.Transport == nil {
-		return nil
-	}
-	return []remote.Option{remote.WithTransport(e.HTTPClient.Transport)}
+// pipeline is what the lock → build → start path reads from env.
+func (e *Env) pipeline() pipeline.Env {
+	return pipeline.Env{Environ: e.Environ, HTTPClient: e.HTTPClient, Keychain: e.Keychain, Logger: logger(e)}
 }
 
 // verb is one sbx subcommand.

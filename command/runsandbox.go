@@ -18,6 +18,7 @@ import (
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/lockfiles"
 	"github.com/sbx-dev/sbx/machine"
+	"github.com/sbx-dev/sbx/pipeline"
 	"github.com/sbx-dev/sbx/providers/qemu"
 )
 
@@ -117,13 +118,7 @@ func runRun(ctx context.Context, env *Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "sbx run: note: %s declares %s, which sbx run does not provide yet: the VM has no network and no host directories.\n", sb.Addr(), missing)
 	}
 
-	m, err := machine.Start(ctx, machine.Options{
-		Name:        sb.Name,
-		Image:       img,
-		CPUs:        sb.CPUs,
-		Memory:      sb.Memory,
-		BootTimeout: a.bootTimeout,
-	})
+	m, err := pipeline.Start(ctx, sb, img, pipeline.StartOptions{BootTimeout: a.bootTimeout})
 	if err != nil {
 		if ctx.Err() != nil {
 			fmt.Fprintf(env.Stderr, "sbx run: interrupted while %s was booting\n", sb.Addr())
@@ -220,7 +215,7 @@ func buildOne(ctx context.Context, env *Env, v *view, cfg *lang.Config, lock *lo
 	p := newBuildProgress(env.Stderr, addrs.ImageRef(name).String())
 	opts.Stage = p.stage
 	opts.Fetch.Progress = p.bytes
-	r, err := image.Build(ctx, cfg.Images[name], lock.Lookup(name), opts)
+	r, err := pipeline.Build(ctx, cfg, lock, name, opts)
 	p.done()
 	if err != nil {
 		return nil, err

@@ -47,11 +47,11 @@ func newBootFixture(t *testing.T) *bootFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := kernel.Load(kerneltest.DebianKernelDeb(t), kernel.Options{})
+	k, err := kernel.Load(context.Background(), kerneltest.DebianKernelDeb(t), kernel.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mods, err := initramfs.KernelModules(k, kernel.DefaultModules)
+	mods, err := initramfs.KernelModules(context.Background(), k, kernel.DefaultModules)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func newBootFixture(t *testing.T) *bootFixture {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	if err := initramfs.Write(&buf, initramfs.Options{AgentFile: agent, KernelVersion: k.Version, Modules: mods, Epoch: testEpoch}); err != nil {
+	if err := initramfs.Write(context.Background(), &buf, initramfs.Options{AgentFile: agent, KernelVersion: k.Version, Modules: mods, Epoch: testEpoch}); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(f.initrd, buf.Bytes(), 0o644); err != nil {

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/sbx-dev/sbx/builders/ctxio"
 )
 
 // EnvRoot is the environment variable that overrides the cache root.
@@ -181,15 +183,15 @@ func (c *Cache) PutFile(ctx context.Context, want, path string) (string, error) 
 // Verify rehashes the blob with the given digest and returns a
 // *MismatchError if its content no longer matches its name (the blob is
 // then removed, so that the next Put fetches it again), or an error if it
-// is absent or unreadable.
-func (c *Cache) Verify(digest string) error {
+// is absent or unreadable. It stops with ctx's error once ctx ends.
+func (c *Cache) Verify(ctx context.Context, digest string) error {
 	f, err := c.OpenBlob(digest)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	hx := sha256.New()
-	n, err := io.Copy(hx, f)
+	n, err := io.Copy(hx, ctxio.Reader(ctx, f))
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.Name(), err)
 	}

@@ -78,7 +78,7 @@ func TestPutAndPath(t *testing.T) {
 	if called {
 		t.Error("Put called the writer for a blob already present")
 	}
-	if err := c.Verify(d); err != nil {
+	if err := c.Verify(context.Background(), d); err != nil {
 		t.Errorf("Verify: %v", err)
 	}
 	if got := files(t, c.Root()); len(got) != 1 {
@@ -206,7 +206,7 @@ func TestConcurrentPuts(t *testing.T) {
 	}
 	c, _ := Open(root)
 	for _, b := range blobs {
-		if err := c.Verify(digestOf(b)); err != nil {
+		if err := c.Verify(context.Background(), digestOf(b)); err != nil {
 			t.Error(err)
 		}
 	}
@@ -232,7 +232,7 @@ func TestVerifyDetectsCorruption(t *testing.T) {
 	if err := os.WriteFile(p, []byte("bit rot!"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	err = c.Verify(d)
+	err = c.Verify(context.Background(), d)
 	var me *MismatchError
 	if !errors.As(err, &me) || me.Got != digestOf([]byte("bit rot!")) {
 		t.Fatalf("Verify = %v, want a mismatch naming the corrupt content", err)
@@ -240,7 +240,7 @@ func TestVerifyDetectsCorruption(t *testing.T) {
 	if c.Has(d) {
 		t.Error("a corrupt blob stayed in the cache")
 	}
-	if err := c.Verify(d); err == nil || !strings.Contains(err.Error(), "not in the cache") {
+	if err := c.Verify(context.Background(), d); err == nil || !strings.Contains(err.Error(), "not in the cache") {
 		t.Errorf("Verify of an absent blob = %v", err)
 	}
 }

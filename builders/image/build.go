@@ -15,6 +15,7 @@ import (
 
 	"github.com/sbx-dev/sbx/builders/agentbin"
 	"github.com/sbx-dev/sbx/builders/cache"
+	"github.com/sbx-dev/sbx/builders/ctxio"
 	"github.com/sbx-dev/sbx/builders/fetch"
 	"github.com/sbx-dev/sbx/builders/kernel"
 	"github.com/sbx-dev/sbx/builders/recipe"
@@ -93,9 +94,9 @@ type Options struct {
 	// nil means agentbin.Find.
 	Agent func(lang.Platform) (string, error)
 	// LoadKernel reads the kernel package fetched as blob; nil means
-	// kernel.Load(blob.Path, opts). Callers that build many images from
+	// kernel.Load(ctx, blob.Path, opts). Callers that build many images from
 	// one kernel may remember kernels by blob.Digest.
-	LoadKernel func(blob fetch.Blob, opts kernel.Options) (*kernel.Kernel, error)
+	LoadKernel func(ctx context.Context, blob fetch.Blob, opts kernel.Options) (*kernel.Kernel, error)
 	// Epoch is every timestamp in the outputs, in seconds since 1970.
 	// The command line passes SOURCE_DATE_EPOCH, or 0 when it is unset,
 	// so that builds are reproducible by default. It is part of the
@@ -177,10 +178,10 @@ func Build(ctx context.Context, img *lang.Image, lock *lockfiles.Image, opts Opt
 	if opts.Verify {
 		return b.verify(ctx)
 	}
-	if r, ok := b.cached(); ok {
+	if r, ok := b.cached(ctx); ok {
 		// Fetching would read local files again; a cache hit must not
 		// hide one that changed since the lock either.
-		if err := b.checkLocalFiles(); err != nil {
+		if err := b.checkLocalFiles(ctx); err != nil {
 			return nil, err
 		}
 		b.stage(StageCached)
@@ -191,7 +192,7 @@ func Build(ctx context.Context, img *lang.Image, lock *lockfiles.Image, opts Opt
 
 // checkLocalFiles reports a file: input whose content is no longer the
 // one the lock pins.
-func (b *build) checkLocalFiles() error {
+func (b *build) checkLocalFiles(ctx context.Context) error {
 	for _, in := range recipe.Inputs(b.img) {
 		if in.Source.Kind != lang.SourceFile {
 			continue
@@ -211,7 +212,7 @@ func (b *build) checkLocalFiles() error {
 			return fmt.Errorf("image %q: input %s (%s): %w", b.img.Name, in.Key, in.Source.Raw, err)
 		}
 		h := sha256.New()
-		_, err = io.Copy(h, f)
+		_, err = io.Copy(h, ctxio.Reader(ctx, f))
 		f.Close()
 		if err != nil {
 			return fmt.Errorf("image %q: input %s (%s): %s: %w", b.img.Name, in.Key, in.Source.Raw, path, err)
@@ -308,7 +309,7 @@ func where(r hcl.Range) string {
 
 // cached returns the build stored under b.key when its manifest and every
 // output are present and hash to the digests the manifest records.
-func (b *build) cached() (*Result, bool) {
+func (b *build) cached(ctx context.Context) (*Result, bool) {
 	mpath, ok, err := b.cache.OutputPath(b.key, ManifestFile)
 	if err != nil || !ok {
 		return nil, false
@@ -328,7 +329,7 @@ func (b *build) cached() (*Result, bool) {
 		if err != nil || !ok {
 			return nil, false
 		}
-		got, n, err := hashFile(p)
+		got, n, err := hashFile(ctx, p)
 		if err != nil || got != want.Digest || n != want.Size {
 			return nil, false
 		}
@@ -424,20 +425,20 @@ func copyFrom(path string) func(io.Writer) error {
 }
 
 // hashFile returns "sha256:<hex>" of the file at path and its size.
-func hashFile(path string) (string, int64, error) {
-	return copyHashed(io.Discard, path)
+func hashFile(ctx context.Context, path string) (string, int64, error) {
+	return copyHashed(ctx, io.Discard, path)
 }
 
 // copyHashed copies the file at path to w and returns "sha256:<hex>" of
-// its bytes and their count.
-func copyHashed(w io.Writer, path string) (string, int64, error) {
+// its bytes and their count. It stops with ctx's error once ctx ends.
+func copyHashed(ctx context.Context, w io.Writer, path string) (string, int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", 0, err
 	}
 	defer f.Close()
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(w, h), f)
+	n, err := io.Copy(io.MultiWriter(w, h), ctxio.Reader(ctx, f))
 	if err != nil {
 		return "", 0, fmt.Errorf("copying %s: %w", path, err)
 	}

@@ -30,6 +30,11 @@
 // (vmlinuz-virt, initramfs.cpio.lz4, a raw writable rootfs.ext4 labelled
 // gondolin-root and manifest.json), replacing the directory atomically.
 //
+// Every long step stops soon after ctx ends (Ctrl-C): fetching, reading
+// the kernel package, writing the initramfs, hashing and storing outputs
+// read and write through package builders/ctxio, and the disk stages are
+// checked between. The error then wraps ctx's.
+//
 // Package image does not pin sources (builders/resolve), read or write the
 // lock file (lockfiles; the command records Result's digests there), fetch
 // by itself (builders/fetch), decide what the root filesystem holds

@@ -66,13 +66,13 @@ func ExportGondolin(ctx context.Context, img *lang.Image, lock *lockfiles.Image,
 		return err
 	}
 	s := &staged{files: map[string]string{}, outputs: map[string]Output{}}
-	if ref, ok := b.cached(); ok {
+	if ref, ok := b.cached(ctx); ok {
 		s.files[OutputKernel] = ref.Outputs[OutputKernel].Path
 		s.files[OutputInitramfs] = ref.Outputs[OutputInitramfs].Path
-	} else if err := b.kernelAndInitramfs(stage, fetched, s); err != nil {
+	} else if err := b.kernelAndInitramfs(ctx, stage, fetched, s); err != nil {
 		return err
 	}
-	if _, _, err := copyVerified(filepath.Join(out, gondolin.KernelFile), s.files[OutputKernel], 0o644); err != nil {
+	if _, _, err := copyVerified(ctx, filepath.Join(out, gondolin.KernelFile), s.files[OutputKernel], 0o644); err != nil {
 		return fmt.Errorf("image %q: %w", img.Name, err)
 	}
 	b.stage(StageLZ4)

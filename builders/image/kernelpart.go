@@ -47,7 +47,7 @@ func (b *build) kernelKey() string {
 }
 
 // cachedKernel fills s with the cached kernel part, if it is whole.
-func (b *build) cachedKernel(s *staged) bool {
+func (b *build) cachedKernel(ctx context.Context, s *staged) bool {
 	key := b.kernelKey()
 	p, ok, err := b.cache.OutputPath(key, kernelPartFile)
 	if err != nil || !ok {
@@ -67,7 +67,7 @@ func (b *build) cachedKernel(s *staged) bool {
 		if err != nil || !ok {
 			return false
 		}
-		got, n, err := hashFile(path)
+		got, n, err := hashFile(ctx, path)
 		if err != nil || got != want.Digest || n != want.Size {
 			return false
 		}

@@ -2,6 +2,7 @@ package image
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -118,8 +119,9 @@ func (s *staged) manifest(b *build) *Manifest {
 
 // CopyTo copies the build's outputs and its manifest into dir (created if
 // needed) under their names in the cache, each file atomically, and
-// returns the Result for the copies.
-func (r *Result) CopyTo(dir string) (*Result, error) {
+// returns the Result for the copies. Copying stops with ctx's error once
+// ctx ends.
+func (r *Result) CopyTo(ctx context.Context, dir string) (*Result, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -133,7 +135,7 @@ func (r *Result) CopyTo(dir string) (*Result, error) {
 		if name == OutputAgent {
 			mode = 0o755
 		}
-		digest, n, err := copyVerified(dst, o.Path, mode)
+		digest, n, err := copyVerified(ctx, dst, o.Path, mode)
 		if err != nil {
 			return nil, err
 		}
@@ -143,7 +145,7 @@ func (r *Result) CopyTo(dir string) (*Result, error) {
 		out.Outputs[name] = Output{Path: dst, Digest: digest, Size: n}
 	}
 	out.Manifest = filepath.Join(dir, ManifestFile)
-	if _, _, err := copyVerified(out.Manifest, r.Manifest, 0o644); err != nil {
+	if _, _, err := copyVerified(ctx, out.Manifest, r.Manifest, 0o644); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -151,10 +153,10 @@ func (r *Result) CopyTo(dir string) (*Result, error) {
 
 // copyVerified copies src to dst atomically and returns the digest and
 // size of what it copied.
-func copyVerified(dst, src string, mode os.FileMode) (digest string, n int64, err error) {
+func copyVerified(ctx context.Context, dst, src string, mode os.FileMode) (digest string, n int64, err error) {
 	err = atomicfile.Write(dst, mode, func(f *os.File) error {
 		var cerr error
-		digest, n, cerr = copyHashed(f, src)
+		digest, n, cerr = copyHashed(ctx, f, src)
 		return cerr
 	})
 	return digest, n, err

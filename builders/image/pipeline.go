@@ -46,7 +46,7 @@ func (b *build) run(ctx context.Context, dir string) (*staged, error) {
 		return nil, err
 	}
 	s.files[OutputDisk] = disk
-	if err := b.kernelAndInitramfs(dir, fetched, s); err != nil {
+	if err := b.kernelAndInitramfs(ctx, dir, fetched, s); err != nil {
 		return nil, err
 	}
 	agent := filepath.Join(dir, outputFiles[OutputAgent])
@@ -55,7 +55,7 @@ func (b *build) run(ctx context.Context, dir string) (*staged, error) {
 	}
 	s.files[OutputAgent] = agent
 	for _, name := range outputOrder {
-		digest, n, err := hashFile(s.files[name])
+		digest, n, err := hashFile(ctx, s.files[name])
 		if err != nil {
 			return nil, fmt.Errorf("image %q: output %s: %w", b.img.Name, name, err)
 		}
@@ -88,7 +88,7 @@ func (b *build) fetch(ctx context.Context) (map[string]fetch.Fetched, error) {
 			}
 		}
 		for _, blob := range blobs {
-			if err := b.cache.Verify(blob.Digest); err != nil {
+			if err := b.cache.Verify(ctx, blob.Digest); err != nil {
 				return nil, fmt.Errorf("image %q: input %s: cached blob %s: %w", b.img.Name, key, blob.Digest, err)
 			}
 		}
@@ -98,9 +98,10 @@ func (b *build) fetch(ctx context.Context) (map[string]fetch.Fetched, error) {
 
 // kernelAndInitramfs takes the kernel and initramfs from the cache or
 // else loads the kernel and writes its image and the initramfs (agent and
-// module closure) into dir. Verify mode always makes them afresh.
-func (b *build) kernelAndInitramfs(dir string, fetched map[string]fetch.Fetched, s *staged) error {
-	if !b.opts.Verify && b.cachedKernel(s) {
+// module closure) into dir. Verify mode always makes them afresh. Each
+// step stops once ctx ends.
+func (b *build) kernelAndInitramfs(ctx context.Context, dir string, fetched map[string]fetch.Fetched, s *staged) error {
+	if !b.opts.Verify && b.cachedKernel(ctx, s) {
 		return nil
 	}
 	s.kernelFresh = true
@@ -113,16 +114,16 @@ func (b *build) kernelAndInitramfs(dir string, fetched map[string]fetch.Fetched,
 	}
 	load := b.opts.LoadKernel
 	if load == nil {
-		load = func(blob fetch.Blob, opts kernel.Options) (*kernel.Kernel, error) {
-			return kernel.Load(blob.Path, opts)
+		load = func(ctx context.Context, blob fetch.Blob, opts kernel.Options) (*kernel.Kernel, error) {
+			return kernel.Load(ctx, blob.Path, opts)
 		}
 	}
-	k, err := load(*in.File, kernel.Options{Image: kc.File, Modules: kc.Modules})
+	k, err := load(ctx, *in.File, kernel.Options{Image: kc.File, Modules: kc.Modules})
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	names := append(slices.Clone(kernel.DefaultModules), kc.Modules...)
-	mods, err := initramfs.KernelModules(k, names)
+	mods, err := initramfs.KernelModules(ctx, k, names)
 	if err != nil {
 		return fmt.Errorf("%s: modules: %w", what, err)
 	}
@@ -136,7 +137,7 @@ func (b *build) kernelAndInitramfs(dir string, fetched map[string]fetch.Fetched,
 	b.stage(StageInitramfs)
 	initrd := filepath.Join(dir, outputFiles[OutputInitramfs])
 	if err := writeFile(initrd, func(w *bufio.Writer) error {
-		return initramfs.Write(w, initramfs.Options{Agent: b.agent, KernelVersion: k.Version, Modules: mods, Epoch: b.opts.Epoch})
+		return initramfs.Write(ctx, w, initramfs.Options{Agent: b.agent, KernelVersion: k.Version, Modules: mods, Epoch: b.opts.Epoch})
 	}); err != nil {
 		return fmt.Errorf("image %q: %w", b.img.Name, err)
 	}

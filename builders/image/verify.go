@@ -50,7 +50,7 @@ func (e *VerifyError) Outputs() []string {
 // verify makes sure a reference build is in the cache, rebuilds from
 // scratch in a temporary directory and compares.
 func (b *build) verify(ctx context.Context) (*Result, error) {
-	ref, ok := b.cached()
+	ref, ok := b.cached(ctx)
 	if !ok {
 		var err error
 		if ref, err = b.buildAndStore(ctx); err != nil {

@@ -131,9 +131,9 @@ func kernelDeb(t testing.TB) (path, sum, pkg, version string) {
 
 // loadKernel is image.Options.LoadKernel for tests: the real kernel is
 // read once per test binary; any other kernel package as Build would.
-func loadKernel(blob fetch.Blob, opts kernel.Options) (*kernel.Kernel, error) {
+func loadKernel(ctx context.Context, blob fetch.Blob, opts kernel.Options) (*kernel.Kernel, error) {
 	if blob.Digest != shared.debSum {
-		return kernel.Load(blob.Path, opts)
+		return kernel.Load(ctx, blob.Path, opts)
 	}
 	shared.kernelMu.Lock()
 	defer shared.kernelMu.Unlock()
@@ -144,7 +144,7 @@ func loadKernel(blob fetch.Blob, opts kernel.Options) (*kernel.Kernel, error) {
 	// Load keeps the bytes of the modules it is told about; name the
 	// whole closure so that no build has to read the archive again.
 	shared.loads.Add(1)
-	k, err := kernel.Load(shared.deb, opts)
+	k, err := kernel.Load(ctx, shared.deb, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +156,7 @@ func loadKernel(blob fetch.Blob, opts kernel.Options) (*kernel.Kernel, error) {
 	for _, m := range mods {
 		names = append(names, m.Name)
 	}
-	if k, err = kernel.Load(shared.deb, kernel.Options{Image: opts.Image, Modules: names}); err != nil {
+	if k, err = kernel.Load(ctx, shared.deb, kernel.Options{Image: opts.Image, Modules: names}); err != nil {
 		return nil, err
 	}
 	if shared.kernels == nil {

@@ -2,6 +2,7 @@ package initramfs
 
 import (
 	"bytes"
+	"context"
 	"debug/elf"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/sbx-dev/sbx/builders/cpio"
+	"github.com/sbx-dev/sbx/builders/ctxio"
 	"github.com/sbx-dev/sbx/builders/kernel"
 	"github.com/sbx-dev/sbx/guest/bootproto"
 )
@@ -50,13 +52,13 @@ type Module struct {
 // KernelModules returns the modules the guest must load so that names
 // (module names or aliases) are present in kernel k, in load order, with
 // their decompressed bytes. Modules built into the kernel need no file
-// and are left out.
-func KernelModules(k *kernel.Kernel, names []string) ([]Module, error) {
+// and are left out. Reading stops with ctx's error once ctx ends.
+func KernelModules(ctx context.Context, k *kernel.Kernel, names []string) ([]Module, error) {
 	mods, err := k.Closure(names)
 	if err != nil {
 		return nil, err
 	}
-	data, err := k.ReadModules(mods)
+	data, err := k.ReadModules(ctx, mods)
 	if err != nil {
 		return nil, err
 	}
@@ -72,8 +74,10 @@ var dirModes = map[string]uint32{
 	"dev": 0o755, "proc": 0o555, "run": 0o755, "sys": 0o555, bootproto.SysrootDir: 0o755, "tmp": 0o1777,
 }
 
-// Write writes the initramfs that opts describe to w.
-func Write(w io.Writer, opts Options) error {
+// Write writes the initramfs that opts describe to w. Once ctx ends it
+// writes nothing more, not even the rest of the file it is writing, and
+// returns an error wrapping ctx's.
+func Write(ctx context.Context, w io.Writer, opts Options) error {
 	agent, err := agentBytes(opts)
 	if err != nil {
 		return err
@@ -132,7 +136,7 @@ func Write(w io.Writer, opts Options) error {
 		}
 	}
 	files = append(files, opts.Files...)
-	if err := cpio.WriteFiles(w, opts.Epoch, files); err != nil {
+	if err := cpio.WriteFiles(ctxio.Writer(ctx, w), opts.Epoch, files); err != nil {
 		return fmt.Errorf("initramfs: %w", err)
 	}
 	return nil

@@ -2,6 +2,7 @@ package initramfs_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"debug/elf"
 	"encoding/binary"
@@ -86,7 +87,7 @@ func parse(t *testing.T, b []byte) (map[string]entry, []string) {
 func write(t *testing.T, opts initramfs.Options) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	if err := initramfs.Write(&buf, opts); err != nil {
+	if err := initramfs.Write(context.Background(), &buf, opts); err != nil {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
@@ -268,7 +269,7 @@ func TestWriteErrors(t *testing.T) {
 			opts := sampleOptions(t)
 			c.change(&opts)
 			var buf bytes.Buffer
-			err := initramfs.Write(&buf, opts)
+			err := initramfs.Write(context.Background(), &buf, opts)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("got %v, want an error containing %q", err, c.want)
 			}
@@ -296,11 +297,11 @@ func TestKernelModules(t *testing.T) {
 	if err := os.WriteFile(path, deb, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	k, err := kernel.Load(path, kernel.Options{})
+	k, err := kernel.Load(context.Background(), path, kernel.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mods, err := initramfs.KernelModules(k, []string{"fs-ext4"})
+	mods, err := initramfs.KernelModules(context.Background(), k, []string{"fs-ext4"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +316,7 @@ func TestKernelModules(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("KernelModules = %q, want %q", got, want)
 	}
-	if _, err := initramfs.KernelModules(k, []string{"btrfs"}); err == nil || !strings.Contains(err.Error(), "btrfs") {
+	if _, err := initramfs.KernelModules(context.Background(), k, []string{"btrfs"}); err == nil || !strings.Contains(err.Error(), "btrfs") {
 		t.Errorf("an unknown module: %v", err)
 	}
 	// And they go into an initramfs.

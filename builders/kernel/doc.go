@@ -59,5 +59,9 @@
 // image builders), or load modules (the guest agent). Package kerneltest
 // gives tests the real Debian kernel package.
 //
+// Load and ReadModules take a context: once it ends they stop before the
+// next archive entry or chunk of one (package builders/ctxio), so that an
+// interrupted build does not read the rest of a kernel package.
+//
 // The entry point is Load; then Kernel.Closure and Kernel.ReadModules.
 package kernel

@@ -3,6 +3,7 @@ package kernel
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"io/fs"
@@ -13,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/sbx-dev/sbx/builders/archive"
+	"github.com/sbx-dev/sbx/builders/ctxio"
 )
 
 // DefaultImage is the glob the kernel image is found by when the spec
@@ -128,8 +130,10 @@ var modulePath = regexp.MustCompile(`^(?:usr/)?lib/modules/([^/]+)/(.+)$`)
 // archive): the image, the modules directory and every module's metadata.
 // It fails, naming the archive, when there is no image or more than one,
 // no modules (a kernel source without modules cannot serve a guest), or
-// modules for more than one kernel version.
-func Load(path string, opts Options) (*Kernel, error) {
+// modules for more than one kernel version. When ctx ends it stops
+// before the next archive entry or chunk of the file and returns an
+// error wrapping ctx's.
+func Load(ctx context.Context, path string, opts Options) (*Kernel, error) {
 	imageGlob := strings.TrimLeft(opts.Image, "/")
 	if imageGlob == "" {
 		imageGlob = DefaultImage
@@ -151,7 +155,7 @@ func Load(path string, opts Options) (*Kernel, error) {
 		sp     = &spill{dir: opts.TempDir}
 	)
 	defer sp.close()
-	err := archive.WalkFile(path, func(h *tar.Header, body io.Reader) error {
+	err := walk(ctx, path, func(h *tar.Header, body io.Reader) error {
 		if h.Typeflag != tar.TypeReg {
 			return nil
 		}
@@ -204,7 +208,7 @@ func Load(path string, opts Options) (*Kernel, error) {
 		return nil
 	})
 	if err != nil {
-		if isBzImage(path) {
+		if ctx.Err() == nil && isBzImage(path) {
 			return nil, fmt.Errorf("%s is a bare kernel image, without the modules a guest needs; name a kernel package holding boot/vmlinuz-* and lib/modules/VERSION/ (deb:linux-image-VERSION-amd64=…)", path)
 		}
 		return nil, err
@@ -320,6 +324,26 @@ func (k *Kernel) keepClosure(names []string, sp *spill) error {
 		}
 	}
 	return nil
+}
+
+// walked, if set, is called with the name of each archive entry a walk
+// goes on to read, after checking its context; tests see through it where
+// an interrupted walk stopped.
+var walked func(name string)
+
+// walk is archive.WalkFile over the archive at path, stopping once ctx
+// ends: before each entry, and before each chunk read of an entry (the
+// kernel image and some modules are large and slow to decompress).
+func walk(ctx context.Context, path string, fn archive.WalkFunc) error {
+	return archive.WalkFile(path, func(h *tar.Header, body io.Reader) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if walked != nil {
+			walked(h.Name)
+		}
+		return fn(h, ctxio.Reader(ctx, body))
+	})
 }
 
 // isBzImage reports whether the file at path is an x86 boot image: the
@@ -507,8 +531,8 @@ func FollowMeta(fields archive.Fields) (pkg, version string, ok bool) {
 // ReadModules returns the decompressed bytes of mods (as Closure lists
 // them), by module name. Bytes Load kept are used as they are; the rest
 // are read in one more pass over the archive, which stops once all are
-// found.
-func (k *Kernel) ReadModules(mods []*Module) (map[string][]byte, error) {
+// found, or with ctx's error once ctx ends.
+func (k *Kernel) ReadModules(ctx context.Context, mods []*Module) (map[string][]byte, error) {
 	out := map[string][]byte{}
 	missing := map[string]*Module{}
 	for _, m := range mods {
@@ -521,7 +545,7 @@ func (k *Kernel) ReadModules(mods []*Module) (map[string][]byte, error) {
 	if len(missing) == 0 {
 		return out, nil
 	}
-	err := archive.WalkFile(k.Archive, func(h *tar.Header, body io.Reader) error {
+	err := walk(ctx, k.Archive, func(h *tar.Header, body io.Reader) error {
 		m := missing[h.Name]
 		if m == nil || h.Typeflag != tar.TypeReg {
 			return nil

@@ -2,6 +2,7 @@ package kernel_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -126,7 +127,7 @@ func names(mods []*kernel.Module) []string {
 }
 
 func TestLoad(t *testing.T) {
-	k, err := kernel.Load(synthDeb(t), kernel.Options{})
+	k, err := kernel.Load(context.Background(), synthDeb(t), kernel.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +165,7 @@ func TestLoad(t *testing.T) {
 }
 
 func TestClosureDefault(t *testing.T) {
-	k, err := kernel.Load(synthDeb(t), kernel.Options{})
+	k, err := kernel.Load(context.Background(), synthDeb(t), kernel.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +190,7 @@ func TestClosureDefault(t *testing.T) {
 	checkOrder(t, k, mods)
 
 	// Reading them gives the plain objects, whatever their compression.
-	data, err := k.ReadModules(mods)
+	data, err := k.ReadModules(context.Background(), mods)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +229,7 @@ func checkOrder(t *testing.T, k *kernel.Kernel, mods []*kernel.Module) {
 }
 
 func TestClosureNames(t *testing.T) {
-	k, err := kernel.Load(synthDeb(t), kernel.Options{})
+	k, err := kernel.Load(context.Background(), synthDeb(t), kernel.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +256,7 @@ func TestClosureNames(t *testing.T) {
 }
 
 func TestClosureErrors(t *testing.T) {
-	k, err := kernel.Load(synthDeb(t), kernel.Options{})
+	k, err := kernel.Load(context.Background(), synthDeb(t), kernel.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +291,7 @@ func TestClosureErrors(t *testing.T) {
 func TestReadModulesOnePass(t *testing.T) {
 	path := synthDeb(t)
 	tmp := t.TempDir()
-	k, err := kernel.Load(path, kernel.Options{Modules: []string{"fuse"}, TempDir: tmp})
+	k, err := kernel.Load(context.Background(), path, kernel.Options{Modules: []string{"fuse"}, TempDir: tmp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,13 +312,13 @@ func TestReadModulesOnePass(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := k.ReadModules(other); err != nil {
+	if _, err := k.ReadModules(context.Background(), other); err != nil {
 		t.Fatalf("with the archive: %v", err)
 	}
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	data, err := k.ReadModules(closure)
+	data, err := k.ReadModules(context.Background(), closure)
 	if err != nil {
 		t.Fatalf("the closure needs the archive again: %v", err)
 	}
@@ -327,7 +328,7 @@ func TestReadModulesOnePass(t *testing.T) {
 			t.Errorf("%s: %d bytes differ from the module's object (%d bytes)", m.Name, len(data[m.Name]), len(objs[m.Name]))
 		}
 	}
-	if _, err := k.ReadModules(other); err == nil || !strings.Contains(err.Error(), path) {
+	if _, err := k.ReadModules(context.Background(), other); err == nil || !strings.Contains(err.Error(), path) {
 		t.Errorf("reading crc32c_intel without the archive: err = %v, want one naming %s", err, path)
 	}
 }
@@ -337,7 +338,7 @@ func TestReadModulesOnePass(t *testing.T) {
 // Load passed before it knew it was needed.
 func TestReadModulesNoSpill(t *testing.T) {
 	path := synthDeb(t)
-	k, err := kernel.Load(path, kernel.Options{TempDir: filepath.Join(t.TempDir(), "missing")})
+	k, err := kernel.Load(context.Background(), path, kernel.Options{TempDir: filepath.Join(t.TempDir(), "missing")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +346,7 @@ func TestReadModulesNoSpill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := k.ReadModules(closure)
+	data, err := k.ReadModules(context.Background(), closure)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +361,7 @@ func TestReadModulesNoSpill(t *testing.T) {
 	}
 	// crc32c_generic precedes ext4 in the archive: without a spill file
 	// Load could not keep it.
-	_, err = k.ReadModules(closure)
+	_, err = k.ReadModules(context.Background(), closure)
 	if err == nil || !strings.Contains(err.Error(), path) {
 		t.Errorf("without the archive or a spill: err = %v, want one naming %s", err, path)
 	}
@@ -391,7 +392,7 @@ func TestLoadErrors(t *testing.T) {
 			": lib/modules/a/kernel/x.ko: not a kernel module: no ELF header"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := kernel.Load(tc.path, kernel.Options{})
+			_, err := kernel.Load(context.Background(), tc.path, kernel.Options{})
 			want := "archive " + tc.path + tc.want
 			if err == nil || err.Error() != want {
 				t.Errorf("err = %v\nwant  %s", err, want)
@@ -403,7 +404,7 @@ func TestLoadErrors(t *testing.T) {
 		img := make([]byte, 4096)
 		copy(img[0x202:], "HdrS")
 		p := writeFile(t, "vmlinuz", img)
-		_, err := kernel.Load(p, kernel.Options{})
+		_, err := kernel.Load(context.Background(), p, kernel.Options{})
 		want := p + " is a bare kernel image, without the modules a guest needs; name a kernel package holding boot/vmlinuz-* and lib/modules/VERSION/ (deb:linux-image-VERSION-amd64=…)"
 		if err == nil || err.Error() != want {
 			t.Errorf("err = %v\nwant  %s", err, want)
@@ -413,12 +414,12 @@ func TestLoadErrors(t *testing.T) {
 	t.Run("two images", func(t *testing.T) {
 		p := deb(E{Name: "./boot/vmlinuz-a", Body: "1"}, E{Name: "./boot/vmlinuz-a.old", Body: "2"},
 			E{Name: "./lib/modules/a/kernel/x.ko", Body: string(obj)})
-		_, err := kernel.Load(p, kernel.Options{})
+		_, err := kernel.Load(context.Background(), p, kernel.Options{})
 		want := `kernel image pattern "boot/vmlinuz-*" matches 2 files in archive ` + p + ` (boot/vmlinuz-a, boot/vmlinuz-a.old); it must match exactly one`
 		if err == nil || err.Error() != want {
 			t.Errorf("err = %v\nwant  %s", err, want)
 		}
-		k, err := kernel.Load(p, kernel.Options{Image: "/boot/vmlinuz-a"})
+		k, err := kernel.Load(context.Background(), p, kernel.Options{Image: "/boot/vmlinuz-a"})
 		if err != nil || string(k.Image) != "1" {
 			t.Errorf("with Image set: %v", err)
 		}
@@ -429,7 +430,7 @@ func TestLoadMetaPackage(t *testing.T) {
 	control := "Package: linux-image-amd64\nVersion: 6.1.999-1\nDepends: linux-image-" + kver + " (= 6.1.999-1)\n"
 	p := writeFile(t, "meta.deb", archivetest.Deb(t, control, archive.Xz,
 		E{Name: "./usr/share/doc/linux-image-amd64", Type: '2', Linkname: "linux-image-" + kver}))
-	_, err := kernel.Load(p, kernel.Options{})
+	_, err := kernel.Load(context.Background(), p, kernel.Options{})
 	var me *kernel.MetaPackageError
 	if !errors.As(err, &me) {
 		t.Fatalf("err = %v, want a *MetaPackageError", err)
@@ -477,7 +478,7 @@ func TestModulesDep(t *testing.T) {
 		E{Name: dir + "modules.dep", Body: "kernel/a.ko.gz:\nkernel/b.ko.gz:\nkernel/c.ko.gz: kernel/b.ko.gz\n"},
 	)
 	p := writeFile(t, "linux-virt.tar", tarball)
-	k, err := kernel.Load(p, kernel.Options{})
+	k, err := kernel.Load(context.Background(), p, kernel.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -494,7 +495,7 @@ func TestModulesDep(t *testing.T) {
 	if mods[1].Compression != archive.Gzip || mods[1].File() != "kernel/c.ko" {
 		t.Errorf("c: compression %q file %q", mods[1].Compression, mods[1].File())
 	}
-	data, err := k.ReadModules(mods)
+	data, err := k.ReadModules(context.Background(), mods)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -507,7 +508,7 @@ func TestModulesDep(t *testing.T) {
 		E{Name: dir + "kernel/a.ko", Body: string(a)},
 		E{Name: dir + "modules.dep", Body: "kernel/a.ko: kernel/gone.ko\n"},
 	))
-	_, err = kernel.Load(bad, kernel.Options{})
+	_, err = kernel.Load(context.Background(), bad, kernel.Options{})
 	want := "archive " + bad + ": usr/lib/modules/" + v + "/modules.dep: line 1: names kernel/gone.ko, which the archive does not hold"
 	if err == nil || err.Error() != want {
 		t.Errorf("err = %v\nwant  %s", err, want)

@@ -2,6 +2,7 @@ package kernel_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"path/filepath"
 	"slices"
@@ -21,7 +22,7 @@ func TestDebianKernel(t *testing.T) {
 		t.Skip("SKIPPED in -short mode: reads the 70 MB Debian kernel package")
 	}
 	deb := kerneltest.DebianKernelDeb(t)
-	k, err := kernel.Load(deb, kernel.Options{})
+	k, err := kernel.Load(context.Background(), deb, kernel.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func TestDebianKernel(t *testing.T) {
 	}
 	checkOrder(t, k, mods)
 
-	data, err := k.ReadModules(mods)
+	data, err := k.ReadModules(context.Background(), mods)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func TestDebianKernel(t *testing.T) {
 // holds no kernel, and checks that the error names the package to use.
 func TestDebianMetaPackage(t *testing.T) {
 	meta := archivetest.AptDownload(t, kerneltest.MetaPackage, "")
-	_, err := kernel.Load(meta, kernel.Options{})
+	_, err := kernel.Load(context.Background(), meta, kernel.Options{})
 	var me *kernel.MetaPackageError
 	if !errors.As(err, &me) {
 		t.Fatalf("Load(%s) err = %v, want a *MetaPackageError", meta, err)

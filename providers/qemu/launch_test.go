@@ -478,11 +478,11 @@ func bootAssets(t *testing.T) (vmlinuz, initrd string, k *kernel.Kernel) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err = kernel.Load(kerneltest.DebianKernelDeb(t), kernel.Options{})
+	k, err = kernel.Load(context.Background(), kerneltest.DebianKernelDeb(t), kernel.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mods, err := initramfs.KernelModules(k, kernel.DefaultModules)
+	mods, err := initramfs.KernelModules(context.Background(), k, kernel.DefaultModules)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -491,7 +491,7 @@ func bootAssets(t *testing.T) (vmlinuz, initrd string, k *kernel.Kernel) {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	if err := initramfs.Write(&buf, initramfs.Options{AgentFile: agent, KernelVersion: k.Version, Modules: mods, Epoch: 1700000000}); err != nil {
+	if err := initramfs.Write(context.Background(), &buf, initramfs.Options{AgentFile: agent, KernelVersion: k.Version, Modules: mods, Epoch: 1700000000}); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(initrd, buf.Bytes(), 0o644); err != nil {

@@ -1,0 +1,42 @@
+package ctxio
+
+import (
+	"context"
+	"io"
+)
+
+// Reader returns a reader of r whose every Read first returns ctx's
+// error if ctx is done.
+func Reader(ctx context.Context, r io.Reader) io.Reader {
+	return &reader{ctx: ctx, r: r}
+}
+
+type reader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (r *reader) Read(p []byte) (int, error) {
+	if err := r.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return r.r.Read(p)
+}
+
+// Writer returns a writer to w whose every Write first returns ctx's
+// error if ctx is done.
+func Writer(ctx context.Context, w io.Writer) io.Writer {
+	return &writer{ctx: ctx, w: w}
+}
+
+type writer struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (w *writer) Write(p []byte) (int, error) {
+	if err := w.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return w.w.Write(p)
+}
