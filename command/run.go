@@ -93,6 +93,7 @@ func verbs() []verb {
 		{"logs", "Show a sandbox's console and supervisor logs", logsUsage, runLogs},
 		{"destroy", "Stop sandboxes and remove them from the state", destroyUsage, runDestroy},
 		{"show", "Show a saved plan, the lock file or the state", showUsage, runShow},
+		{"doctor", "Check that this machine can build and run sandboxes", doctorUsage, runDoctor},
 		{"version", "Print the sbx version", versionUsage, runVersion},
 		{"help", "Show help for a command", helpUsage, nil},
 	}
