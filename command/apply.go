@@ -263,10 +263,9 @@ func confirm(ctx context.Context, env *Env, v *view, question, consequence strin
 // applyOutput prints apply's progress, one line per change starting and
 // ending, from several goroutines.
 type applyOutput struct {
-	mu     sync.Mutex
-	w      io.Writer
-	counts map[plan.Action]int
-	verb   string // "Apply" or "Destroy"
+	mu   sync.Mutex
+	w    io.Writer
+	verb string // "Apply" or "Destroy"
 	// still stops the "Still creating..." line of each change in flight.
 	still map[addrs.Ref]chan struct{}
 }
@@ -275,7 +274,7 @@ type applyOutput struct {
 const stillEvery = 10 * time.Second
 
 func newApplyOutput(v *view) *applyOutput {
-	return &applyOutput{w: v.stdout, counts: map[plan.Action]int{}, verb: "Apply", still: map[addrs.Ref]chan struct{}{}}
+	return &applyOutput{w: v.stdout, verb: "Apply", still: map[addrs.Ref]chan struct{}{}}
 }
 
 var (
@@ -306,7 +305,6 @@ func (o *applyOutput) progress(e apply.Event) {
 		fmt.Fprintf(o.w, "%s: Failed after %s\n", e.Addr, roundDuration(e.Took))
 		return
 	}
-	o.counts[e.Action]++
 	detail := ""
 	if rt := e.Runtime; rt != nil {
 		detail = fmt.Sprintf(" [supervisor pid %d, QEMU pid %d, %s]", rt.Pid, rt.QEMUPid, termtext.Line(rt.Accel))
@@ -354,10 +352,11 @@ func (o *applyOutput) finish(v *view, res apply.Result, err error, interrupted b
 			}
 		}
 	}
-	summary := fmt.Sprintf("%d created, %d updated, %d replaced, %d destroyed",
-		o.counts[plan.Create], o.counts[plan.Update], o.counts[plan.Replace], o.counts[plan.Delete])
+	// What happened, as apply counted it: a replace that stopped the old
+	// sandbox but did not start the new one counts as destroyed.
+	summary := fmt.Sprintf("%d created, %d updated, %d replaced, %d destroyed", res.Created, res.Updated, res.Replaced, res.Destroyed)
 	if o.verb == "Destroy" {
-		summary = fmt.Sprintf("%d destroyed", o.counts[plan.Delete])
+		summary = fmt.Sprintf("%d destroyed", res.Destroyed)
 	}
 	switch {
 	case interrupted:

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -21,11 +22,25 @@ import (
 
 const destroyUsage = `
 Usage: sbx destroy [options] [DIR] [SANDBOX...]
+       sbx destroy -orphans [options] DIR [SANDBOX...]
 
   Stop the sandboxes of the configuration in DIR (default: the current
-  directory) that the state records, and remove them from the state. With
-  SANDBOX names, only those; without, every sandbox, and the images leave
-  the state too (their files stay in the build cache).
+  directory) and remove them from the state. With SANDBOX names, only
+  those; without, every sandbox, and the images leave the state too
+  (their files stay in the build cache).
+
+  Destroy stops the sandboxes the state records and also those it does
+  not: a sandbox's directory that sbx made in the runtime directory for
+  this configuration but that the state does not record, as an apply
+  that failed or was interrupted can leave ("sbx ps -a" shows them). The
+  plan marks them "not in the state".
+
+  With -orphans, destroy does not read the state: it stops every sandbox
+  of the configuration it finds in the runtime directory (or the named
+  ones) and leaves the state file as it is. Use it when the state is
+  corrupt or lost, or for a configuration directory that was moved or
+  deleted: DIR is then required, as the path the sandboxes were started
+  from ("sbx ps -a" shows it).
 
   Each sandbox's supervisor stops its VM (the guest powers off; it is
   killed if it does not within its stop timeout). A sandbox whose
@@ -43,6 +58,9 @@ Options:
 
   -auto-approve       Destroy without asking. Needed when standard input
                       is not a terminal.
+  -orphans            Find the sandboxes in the runtime directory only,
+                      without reading the state, and leave the state file
+                      unchanged.
   -lock-timeout=D     How long to wait for another sbx run holding the
                       state lock (e.g. 30s). Default 0: fail at once.
   -no-color           Print without colour.
@@ -54,18 +72,32 @@ confirmation, 130 interrupted.
 func runDestroy(ctx context.Context, env *Env, args []string) int {
 	var (
 		autoApprove bool
+		orphans     bool
 		lockTimeout time.Duration
 		noColor     bool
 	)
 	flags := newFlagSet("destroy")
 	flags.BoolVar(&autoApprove, "auto-approve", false, "")
+	flags.BoolVar(&orphans, "orphans", false, "")
 	flags.DurationVar(&lockTimeout, "lock-timeout", 0, "")
 	flags.BoolVar(&noColor, "no-color", false, "")
 	pos, code, ok := parseArgs(env, flags, destroyUsage, args)
 	if !ok {
 		return code
 	}
-	dir, names := splitDirNames(pos)
+	var (
+		dir   string
+		names []string
+	)
+	if orphans {
+		if len(pos) == 0 {
+			fmt.Fprintln(env.Stderr, "sbx destroy: -orphans needs the configuration's directory, as the path its sandboxes were started from (\"sbx ps -a\" shows it)")
+			return ExitError
+		}
+		dir, names = pos[0], pos[1:]
+	} else {
+		dir, names = splitDirNames(pos)
+	}
 	v := newView(env, noColor)
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -75,24 +107,55 @@ func runDestroy(ctx context.Context, env *Env, args []string) int {
 	ctx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stopSignals()
 
-	lease, st, ok := lockState(ctx, v, abs, lockTimeout)
-	if !ok {
-		return ExitError
+	var (
+		lease *state.Lease
+		st    *state.State
+		save  func(*state.State) error
+	)
+	if orphans {
+		// The state is not read, but a run that changes it is waited
+		// for. A directory that is gone has no state and no run.
+		if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
+			if lease, ok = lockOnly(ctx, v, abs, lockTimeout); !ok {
+				return ExitError
+			}
+		}
+		st = &state.State{}
+		save = func(*state.State) error { return nil }
+	} else {
+		if lease, st, ok = lockState(ctx, v, abs, lockTimeout); !ok {
+			return ExitError
+		}
+		save = lease.Save
 	}
 	defer lease.Close()
-	p, ok := destroyPlan(v, st, names)
+	base := supervisor.RuntimeBase(env.Environ)
+	found, err := supervisor.ListConfig(ctx, base, abs)
+	if err != nil {
+		v.errorDetail("Cannot look for the configuration's sandboxes", err.Error())
+		return ExitError
+	}
+	p, ok := destroyPlan(v, st, found, names, orphans)
 	if !ok {
 		return ExitError
 	}
 	if !p.HasChanges() {
-		v.println("Nothing to destroy: the state of %s records no sandboxes.", dir)
+		if orphans {
+			v.println("Nothing to destroy: the runtime directory %s holds no sandboxes of %s.", base, abs)
+		} else {
+			v.println("Nothing to destroy: the state of %s records no sandboxes, and the runtime directory holds none of its.", dir)
+		}
 		return ExitOK
 	}
 	if err := plan.Render(env.Stdout, p, plan.RenderOptions{Color: v.colorOut, Width: int(v.width)}); err != nil {
 		v.errorf("Cannot print the plan: %v", err)
 		return ExitError
 	}
-	if !autoApprove && !confirm(ctx, env, v, "Do you really want to destroy these?", "sbx will stop the sandboxes above and remove them from the state.") {
+	consequence := "sbx will stop the sandboxes above and remove them from the state."
+	if orphans {
+		consequence = "sbx will stop the sandboxes above; the state is not changed."
+	}
+	if !autoApprove && !confirm(ctx, env, v, "Do you really want to destroy these?", consequence) {
 		return ExitError
 	}
 	v.println("")
@@ -102,14 +165,31 @@ func runDestroy(ctx context.Context, env *Env, args []string) int {
 		Config: &lang.Config{Dir: abs},
 		Plan:   p,
 		State:  st,
-		Save:   lease.Save,
+		Save:   save,
 		Build: func(context.Context, string) (*image.Result, error) {
 			return nil, fmt.Errorf("destroy builds nothing")
 		},
-		RuntimeBase: supervisor.RuntimeBase(env.Environ),
+		RuntimeBase: base,
 		Progress:    o.progress,
 	})
-	return o.finish(v, res, err, ctx.Err() != nil)
+	code = o.finish(v, res, err, ctx.Err() != nil)
+	if orphans {
+		fmt.Fprintf(env.Stderr, "\nThe state in %s was not read or changed. Once it can be read, \"sbx destroy\" or \"sbx apply\" brings it up to date.\n", state.Path(dir))
+	}
+	return code
+}
+
+// lockOnly takes the state lock of dir, waiting at most timeout for
+// another sbx run, without reading the state.
+func lockOnly(ctx context.Context, v *view, dir string, timeout time.Duration) (*state.Lease, bool) {
+	lctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	lease, err := state.Lock(lctx, dir)
+	if err != nil {
+		v.errorDetail("Cannot lock the state", err.Error())
+		return nil, false
+	}
+	return lease, true
 }
 
 // splitDirNames splits [DIR] [SANDBOX...]: the first argument is the
@@ -123,37 +203,70 @@ func splitDirNames(pos []string) (string, []string) {
 	return ".", pos
 }
 
-// destroyPlan is the plan that deletes the named sandboxes from st, or
-// every resource when names is empty. A name that state does not record
-// is an error listing those it does.
-func destroyPlan(v *view, st *state.State, names []string) (*plan.Plan, bool) {
+// destroyPlan is the plan that deletes the named sandboxes, or every
+// resource when names is empty: those st records, and the sandboxes found
+// in the runtime directory (supervisor.ListConfig) that it does not. With
+// orphans, st is not read and only found sandboxes count. A name that is
+// neither recorded nor found is an error listing those that are.
+func destroyPlan(v *view, st *state.State, found []supervisor.Entry, names []string, orphans bool) (*plan.Plan, bool) {
 	p := &plan.Plan{Against: "state", StateLineage: st.Lineage, StateSerial: st.Serial}
-	del := func(r *state.Resource) {
-		p.Changes = append(p.Changes, &plan.ResourceChange{Addr: r.Addr, Action: plan.Delete, Before: r})
+	byAddr := map[addrs.Ref]*plan.ResourceChange{}
+	var known []string
+	for _, r := range st.Resources {
+		byAddr[r.Addr] = &plan.ResourceChange{Addr: r.Addr, Action: plan.Delete, Before: r}
+		if r.Sandbox != nil {
+			known = append(known, r.Addr.Name)
+		}
+	}
+	for _, e := range found {
+		addr := addrs.SandboxRef(e.Name)
+		if byAddr[addr] != nil {
+			continue
+		}
+		why := "it is not in the state (an apply that failed or was interrupted left it)"
+		if orphans {
+			why = "it is in the runtime directory"
+		}
+		if e.Liveness.Running {
+			why += " and it runs"
+		} else if e.Liveness.Gone != "" {
+			why += ": " + e.Liveness.Gone
+		}
+		byAddr[addr] = &plan.ResourceChange{Addr: addr, Action: plan.Delete, Reason: why}
+		known = append(known, e.Name)
 	}
 	if len(names) == 0 {
-		for _, r := range st.Resources {
-			del(r)
+		for _, c := range byAddr {
+			p.Changes = append(p.Changes, c)
 		}
-		return p, true
 	}
 	for _, n := range names {
-		r := st.Lookup(addrs.SandboxRef(strings.TrimPrefix(n, "sandbox.")))
-		if r == nil {
-			var have []string
-			for _, r := range st.Resources {
-				if r.Sandbox != nil {
-					have = append(have, r.Addr.Name)
-				}
+		c := byAddr[addrs.SandboxRef(strings.TrimPrefix(n, "sandbox."))]
+		if c == nil {
+			slices.Sort(known)
+			list := "none"
+			if len(known) > 0 {
+				list = strings.Join(known, ", ")
 			}
-			known := "none"
-			if len(have) > 0 {
-				known = strings.Join(have, ", ")
+			where := "The state records these sandboxes, or the runtime directory holds them: "
+			if orphans {
+				where = "The runtime directory holds these sandboxes of the configuration: "
 			}
-			v.errorDetail(fmt.Sprintf("No sandbox %q in the state", n), "The state records these sandboxes: "+known+".")
+			v.errorDetail(fmt.Sprintf("No sandbox %q to destroy", n), where+list+".")
 			return nil, false
 		}
-		del(r)
+		if !slices.Contains(p.Changes, c) {
+			p.Changes = append(p.Changes, c)
+		}
 	}
+	slices.SortFunc(p.Changes, func(x, y *plan.ResourceChange) int {
+		switch {
+		case x.Addr.Less(y.Addr):
+			return -1
+		case y.Addr.Less(x.Addr):
+			return 1
+		}
+		return 0
+	})
 	return p, true
 }
