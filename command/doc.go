@@ -1,5 +1,5 @@
 // Package command implements the sbx command line: one function per verb
-// (validate, fmt, lock, plan, build, run, exec, show, version, help, and the hidden supervise), each parsing its
+// (validate, fmt, lock, plan, build, run, exec, show, doctor, version, help, and the hidden supervise), each parsing its
 // flags into a small struct, orchestrating the library packages, and
 // printing one view of the result. It is the only package that prints
 // diagnostics, picks colours or chooses exit codes.
@@ -13,6 +13,7 @@
 // streams and environment; tests call it the same way with buffers.
 //
 // Exit codes: 0 success (and, for plan -detailed-exitcode, no changes);
-// 1 an error; 2 plan -detailed-exitcode found changes; 3 fmt -check found
+// 1 an error; 2 plan -detailed-exitcode found changes, or doctor found
+// warnings but no failures; 3 fmt -check found
 // files that are not formatted.
 package command
