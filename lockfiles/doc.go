@@ -10,8 +10,16 @@
 // and Read are strict: anything Marshal would not have produced — unknown
 // blocks or attributes, expressions, malformed hashes, unsorted blocks, hand
 // edits that change formatting — is an error diagnostic naming the file and
-// line, never silently repaired. Read returns (nil, nil) when the file does
-// not exist. The format is described in docs/lockfile.md.
+// line, never silently repaired; the errors end by saying that `sbx lock`
+// rebuilds the file, and a file with git conflict markers is one error at
+// the first marker. Read returns (nil, nil) when the file does not exist.
+// The format is described in docs/lockfile.md.
+//
+// Salvage is the repair `sbx lock` asks for explicitly: it reads what it
+// can of a file Parse refuses — both sides of each merge conflict, block
+// by block — and returns the pins it could read, the inputs the two sides
+// pin differently (for the caller to settle against the configuration)
+// and what it dropped.
 //
 // The lock file may come from an untrusted checkout. ReadFile (and Read)
 // read it only from inside the directory that holds it: a symbolic link is
@@ -23,5 +31,5 @@
 // Resolution (turning sources into pins) lives in builders/resolve and the
 // input hash is computed by builders/recipe; this package only holds and
 // serializes the result. Entry points: Read, ReadFile, Write, Marshal,
-// Parse.
+// Parse, Salvage.
 package lockfiles

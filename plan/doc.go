@@ -9,8 +9,10 @@
 // Entry points: Desired turns a configuration and its lock into the
 // resources it asks for; FromState plans those against the state in .sbx/;
 // Against plans one revision of a configuration against another without
-// state, for review. Both use Compute (resources to changes), which
-// callers may also use directly.
+// state, for review, and AgainstSides does so where a revision has no lock
+// file (its image inputs compared by source string, the plan naming it in
+// Plan.Unlocked). All use Compute (resources to changes), which callers
+// may also use directly.
 //
 // A Plan is data: it is rendered for people (Render) or as versioned JSON
 // (MarshalJSON, documented in docs/plan-json.md), saved with WriteFile and
