@@ -104,7 +104,7 @@ func runCp(ctx context.Context, env *Env, args []string) int {
 	c, err := supervisor.Dial(ctx, sdir)
 	if err != nil {
 		if errors.Is(err, supervisor.ErrNotRunning) {
-			fmt.Fprintf(env.Stderr, "sbx cp: sandbox.%s of %s is not running (\"sbx ps\" says why; \"sbx apply\" starts it)\n", box, dir)
+			notRunning(env, "cp", dir, box, nil)
 		} else {
 			fmt.Fprintf(env.Stderr, "sbx cp: sandbox.%s: %s\n", box, quoteErr(err))
 		}

@@ -72,7 +72,7 @@ func runExec(ctx context.Context, env *Env, args []string) int {
 	spec, err := supervisor.ReadSpec(dir)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			fmt.Fprintf(env.Stderr, "sbx exec: sandbox.%s of %s is not running (\"sbx ps\" says why; \"sbx apply\" starts it)\n", name, a.dir)
+			a.notRunning(env, "exec", name)
 		} else {
 			fmt.Fprintf(env.Stderr, "sbx exec: sandbox.%s: %s\n", name, quoteErr(err))
 		}
@@ -81,7 +81,7 @@ func runExec(ctx context.Context, env *Env, args []string) int {
 	c, err := supervisor.Dial(ctx, dir)
 	if err != nil {
 		if errors.Is(err, supervisor.ErrNotRunning) {
-			fmt.Fprintf(env.Stderr, "sbx exec: sandbox.%s of %s is not running (\"sbx ps\" says why; \"sbx apply\" starts it)\n", name, a.dir)
+			a.notRunning(env, "exec", name)
 		} else {
 			fmt.Fprintf(env.Stderr, "sbx exec: sandbox.%s: %s\n", name, quoteErr(err))
 		}

@@ -5,13 +5,18 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
+	"maps"
 	"math"
+	"os"
 	"slices"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/sbx-dev/sbx/addrs"
 	"github.com/sbx-dev/sbx/guestconn"
+	"github.com/sbx-dev/sbx/lang"
 	"golang.org/x/term"
 )
 
@@ -28,8 +33,9 @@ type guestCommand struct {
 
 // run completes cmd (Args, Env, Dir and User set by the caller) with the
 // CLI's streams and terminal, runs it with exec and returns sbx's exit
-// code: the command's, 128+signal, ExitTimeout, 130 when interrupted or
-// ExitError. With -t the guest's terminal starts with the size of the
+// code: the command's, 128+signal, ExitTimeout, 130 when interrupted,
+// 127 when the guest found no such command and 126 when it could not
+// execute it (as shells exit), or ExitError. With -t the guest's terminal starts with the size of the
 // local one (stdout's, else stdin's) and, on unix, follows its resizes.
 func (g guestCommand) run(ctx context.Context, env *Env, cmd guestconn.Cmd,
 	exec func(context.Context, guestconn.Cmd) (*guestconn.ExitStatus, error)) int {
@@ -75,8 +81,17 @@ func (g guestCommand) run(ctx context.Context, env *Env, cmd guestconn.Cmd,
 		restore()
 		restore = nil
 	}
+	var notRun *guestconn.CommandError
 	switch {
 	case err == nil:
+	case errors.As(err, &notRun):
+		// Exit as a shell does for a command it cannot run.
+		what := "command not found"
+		if notRun.Code == guestconn.ExitNotExecutable {
+			what = "command not executable"
+		}
+		fmt.Fprintf(env.Stderr, "sbx %s: %s: %s: %s\n", g.verb, g.target, what, quoteErr(notRun.Err))
+		return notRun.Code
 	case ctx.Err() != nil:
 		fmt.Fprintf(env.Stderr, "sbx %s: interrupted; the command was killed\n", g.verb)
 		return 128 + int(syscall.SIGINT)
@@ -112,11 +127,15 @@ func terminalSize(fd int) (rows, cols uint16, ok bool) {
 }
 
 // sandboxCommand splits the positional arguments of sbx run and sbx exec,
-// [DIR] SANDBOX [--] COMMAND..., reporting a usage error for verb.
-func sandboxCommand(env *Env, verb string, pos []string) (dir, sandbox string, command []string, ok bool) {
+// [DIR] SANDBOX [--] COMMAND..., reporting a usage error for verb. dashes
+// reports whether "--" was written. A sandbox that is no sandbox name
+// (a path, most often: "sbx exec ./config box ls" without --, or
+// "sbx exec ./config -- ls" without the sandbox) is a usage error that
+// says how to write the command.
+func sandboxCommand(env *Env, verb string, pos []string) (dir, sandbox string, command []string, dashes, ok bool) {
 	var before []string
 	if i := slices.Index(pos, "--"); i >= 0 {
-		before, command = pos[:i], pos[i+1:]
+		before, command, dashes = pos[:i], pos[i+1:], true
 	} else if len(pos) > 0 {
 		before, command = pos[:1], pos[1:]
 	}
@@ -127,16 +146,87 @@ func sandboxCommand(env *Env, verb string, pos []string) (dir, sandbox string, c
 		dir, sandbox = before[0], before[1]
 	case 0:
 		fmt.Fprintf(env.Stderr, "sbx %s: name the sandbox and the command: sbx %s [DIR] SANDBOX -- COMMAND [ARG...]\n", verb, verb)
-		return "", "", nil, false
+		return "", "", nil, false, false
 	default:
 		fmt.Fprintf(env.Stderr, "sbx %s: expected [DIR] SANDBOX before --, got %s\n", verb, strings.Join(before, " "))
-		return "", "", nil, false
+		return "", "", nil, false, false
+	}
+	if !addrs.ValidName(strings.TrimPrefix(sandbox, "sandbox.")) {
+		fmt.Fprintf(env.Stderr, "sbx %s: %q is not a sandbox's name.\n", verb, sandbox)
+		switch {
+		case !dashes && len(command) > 1 && addrs.ValidName(strings.TrimPrefix(command[0], "sandbox.")):
+			// "sbx exec DIR SANDBOX COMMAND...": the -- is missing.
+			fmt.Fprintf(env.Stderr, "Without --, the first argument is the sandbox and the rest the command. To run %s in %s of the configuration in %s, write:\n  sbx %s %s %s -- %s\n",
+				quoteText(command[1]), quoteText(command[0]), quoteText(sandbox), verb, shellQuote(sandbox), shellQuote(command[0]), shellJoin(command[1:]))
+		default:
+			fmt.Fprintf(env.Stderr, "Usage: sbx %s [options] [DIR] SANDBOX -- COMMAND [ARG...]\n", verb)
+		}
+		return "", "", nil, false, false
 	}
 	if len(command) == 0 {
 		fmt.Fprintf(env.Stderr, "sbx %s: no command to run in %s; write it after --\n", verb, sandbox)
-		return "", "", nil, false
+		return "", "", nil, false, false
 	}
-	return dir, sandbox, command, true
+	return dir, sandbox, command, dashes, true
+}
+
+// notRunning tells why verb found no running sandbox name of the
+// configuration in dir: the directory does not exist or is not one, the
+// configuration declares no such sandbox (the declared ones are listed,
+// as sbx run lists them), or the sandbox is declared but not running.
+// The configuration is loaded with the environment's variables only; when
+// it does not load, the sandbox is said not to run. pos, when set, are
+// the positional arguments of a command written without "--", for a hint
+// when the sandbox named is also a directory.
+func notRunning(env *Env, verb, dir, name string, pos []string) {
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		fmt.Fprintf(env.Stderr, "sbx %s: the configuration directory %s does not exist\n", verb, quoteText(dir))
+		return
+	case err == nil && !fi.IsDir():
+		fmt.Fprintf(env.Stderr, "sbx %s: %s is not a directory; name the configuration's directory\n", verb, quoteText(dir))
+		return
+	}
+	cfg, diags := lang.Load(dir, lang.Options{Environ: env.Environ})
+	_, declared := cfg.Sandboxes[name]
+	if declared || diags.HasErrors() {
+		fmt.Fprintf(env.Stderr, "sbx %s: sandbox.%s of %s is not running (\"sbx ps\" says why; \"sbx apply\" starts it)\n", verb, name, quoteText(dir))
+	} else {
+		names := slices.Sorted(maps.Keys(cfg.Sandboxes))
+		list := "it declares none"
+		if len(names) > 0 {
+			list = "the sandboxes are: " + strings.Join(names, ", ")
+		}
+		fmt.Fprintf(env.Stderr, "sbx %s: no sandbox %q in the configuration in %s; %s\n", verb, name, quoteText(dir), list)
+	}
+	if !declared && len(pos) >= 3 {
+		if fi, err := os.Stat(pos[0]); err == nil && fi.IsDir() {
+			fmt.Fprintf(env.Stderr, "%s is a directory: to run %s in %s of the configuration there, write:\n  sbx %s %s %s -- %s\n",
+				quoteText(pos[0]), quoteText(pos[2]), quoteText(pos[1]), verb, shellQuote(pos[0]), shellQuote(pos[1]), shellJoin(pos[2:]))
+		}
+	}
+}
+
+// shellJoin writes args as a POSIX shell would read them back.
+func shellJoin(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = shellQuote(a)
+	}
+	return strings.Join(q, " ")
+}
+
+// shellQuote quotes s for a POSIX shell when it holds anything but
+// letters, digits and -_./:=@%+, (control characters escaped, as
+// quoteText does).
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=@%+,", r))
+	}) < 0 {
+		return s
+	}
+	return quoteText("'" + strings.ReplaceAll(s, "'", `'\''`) + "'")
 }
 
 // guestArgs are what "sbx run" and "sbx exec" share: [DIR] SANDBOX --
@@ -145,12 +235,23 @@ type guestArgs struct {
 	dir     string
 	sandbox string
 	command []string
+	dashes  bool     // "--" was written
+	pos     []string // the positional arguments
 	user    string
 	env     stringList
 	workdir string
 	stdin   bool
 	tty     bool
 	timeout time.Duration
+}
+
+// notRunning is notRunning for the sandbox name of a's arguments.
+func (a *guestArgs) notRunning(env *Env, verb, name string) {
+	var pos []string
+	if !a.dashes {
+		pos = a.pos
+	}
+	notRunning(env, verb, a.dir, name, pos)
 }
 
 // register adds -u, -e, -w, -i, -t and -timeout to flags.
@@ -175,7 +276,8 @@ func (a *guestArgs) parse(env *Env, verb, usage string, flags *flag.FlagSet, arg
 		fmt.Fprintf(env.Stderr, "sbx %s: %v\nRun \"sbx %s -h\" for its options.\n", verb, err, verb)
 		return ExitError, false
 	}
-	if a.dir, a.sandbox, a.command, ok = sandboxCommand(env, verb, flags.Args()); !ok {
+	a.pos = flags.Args()
+	if a.dir, a.sandbox, a.command, a.dashes, ok = sandboxCommand(env, verb, a.pos); !ok {
 		return ExitError, false
 	}
 	for _, kv := range a.env {
