@@ -95,6 +95,7 @@ func verbs() []verb {
 		{"show", "Show a saved plan, the lock file or the state", showUsage, runShow},
 		{"doctor", "Check that this machine can build and run sandboxes", doctorUsage, runDoctor},
 		{"version", "Print the sbx version", versionUsage, runVersion},
+		{"completion", "Print a shell completion script (bash, zsh, fish)", completionUsage, runCompletion},
 		{"help", "Show help for a command", helpUsage, nil},
 	}
 }
@@ -153,11 +154,12 @@ func Run(args []string, env *Env) (code int) {
 		return runHelp(env, rest)
 	case supervisor.Verb: // hidden: the process supervisor.Spawn starts
 		return runSupervise(ctx, env, rest)
+	case completeVerb: // hidden: what completion scripts call
+		return runComplete(ctx, env, rest)
 	}
 	v, ok := lookupVerb(name)
 	if !ok {
-		fmt.Fprintf(env.Stderr, "sbx: unknown command %q\n\n", name)
-		printMainUsage(env.Stderr)
+		unknownVerb(env.Stderr, "sbx", name)
 		return ExitError
 	}
 	return v.run(ctx, env, rest)
@@ -170,8 +172,7 @@ func runHelp(env *Env, args []string) int {
 	}
 	v, ok := lookupVerb(args[0])
 	if !ok {
-		fmt.Fprintf(env.Stderr, "sbx help: unknown command %q\n\n", args[0])
-		printMainUsage(env.Stderr)
+		unknownVerb(env.Stderr, "sbx help", args[0])
 		return ExitError
 	}
 	fmt.Fprint(env.Stdout, strings.TrimLeft(v.usage, "\n"))
@@ -187,7 +188,7 @@ brokered secrets, host directory mounts and sandboxes.
 Commands:
 `)
 	for _, v := range verbs() {
-		fmt.Fprintf(w, "  %-10s %s\n", v.name, v.synopsis)
+		fmt.Fprintf(w, "  %-11s %s\n", v.name, v.synopsis)
 	}
 	fmt.Fprint(w, `
 Run "sbx help COMMAND" or "sbx COMMAND -h" for a command's options.

@@ -20,8 +20,9 @@ import (
 const asSbxEnv = "SBX_COMMAND_TEST_AS_SBX"
 
 func TestMain(m *testing.M) {
-	// Started by supervisor.Spawn as "<this binary> supervise DIR": be sbx.
-	if os.Getenv(asSbxEnv) == "1" && len(os.Args) > 1 && os.Args[1] == supervisor.Verb {
+	// Started by supervisor.Spawn as "<this binary> supervise DIR", or by
+	// a completion script as "<this binary> __complete ...": be sbx.
+	if os.Getenv(asSbxEnv) == "1" && len(os.Args) > 1 && (os.Args[1] == supervisor.Verb || os.Args[1] == completeVerb) {
 		os.Exit(Run(os.Args[1:], &Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Environ: os.Environ()}))
 	}
 	code := m.Run()
