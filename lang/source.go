@@ -294,24 +294,24 @@ func parseDebRelations(s string) ([]DebRelation, error) {
 func checkDebVersion(v string) error {
 	for _, c := range v {
 		if !(isLowerAlnum(c) || c >= 'A' && c <= 'Z' || strings.ContainsRune(".+~:-", c)) {
-			return fmt.Errorf("Debian version %q has the character %q", v, c)
+			return fmt.Errorf("the Debian version %q has the character %q", v, c)
 		}
 	}
 	upstream := v
 	if epoch, rest, ok := strings.Cut(v, ":"); ok {
 		if epoch == "" || strings.Trim(epoch, "0123456789") != "" {
-			return fmt.Errorf("Debian version %q: the epoch before the colon must be a number", v)
+			return fmt.Errorf("the Debian version %q: the epoch before the colon must be a number", v)
 		}
 		upstream = rest
 	}
 	if i := strings.LastIndex(upstream, "-"); i >= 0 {
 		if revision := upstream[i+1:]; revision == "" || strings.ContainsRune(revision, ':') {
-			return fmt.Errorf("Debian version %q: the revision after the last hyphen must be letters, digits and . + ~", v)
+			return fmt.Errorf("the Debian version %q: the revision after the last hyphen must be letters, digits and . + ~", v)
 		}
 		upstream = upstream[:i]
 	}
 	if upstream == "" || !isDigit(upstream[0]) {
-		return fmt.Errorf("Debian version %q must start with a digit (after the epoch, if any)", v)
+		return fmt.Errorf("the Debian version %q must start with a digit (after the epoch, if any)", v)
 	}
 	return nil
 }

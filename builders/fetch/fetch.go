@@ -332,22 +332,24 @@ func (f *fetcher) deb(ctx context.Context, key string, src *lang.Source, pin *lo
 	return Fetched{File: b}, nil
 }
 
-// debName is the package name to ask apt for: with the architecture of
-// the pinned file (NAME_VERSION_ARCH.deb) unless that is "all", so that a
-// package for another platform than the host's is the one downloaded.
+// debName is the package name to ask apt for: the package of the pinned
+// file (NAME_VERSION_ARCH.deb), which for a kernel source naming a meta
+// package is the kernel package it led to, else the source's; with the
+// file's architecture unless that is "all", so that a package for
+// another platform than the host's is the one downloaded.
 func debName(src *lang.Source, pin *lockfiles.Pin) (string, error) {
 	if src.Ref == "" || pin.Version == "" {
 		return "", errors.New("the lock records no version: run sbx lock")
 	}
 	base, ok := strings.CutSuffix(pin.Filename, ".deb")
 	parts := strings.Split(base, "_")
-	if !ok || len(parts) != 3 {
+	if !ok || len(parts) != 3 || parts[0] == "" {
 		return src.Ref, nil
 	}
 	if arch := parts[2]; arch != "all" && arch != "" {
-		return src.Ref + ":" + arch, nil
+		return parts[0] + ":" + arch, nil
 	}
-	return src.Ref, nil
+	return parts[0], nil
 }
 
 // download streams req's response into the cache under sha, checking it

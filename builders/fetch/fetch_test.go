@@ -572,6 +572,32 @@ func TestDeb(t *testing.T) {
 	}
 }
 
+// TestDebFollowedKernel fetches a kernel whose source names the meta
+// package: the lock pins the package it led to, by file name, and that is
+// the package asked for.
+func TestDebFollowedKernel(t *testing.T) {
+	deb := []byte("!<arch>\ndebian-binary   fake kernel package")
+	const want = "linux-image-6.1.0-57-amd64:amd64=6.1.192-3"
+	apt := &fakeApt{
+		debs:  map[string][]byte{want: deb},
+		names: map[string]string{want: "linux-image-6.1.0-57-amd64_6.1.192-3_amd64.deb"},
+	}
+	src := &lang.Source{Kind: lang.SourceDeb, Raw: "deb:linux-image-amd64", Ref: "linux-image-amd64"}
+	spec := &lang.Image{Name: "agent", Kernel: &lang.Kernel{Source: src}}
+	pin := &lockfiles.Pin{Source: src.Raw, Kind: "deb", Version: "6.1.192-3", SHA256: sha256Hex(deb), Filename: "linux-image-6.1.0-57-amd64_6.1.192-3_amd64.deb"}
+	lock := &lockfiles.Image{Inputs: map[string]*lockfiles.Pin{"kernel": pin}}
+	got, err := Inputs(context.Background(), spec, lock, openCache(t), Options{Apt: apt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(got["kernel"].File.Path); !bytes.Equal(b, deb) {
+		t.Error("cached .deb differs")
+	}
+	if len(apt.calls) != 1 || apt.calls[0] != want {
+		t.Errorf("apt calls = %v, want %s", apt.calls, want)
+	}
+}
+
 func TestLockMustMatchSpec(t *testing.T) {
 	src := &lang.Source{Kind: lang.SourceURL, Raw: "https://example.com/b", Ref: "https://example.com/b"}
 	spec := &lang.Image{Name: "agent", Kernel: &lang.Kernel{Source: src}}

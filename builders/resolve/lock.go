@@ -27,11 +27,17 @@ type LockChange struct {
 // A pin of the old lock is kept unchanged, with no network access, while
 // its source string and kind are the same as in cfg, the image's platform
 // is the same (for platform-dependent kinds), it agrees with any sha256
-// the spec declares and it is complete. Local sources (file:,
-// oci-layout:) are always read again: that is cheap and keeps the lock
-// true to the files. Every other input is resolved; upgrade resolves all
-// of them. Images no longer in cfg are dropped. An image keeps its
-// recorded outputs only when its input hash is unchanged.
+// the spec declares and it is complete. A deb pin is also kept, with the
+// new source string, when the source changed but names the pinned
+// package and the pinned version satisfies its version relations (as
+// Terraform keeps a provider version that still meets a changed
+// constraint). Local sources (file:, oci-layout:) are always read again:
+// that is cheap and keeps the lock true to the files. Every other input
+// is resolved (a kernel with ResolveKernel, the rest with Resolve);
+// upgrade resolves all of them, so that a deb source without an exact
+// version moves to apt's current candidate. Images no longer in cfg are
+// dropped. An image keeps its recorded outputs only when its input hash
+// is unchanged.
 //
 // Changes lists every pin that differs, sorted by image and key. Errors
 // are diagnostics at the source's range; the lock returned with errors is
@@ -45,7 +51,10 @@ func (s *Set) Lock(ctx context.Context, cfg *lang.Config, old *lockfiles.Lock, u
 	// hostPath is part of the key: a local source is read inside the
 	// directory its own image allows, and two images may allow different
 	// ones.
-	type memoKey struct{ kind, raw, sha256, hostPath, platform string }
+	type memoKey struct {
+		kind, raw, sha256, hostPath, platform string
+		kernel                                bool
+	}
 	type result struct {
 		pin *lockfiles.Pin
 		err error
@@ -73,6 +82,7 @@ func (s *Set) Lock(ctx context.Context, cfg *lang.Config, old *lockfiles.Lock, u
 			var pin *lockfiles.Pin
 			if !upgrade && reusable(oldPin, in.Source, samePlatform) {
 				pin = clonePin(oldPin)
+				pin.Source = in.Source.Raw
 			} else {
 				if err := ctx.Err(); err != nil {
 					diags = append(diags, &hcl.Diagnostic{
@@ -82,10 +92,11 @@ func (s *Set) Lock(ctx context.Context, cfg *lang.Config, old *lockfiles.Lock, u
 					})
 					return next, changes, diags
 				}
-				k := memoKey{string(in.Source.Kind), in.Source.Raw, in.Source.SHA256, in.Source.HostPath, platform}
+				asKernel := in.Key == "kernel"
+				k := memoKey{string(in.Source.Kind), in.Source.Raw, in.Source.SHA256, in.Source.HostPath, platform, asKernel}
 				r, ok := memo[k]
 				if !ok {
-					r.pin, r.err = s.Resolve(ctx, in.Source, img.Platform)
+					r.pin, r.err = s.resolve(ctx, in.Source, img.Platform, asKernel)
 					memo[k] = r
 				}
 				if r.err != nil {
@@ -154,10 +165,16 @@ func (s *Set) Lock(ctx context.Context, cfg *lang.Config, old *lockfiles.Lock, u
 
 // reusable reports whether an old pin still answers for src.
 func reusable(p *lockfiles.Pin, src *lang.Source, samePlatform bool) bool {
-	if p == nil || p.Source != src.Raw || p.Kind != string(src.Kind) {
+	if p == nil || p.Kind != string(src.Kind) {
 		return false
 	}
 	if want, err := declaredSHA256(src); err != nil || (want != "" && p.SHA256 != want) {
+		return false
+	}
+	if src.Kind == lang.SourceDeb {
+		return samePlatform && debReusable(p, src)
+	}
+	if p.Source != src.Raw {
 		return false
 	}
 	isDigest := func(s string) bool { return strings.HasPrefix(s, "sha256:") && len(s) == len("sha256:")+64 }
@@ -168,11 +185,26 @@ func reusable(p *lockfiles.Pin, src *lang.Source, samePlatform bool) bool {
 		return p.Version != "" && p.Integrity != "" && p.SHA256 != ""
 	case lang.SourceURL:
 		return p.SHA256 != ""
-	case lang.SourceDeb:
-		return samePlatform && p.Version == src.Version && p.SHA256 != "" && p.Filename != ""
 	}
 	// file:, oci-layout: and unknown kinds are resolved every time.
 	return false
+}
+
+// debReusable reports whether the complete deb pin p answers for src: it
+// was made from the same source string, or from another one for the same
+// package whose pinned version satisfies src's relations. A kernel pin
+// that followed a meta package is kept only for the same source string:
+// its version is the image package's, not the meta package's that the
+// relations speak of.
+func debReusable(p *lockfiles.Pin, src *lang.Source) bool {
+	pkg, version, _, ok := splitDebFilename(p.Filename)
+	if !ok || p.SHA256 == "" || p.Version == "" || version != p.Version {
+		return false
+	}
+	if p.Source == src.Raw {
+		return true
+	}
+	return pkg == src.Ref && debSatisfies(p.Version, src.DebRelations())
 }
 
 func clonePin(p *lockfiles.Pin) *lockfiles.Pin {

@@ -22,6 +22,12 @@ type Resolver interface {
 	Resolve(ctx context.Context, src *lang.Source, platform lang.Platform) (*lockfiles.Pin, error)
 }
 
+// kernelResolver is a Resolver that pins an image's kernel differently
+// from its other inputs (the deb resolver follows kernel meta packages).
+type kernelResolver interface {
+	ResolveKernel(ctx context.Context, src *lang.Source, platform lang.Platform) (*lockfiles.Pin, error)
+}
+
 // Options configure a Set. The zero value resolves against the process's
 // own environment and network.
 type Options struct {
@@ -43,7 +49,9 @@ type Options struct {
 	// OCIOptions are passed to every registry call after the keychain.
 	OCIOptions []remote.Option
 	// Apt downloads Debian packages; nil means AptGet, which runs
-	// apt-get download with the machine's apt sources.
+	// apt-get download with the machine's apt sources. A deb source
+	// without an exact version also needs it to implement AptVersions
+	// (AptGet asks apt-cache policy).
 	Apt AptDownloader
 	// Logger receives progress at debug and info level; nil discards it.
 	Logger *slog.Logger
@@ -101,12 +109,32 @@ func New(opts Options) *Set {
 // Resolve pins src with the resolver for its kind. The error names the
 // source as written (without URL credentials).
 func (s *Set) Resolve(ctx context.Context, src *lang.Source, platform lang.Platform) (*lockfiles.Pin, error) {
+	return s.resolve(ctx, src, platform, false)
+}
+
+// ResolveKernel pins src as the source of an image's kernel: as Resolve,
+// except that a deb: source naming a kernel meta package
+// (deb:linux-image-amd64, which holds no kernel) is followed to the
+// versioned package it depends on (linux-image-6.1.0-57-amd64), at the
+// exact version the meta package requires, and that package is pinned:
+// the pin's Filename names it.
+func (s *Set) ResolveKernel(ctx context.Context, src *lang.Source, platform lang.Platform) (*lockfiles.Pin, error) {
+	return s.resolve(ctx, src, platform, true)
+}
+
+func (s *Set) resolve(ctx context.Context, src *lang.Source, platform lang.Platform, asKernel bool) (*lockfiles.Pin, error) {
 	r, ok := s.resolvers[src.Kind]
 	if !ok {
 		return nil, fmt.Errorf("%s: unknown source kind %q", displaySource(src), src.Kind)
 	}
 	s.log.Debug("resolving source", "kind", string(src.Kind), "source", displaySource(src), "platform", platform.String())
-	pin, err := r.Resolve(ctx, src, platform)
+	var pin *lockfiles.Pin
+	var err error
+	if kr, ok := r.(kernelResolver); ok && asKernel {
+		pin, err = kr.ResolveKernel(ctx, src, platform)
+	} else {
+		pin, err = r.Resolve(ctx, src, platform)
+	}
 	if err != nil {
 		if shown := displaySource(src); !strings.Contains(err.Error(), shown) {
 			err = fmt.Errorf("%s: %w", shown, err)
@@ -115,7 +143,7 @@ func (s *Set) Resolve(ctx context.Context, src *lang.Source, platform lang.Platf
 	}
 	pin.Source = src.Raw
 	pin.Kind = string(src.Kind)
-	s.log.Info("pinned source", "kind", pin.Kind, "source", displaySource(src), "digest", pinDigest(pin))
+	s.log.Info("pinned source", "kind", pin.Kind, "source", displaySource(src), "version", pin.Version, "file", pin.Filename, "digest", pinDigest(pin))
 	return pin, nil
 }
 
