@@ -67,7 +67,7 @@ Options:
                       state lock (e.g. 30s). Default 0: fail at once.
   -refresh=false      Do not check that the sandboxes the state records
                       still run; take the state as it is.
-` + varUsage + `  -no-color            Print without colour.
+` + varUsage + `  -no-color           Print without colour.
 
 Exit status: 0 success (with -detailed-exitcode: no changes), 1 an error
 or, with -fail-on-widen, a widening change, 2 changes present (only with
@@ -136,7 +136,7 @@ func runPlan(ctx context.Context, env *Env, args []string) int {
 	}
 	if !unlocked {
 		if lock, ok = lockForPlan(ctx, env, report, cfg, readonly); !ok {
-			return ExitError
+			return failedOrInterrupted(ctx, env, "nothing was planned")
 		}
 	}
 
@@ -148,7 +148,7 @@ func runPlan(ctx context.Context, env *Env, args []string) int {
 		p, ok = planState(ctx, report, cfg, lock, opts, supervisor.RuntimeBase(env.Environ))
 	}
 	if !ok {
-		return ExitError
+		return failedOrInterrupted(ctx, env, "nothing was planned")
 	}
 
 	if a.json {
