@@ -37,8 +37,9 @@ Usage: sbx plan [options] [DIR]
   REV is a directory, or else a git revision of the repository holding DIR
   (the same directory at that revision). The other revision is loaded with
   the same variables and read with its own lock file. A revision with no
-  lock file is compared by its specs alone, and the plan says that its
-  image inputs are unlocked.
+  lock file (or, with -lockfile=readonly, this configuration without one)
+  is compared by its specs alone, and the plan says that its image inputs
+  are unlocked.
 
   If the lock file is missing pins the configuration needs (a new input, a
   changed source), they are resolved and sbx.lock.hcl is updated first, as
@@ -67,7 +68,7 @@ Options:
                       state lock (e.g. 30s). Default 0: fail at once.
   -refresh=false      Do not check that the sandboxes the state records
                       still run; take the state as it is.
-` + varUsage + `  -no-color           Print without colour.
+` + varUsage + `  -no-color            Print without colour.
 
 Exit status: 0 success (with -detailed-exitcode: no changes), 1 an error
 or, with -fail-on-widen, a widening change, 2 changes present (only with
@@ -136,7 +137,7 @@ func runPlan(ctx context.Context, env *Env, args []string) int {
 	}
 	if !unlocked {
 		if lock, ok = lockForPlan(ctx, env, report, cfg, readonly); !ok {
-			return failedOrInterrupted(ctx, env, "nothing was planned")
+			return ExitError
 		}
 	}
 
@@ -148,7 +149,7 @@ func runPlan(ctx context.Context, env *Env, args []string) int {
 		p, ok = planState(ctx, report, cfg, lock, opts, supervisor.RuntimeBase(env.Environ))
 	}
 	if !ok {
-		return failedOrInterrupted(ctx, env, "nothing was planned")
+		return ExitError
 	}
 
 	if a.json {
