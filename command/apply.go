@@ -57,7 +57,7 @@ Options:
                       date.
   -lock-timeout=D     How long to wait for another sbx run holding the
                       state lock (e.g. 30s). Default 0: fail at once.
-` + varUsage + `  -no-color            Print without colour.
+` + varUsage + `  -no-color           Print without colour.
 
   Supervisors keep their sockets under $SBX_RUNTIME_DIR, else
   $XDG_RUNTIME_DIR/sbx, else ~/.local/state/sbx/run (or

@@ -60,7 +60,7 @@ Options:
                       cache.
   -lockfile=readonly  Never update sbx.lock.hcl; fail if it is not up to
                       date or records other output hashes.
-` + varUsage + `  -no-color            Print without colour.
+` + varUsage + `  -no-color           Print without colour.
 `
 
 type buildArgs struct {

@@ -45,7 +45,7 @@ Usage: sbx cp [options] [DIR] SANDBOX:PATH HOSTPATH|-
 
 Options:
 
-  -chown UID[:GID]  Owner of a file copied in (numeric; GID defaults to UID).
+  -chown UID[:GID]    Owner of a file copied in (numeric; GID defaults to UID).
 `
 
 func runCp(ctx context.Context, env *Env, args []string) int {

@@ -54,7 +54,7 @@ Options:
                                      "detail": ..., "fix": ...}]}
                       with the checks in the order above; "fix" is left
                       out when a check is ok.
-` + varUsage + `  -no-color            Print without colour.
+` + varUsage + `  -no-color           Print without colour.
 
 Exit codes: 0 every check is ok; 1 a check failed (or bad arguments);
 2 warnings but no failures (sbx works, slower or less safely).

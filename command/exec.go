@@ -20,7 +20,9 @@ Usage: sbx exec [options] [DIR] SANDBOX -- COMMAND [ARG...]
   Run COMMAND in the running sandbox SANDBOX of the configuration in DIR
   (default: the current directory), through the sandbox's supervisor.
   Output streams as the command writes it; sbx exits with the command's
-  exit code, or 128 plus the signal's number when a signal killed it.
+  exit code, or 128 plus the signal's number when a signal killed it, or,
+  as shells do, 127 when the guest has no such command and 126 when it
+  cannot execute it.
   Several sbx exec may run in one sandbox at once.
 
   Interrupting sbx (Ctrl-C), passing the -timeout or losing the
@@ -29,18 +31,18 @@ Usage: sbx exec [options] [DIR] SANDBOX -- COMMAND [ARG...]
 
 Options:
 
-  -u USER            Run as USER (a name or uid in the image, or uid:gid).
-                     Default: the sandbox's user, else root.
-  -e KEY=VALUE       Set an environment variable; may be repeated. The
-                     image's and the sandbox's env come first.
-  -w DIR             Working directory in the guest. Default: the user's
-                     home directory.
-  -i                 Pass standard input to the command.
-  -t                 Run the command on a pseudo-terminal the size of this
-                     terminal, resized with it (with -i and a terminal on
-                     standard input, typing reaches it, in raw mode).
-  -timeout DURATION  Kill the command if it runs longer (e.g. 10m); sbx
-                     then exits with 124. Default: no limit.
+  -u USER             Run as USER (a name or uid in the image, or uid:gid).
+                      Default: the sandbox's user, else root.
+  -e KEY=VALUE        Set an environment variable; may be repeated. The
+                      image's and the sandbox's env come first.
+  -w DIR              Working directory in the guest. Default: the user's
+                      home directory.
+  -i                  Pass standard input to the command.
+  -t                  Run the command on a pseudo-terminal the size of this
+                      terminal, resized with it (with -i and a terminal on
+                      standard input, typing reaches it, in raw mode).
+  -timeout DURATION   Kill the command if it runs longer (e.g. 10m); sbx
+                      then exits with 124. Default: no limit.
 
   Supervisors keep their sockets under $SBX_RUNTIME_DIR, else
   $XDG_RUNTIME_DIR/sbx, else ~/.local/state/sbx/run (or

@@ -37,7 +37,7 @@ Options:
   -upgrade            Re-resolve every input, not only new or changed ones.
   -lockfile=readonly  Change nothing: fail, listing what would change, if
                       the lock file is not up to date (for CI).
-` + varUsage + `  -no-color            Print diagnostics without colour.
+` + varUsage + `  -no-color           Print diagnostics without colour.
 `
 
 type lockArgs struct {

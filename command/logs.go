@@ -29,11 +29,11 @@ Usage: sbx logs [options] [DIR] SANDBOX
 
 Options:
 
-  -console     Only the console, without a header.
-  -supervisor  Only the supervisor's log, without a header.
-  -f           Keep printing what is added (one log only: give -console
-               or -supervisor) until interrupted or the sandbox stops.
-  -raw         Print control characters as they are, also on a terminal.
+  -console            Only the console, without a header.
+  -supervisor         Only the supervisor's log, without a header.
+  -f                  Keep printing what is added (one log only: give -console
+                      or -supervisor) until interrupted or the sandbox stops.
+  -raw                Print control characters as they are, also on a terminal.
 
   The console holds what the guest writes. On a terminal, its control
   characters (escape sequences, carriage returns, bidirectional

@@ -30,8 +30,8 @@ Usage: sbx ps [options] [DIR]
 
 Options:
 
-  -a      All of this user's sandboxes, from the runtime directory.
-  -json   Print a JSON array instead of a table.
+  -a                  All of this user's sandboxes, from the runtime directory.
+  -json               Print a JSON array instead of a table.
 `
 
 const statusUsage = `
@@ -44,7 +44,7 @@ Usage: sbx status [options] [DIR] [SANDBOX]
 
 Options:
 
-  -json   Print JSON instead of text.
+  -json               Print JSON instead of text.
 `
 
 // sandboxStatus is one sandbox as ps and status show it.

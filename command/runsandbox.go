@@ -28,7 +28,9 @@ Usage: sbx run [options] [DIR] SANDBOX -- COMMAND [ARG...]
   Boot a fresh VM of SANDBOX from the configuration in DIR (default: the
   current directory), run COMMAND in it, and tear the VM down. Output
   streams as the command writes it; sbx exits with the command's exit
-  code, or 128 plus the signal's number when a signal killed it.
+  code, or 128 plus the signal's number when a signal killed it, or, as
+  shells do, 127 when the guest has no such command and 126 when it
+  cannot execute it.
 
   As "sbx build" would, the lock is brought up to date if it needs to be
   (unless -lockfile=readonly) and the sandbox's image is built, or found
@@ -43,23 +45,23 @@ Usage: sbx run [options] [DIR] SANDBOX -- COMMAND [ARG...]
 
 Options:
 
-  -u USER            Run as USER (a name or uid in the image, or uid:gid).
-                     Default: the sandbox's user, else root.
-  -e KEY=VALUE       Set an environment variable; may be repeated. The
-                     image's and the sandbox's env come first.
-  -w DIR             Working directory in the guest. Default: the user's
-                     home directory.
-  -i                 Pass standard input to the command. Without it the
-                     command reads nothing (like "docker run" without -i).
-  -t                 Run the command on a pseudo-terminal the size of this
-                     terminal, resized with it (with -i and a terminal on
-                     standard input, typing reaches it, in raw mode).
-  -timeout DURATION  Kill the command if it runs longer (e.g. 10m); sbx
-                     then exits with 124. Default: no limit.
+  -u USER             Run as USER (a name or uid in the image, or uid:gid).
+                      Default: the sandbox's user, else root.
+  -e KEY=VALUE        Set an environment variable; may be repeated. The
+                      image's and the sandbox's env come first.
+  -w DIR              Working directory in the guest. Default: the user's
+                      home directory.
+  -i                  Pass standard input to the command. Without it the
+                      command reads nothing (like "docker run" without -i).
+  -t                  Run the command on a pseudo-terminal the size of this
+                      terminal, resized with it (with -i and a terminal on
+                      standard input, typing reaches it, in raw mode).
+  -timeout DURATION   Kill the command if it runs longer (e.g. 10m); sbx
+                      then exits with 124. Default: no limit.
   -boot-timeout DURATION
-                     How long the VM may take to boot (default 2m).
-  -lockfile=readonly Never update sbx.lock.hcl; fail if it is not up to
-                     date.
+                      How long the VM may take to boot (default 2m).
+  -lockfile=readonly  Never update sbx.lock.hcl; fail if it is not up to
+                      date.
 ` + varUsage + `  -no-color           Print without colour.
 `
 

@@ -20,7 +20,7 @@ Usage: sbx validate [options] [DIR]
 
 Options:
 
-` + varUsage + `  -no-color            Print diagnostics without colour.
+` + varUsage + `  -no-color           Print diagnostics without colour.
 `
 
 type validateArgs struct {

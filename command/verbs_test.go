@@ -39,3 +39,39 @@ func TestUnknownCommandSuggests(t *testing.T) {
 		}
 	}
 }
+
+// TestUsageLayout checks every verb's usage text: lines fit in 80
+// columns, and in the options every description starts in column 23 (a
+// long option stands alone with its description on the next line), so
+// that the options of one verb, and of all verbs, line up.
+func TestUsageLayout(t *testing.T) {
+	const descCol = 22 // zero-based
+	for _, v := range verbs() {
+		usage := strings.TrimLeft(v.usage, "\n")
+		if !strings.HasPrefix(usage, "Usage: sbx "+v.name) {
+			t.Errorf("sbx %s's usage starts %q", v.name, strings.SplitN(usage, "\n", 2)[0])
+		}
+		for i, line := range strings.Split(usage, "\n") {
+			if len([]rune(line)) > 80 {
+				t.Errorf("sbx %s usage line %d is %d columns wide: %q", v.name, i+1, len([]rune(line)), line)
+			}
+		}
+		_, opts, ok := strings.Cut(usage, "\nOptions:\n")
+		if !ok {
+			continue
+		}
+		for line := range strings.SplitSeq(opts, "\n") {
+			indent := len(line) - len(strings.TrimLeft(line, " "))
+			switch {
+			case strings.TrimSpace(line) == "":
+			case strings.HasPrefix(line, "  -"):
+				flag, _, _ := strings.Cut(line[2:], "  ")
+				if len(line) > 2+len(flag) && (len(line) <= descCol || line[descCol-1] != ' ' || line[descCol] == ' ') {
+					t.Errorf("sbx %s: the description of %s does not start in column %d: %q", v.name, flag, descCol+1, line)
+				}
+			case indent > 2 && indent < descCol:
+				t.Errorf("sbx %s: a continuation line is indented %d, not %d: %q", v.name, indent, descCol, line)
+			}
+		}
+	}
+}
