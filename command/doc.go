@@ -1,5 +1,6 @@
 // Package command implements the sbx command line: one function per verb
-// (validate, fmt, lock, plan, build, run, exec, show, doctor, version, help, and the hidden supervise), each parsing its
+// (validate, fmt, lock, plan, build, run, exec, show, doctor, version,
+// completion, help, and the hidden supervise and __complete), each parsing its
 // flags into a small struct, orchestrating the library packages, and
 // printing one view of the result. It is the only package that prints
 // diagnostics, picks colours or chooses exit codes.
@@ -15,5 +16,8 @@
 // Exit codes: 0 success (and, for plan -detailed-exitcode, no changes);
 // 1 an error; 2 plan -detailed-exitcode found changes, or doctor found
 // warnings but no failures; 3 fmt -check found
-// files that are not formatted.
+// files that are not formatted. run and exec exit with the guest
+// command's code, 128 plus a killing signal's number, 124 on -timeout,
+// and, as shells do, 127 for a command the guest does not have and 126
+// for one it cannot execute; 130 is an interrupt.
 package command
