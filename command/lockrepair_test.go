@@ -2,6 +2,7 @@ package command
 
 import (
 	"bytes"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -133,6 +134,24 @@ func TestLockRepairsMergeConflict(t *testing.T) {
 	}
 	f.mustRun(ExitOK, "lock", "-lockfile=readonly", dir)
 	f.mustRun(ExitOK, "plan", "-lockfile=readonly", dir)
+
+	// A lock file that is a link out of its directory is not read, so not
+	// repaired either: it stays an error, and its target is untouched.
+	outside := filepath.Join(t.TempDir(), "elsewhere.hcl")
+	writeFile(t, outside, string(conflicted))
+	if err := os.Remove(lockPath); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, lockPath); err != nil {
+		t.Fatal(err)
+	}
+	r = f.mustRun(ExitError, "lock", dir)
+	if !strings.Contains(r.stderr, "symbolic link") {
+		t.Errorf("lock through a link out of the directory:\n%s", r)
+	}
+	if after := readFile(t, outside); !bytes.Equal(after, conflicted) {
+		t.Error("lock changed the file a link out of the directory points at")
+	}
 }
 
 // TestLockRepairResolvesAgainWhenBothSidesMatch merges two branches that
