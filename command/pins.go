@@ -9,11 +9,18 @@ import (
 )
 
 // pinIdentity is the part of a pin that says which bytes it means, as
-// shown to people: a version and a digest.
+// shown to people: a version and a digest. A Debian package's version is
+// shown as PACKAGE=VERSION, with the package its file name records: for
+// a kernel named by its meta package, the package the lock followed it
+// to.
 func pinIdentity(p *lockfiles.Pin) string {
 	var parts []string
 	if p.Version != "" {
-		parts = append(parts, p.Version)
+		v := p.Version
+		if pkg, _, ok := strings.Cut(p.Filename, "_"); ok && p.Kind == "deb" && pkg != "" {
+			v = pkg + "=" + v
+		}
+		parts = append(parts, v)
 	}
 	switch {
 	case p.Digest != "":

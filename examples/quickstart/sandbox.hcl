@@ -7,11 +7,14 @@
 #   sbx lock     examples/quickstart
 #   sbx build    examples/quickstart
 #
-# No lock file is committed here: Debian replaces package versions on
-# security updates and its mirrors drop the old ones, so a committed pin
-# would soon name a package no mirror serves. `sbx lock` pins what the
-# host's apt sees today; when a pinned version disappears, update the
-# versions below (`apt-cache policy PACKAGE` shows the current one).
+# The Debian packages name no version: `sbx lock` pins the version the
+# host's apt offers today (its candidate) with the .deb's sha256, and
+# keeps that pin until `sbx lock -upgrade`. The kernel names Debian's
+# meta package, which the lock follows to the versioned kernel package it
+# depends on (linux-image-6.1.0-57-amd64, say), so the spec does not go
+# stale when a security update renames the kernel's ABI. No lock file is
+# committed here: Debian's mirrors stop serving a version once it is
+# replaced, so a committed pin would soon name a package no mirror has.
 
 variable "codex_version" {
   description = "Codex CLI release, as published to npm."
@@ -36,16 +39,16 @@ image "quickstart" {
   platform = "linux/amd64"
   size     = "1GiB"
 
-  # The versioned kernel package (the meta package linux-image-amd64
-  # holds no kernel): the generic flavour, which has 9p's fd transport.
+  # Debian's generic kernel (which has 9p's fd transport): the lock
+  # follows the meta package to the versioned package that holds it.
   kernel {
-    source = "deb:linux-image-6.1.0-57-amd64=6.1.192-3"
+    source = "deb:linux-image-amd64"
     file   = "boot/vmlinuz-*"
   }
 
   # A statically linked busybox provides the shell and core utilities.
   artifact "busybox" {
-    source  = "deb:busybox-static=1:1.35.0-4+deb12u1+b1"
+    source  = "deb:busybox-static"
     dest    = "/"
     extract = true
   }
@@ -56,7 +59,7 @@ image "quickstart" {
   # /etc/ssl/certs/ca-certificates.crt, is not run: the image has the
   # certificates but no bundle and no hashed links.
   artifact "ca_certificates" {
-    source  = "deb:ca-certificates=20250419~deb12u2"
+    source  = "deb:ca-certificates"
     dest    = "/"
     extract = true
   }
