@@ -258,3 +258,53 @@ func TestDestroyGoneConfig(t *testing.T) {
 		t.Errorf("destroy -orphans made %s again (%v)", configDir, err)
 	}
 }
+
+// TestDestroyAfterInterruptedApply: an apply interrupted while its
+// sandbox boots leaves no process, and the state does not record the
+// sandbox; what it leaves in the runtime directory, which "ps -a" lists,
+// "destroy DIR box" removes.
+func TestDestroyAfterInterruptedApply(t *testing.T) {
+	w := newWorld(t, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		// Interrupt once the supervisor has started booting.
+		for ctx.Err() == nil {
+			if len(processesUnder(w.runtime)) >= 2 { // supervisor and QEMU
+				cancel()
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	if code, out, _ := w.sbxContext(ctx, nil, "apply", "-auto-approve", w.dir); code != ExitInterrupted {
+		t.Fatalf("apply: exit %d, want %d:\n%s", code, ExitInterrupted, out)
+	}
+	ps := func() string {
+		code, out, stderr := w.sbx(nil, "ps", "-a", "-json")
+		if code != ExitOK {
+			t.Fatalf("ps -a: exit %d: %s", code, stderr)
+		}
+		return out
+	}
+	dir, err := supervisor.SandboxDir(w.runtime, w.dir, "box")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(dir); err != nil {
+		t.Skipf("the interrupted apply left no runtime directory (%v): nothing to destroy", err)
+	}
+	if out := ps(); !strings.Contains(out, `"sandbox": "box"`) {
+		t.Errorf("ps -a does not list what the interrupted apply left in %s:\n%s", dir, out)
+	}
+	code, out, stderr := w.sbx(nil, "destroy", "-auto-approve", "-no-color", w.dir, "box")
+	if code != ExitOK || !strings.Contains(out, "not in the state") || !strings.Contains(out, "Destroy complete! 1 destroyed.") {
+		t.Errorf("destroy box after the interrupted apply: exit %d\n%s%s", code, out, stderr)
+	}
+	if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+		t.Errorf("%s is still there after destroy (%v)", dir, err)
+	}
+	if out := ps(); strings.TrimSpace(out) != "[]" {
+		t.Errorf("ps -a after destroy:\n%s", out)
+	}
+}
