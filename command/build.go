@@ -7,10 +7,12 @@ import (
 	"io"
 	"maps"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/sbx-dev/sbx/addrs"
@@ -110,6 +112,9 @@ func runBuild(ctx context.Context, env *Env, args []string) int {
 	}
 	v := newView(env, a.noColor)
 
+	ctx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+
 	cfg, diags := lang.Load(a.dir, a.vars.options(env))
 	v.diagnostics(sources(cfg), diags)
 	if diags.HasErrors() {
@@ -125,7 +130,7 @@ func runBuild(ctx context.Context, env *Env, args []string) int {
 	}
 	lock, ok := lockForPlan(ctx, env, v, cfg, a.lockfile == "readonly")
 	if !ok {
-		return ExitError
+		return failedOrInterrupted(ctx, env, "the lock file was left as it was")
 	}
 
 	results := map[string]*image.Result{}
@@ -144,6 +149,9 @@ func runBuild(ctx context.Context, env *Env, args []string) int {
 		if a.format == "gondolin" {
 			err := image.ExportGondolin(ctx, img, lock.Lookup(name), out, opts)
 			p.done()
+			if err != nil && ctx.Err() != nil {
+				return interrupted(env, fmt.Sprintf("%s was not written", out))
+			}
 			if err != nil {
 				v.errorDetail(fmt.Sprintf("Cannot build %s", p.addr), err.Error())
 				failed = true
@@ -154,6 +162,9 @@ func runBuild(ctx context.Context, env *Env, args []string) int {
 		}
 		r, err := pipeline.Build(ctx, cfg, lock, name, opts)
 		p.done()
+		if err != nil && ctx.Err() != nil {
+			return interrupted(env, fmt.Sprintf("nothing of %s was stored in the cache, and the lock file was left as it was", p.addr))
+		}
 		var verr *image.VerifyError
 		if errors.As(err, &verr) {
 			v.errorDetail(fmt.Sprintf("%s is not reproducible: %s differ", p.addr, strings.Join(verr.Outputs(), ", ")), verr.Error())
@@ -166,7 +177,10 @@ func runBuild(ctx context.Context, env *Env, args []string) int {
 			continue
 		}
 		if out != "" {
-			if r, err = r.CopyTo(ctx, out); err != nil {
+			if r, err = r.CopyTo(ctx, out); err != nil && ctx.Err() != nil {
+				return interrupted(env, fmt.Sprintf("%s is in the cache; its copy in %s was not made", p.addr, out))
+			}
+			if err != nil {
 				v.errorDetail(fmt.Sprintf("Cannot write the outputs of %s", p.addr), err.Error())
 				failed = true
 				continue
@@ -184,6 +198,23 @@ func runBuild(ctx context.Context, env *Env, args []string) int {
 		return ExitError
 	}
 	return ExitOK
+}
+
+// interrupted reports that the command was interrupted (Ctrl-C,
+// SIGTERM) and what that left behind, and returns ExitInterrupted.
+func interrupted(env *Env, left string) int {
+	fmt.Fprintf(env.Stderr, "\nInterrupted: %s.\n", left)
+	return ExitInterrupted
+}
+
+// failedOrInterrupted is the exit code of a step that failed, its error
+// already printed: ExitInterrupted, reported as interrupted, when ctx
+// ended, else ExitError.
+func failedOrInterrupted(ctx context.Context, env *Env, left string) int {
+	if ctx.Err() != nil {
+		return interrupted(env, left)
+	}
+	return ExitError
 }
 
 // imagesToBuild returns the images named, or all of cfg's, sorted.

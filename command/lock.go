@@ -75,7 +75,7 @@ func runLock(ctx context.Context, env *Env, args []string) int {
 	}
 	res := updateLock(ctx, env, v, cfg, a.upgrade, a.lockfile == "readonly", true)
 	if res.failed {
-		return ExitError
+		return failedOrInterrupted(ctx, env, "the lock file was left as it was")
 	}
 	if !res.wrote && len(res.changes) == 0 {
 		v.println("%s is up to date.", res.path)

@@ -137,7 +137,7 @@ func runPlan(ctx context.Context, env *Env, args []string) int {
 	}
 	if !unlocked {
 		if lock, ok = lockForPlan(ctx, env, report, cfg, readonly); !ok {
-			return ExitError
+			return failedOrInterrupted(ctx, env, "nothing was planned")
 		}
 	}
 
@@ -149,7 +149,7 @@ func runPlan(ctx context.Context, env *Env, args []string) int {
 		p, ok = planState(ctx, report, cfg, lock, opts, supervisor.RuntimeBase(env.Environ))
 	}
 	if !ok {
-		return ExitError
+		return failedOrInterrupted(ctx, env, "nothing was planned")
 	}
 
 	if a.json {

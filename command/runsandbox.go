@@ -110,11 +110,11 @@ func runRun(ctx context.Context, env *Env, args []string) int {
 	}
 	lock, ok := lockForPlan(ctx, &quiet, v, cfg, a.lockfile == "readonly")
 	if !ok {
-		return ExitError
+		return failedOrInterrupted(ctx, env, "no VM was started")
 	}
 	img, ok := buildImage(ctx, &quiet, v, cfg, lock, sb.Image, a.lockfile == "readonly")
 	if !ok {
-		return ExitError
+		return failedOrInterrupted(ctx, env, "no VM was started")
 	}
 	if missing := unprovided(sb); missing != "" {
 		fmt.Fprintf(env.Stderr, "sbx run: note: %s declares %s, which sbx run does not provide yet: the VM has no network and no host directories.\n", sb.Addr(), missing)
@@ -123,8 +123,7 @@ func runRun(ctx context.Context, env *Env, args []string) int {
 	m, err := pipeline.Start(ctx, sb, img, pipeline.StartOptions{BootTimeout: a.bootTimeout})
 	if err != nil {
 		if ctx.Err() != nil {
-			fmt.Fprintf(env.Stderr, "sbx run: interrupted while %s was booting\n", sb.Addr())
-			return 128 + int(syscall.SIGINT)
+			return interrupted(env, fmt.Sprintf("%s was stopped while it was booting", sb.Addr()))
 		}
 		v.errorDetail(fmt.Sprintf("Cannot start %s", sb.Addr()), quoteErr(err))
 		return ExitError
@@ -197,11 +196,14 @@ func unprovided(sb *lang.Sandbox) string {
 
 // buildImage builds one image of cfg as "sbx build" does, with the
 // progress on stderr, and records its output hashes in the lock file.
-// Errors are printed.
+// Errors are printed, except an interrupt's (ctx ended), which the caller
+// reports.
 func buildImage(ctx context.Context, env *Env, v *view, cfg *lang.Config, lock *lockfiles.Lock, name string, readonly bool) (*image.Result, bool) {
 	r, err := buildOne(ctx, env, v, cfg, lock, name, readonly)
 	if err != nil {
-		v.errorDetail(fmt.Sprintf("Cannot build %s", addrs.ImageRef(name)), err.Error())
+		if ctx.Err() == nil {
+			v.errorDetail(fmt.Sprintf("Cannot build %s", addrs.ImageRef(name)), err.Error())
+		}
 		return nil, false
 	}
 	return r, true
