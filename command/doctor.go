@@ -131,9 +131,13 @@ func hasSpecFiles(dir string) bool {
 	return len(m) > 0
 }
 
-// diagText is one line for a diagnostic: its position, summary and detail.
+// diagText is one line for a diagnostic: its position, summary and the
+// first line of its detail.
 func diagText(d *hcl.Diagnostic) string {
 	s := d.Summary
+	if detail, _, _ := strings.Cut(strings.TrimSpace(d.Detail), "\n"); detail != "" {
+		s += ": " + strings.TrimSuffix(detail, ".")
+	}
 	if d.Subject != nil {
 		s = fmt.Sprintf("%s:%d: %s", d.Subject.Filename, d.Subject.Start.Line, s)
 	}

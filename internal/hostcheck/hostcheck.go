@@ -174,7 +174,7 @@ func checkConfig(opts *Options) Result {
 	r.Status = OK
 	r.Detail = cfg.Dir + ": " + count(len(cfg.Images), "image") + ", " + count(len(cfg.Sandboxes), "sandbox")
 	if len(kinds) > 0 {
-		r.Detail += "; source kinds " + strings.Join(kinds, ", ")
+		r.Detail += "; sources: " + strings.Join(kinds, ", ")
 	}
 	return r
 }

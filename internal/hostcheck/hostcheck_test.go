@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/sbx-dev/sbx/lang"
+	"github.com/sbx-dev/sbx/providers/qemu"
 	"github.com/sbx-dev/sbx/providers/qemu/qemutest"
 )
 
@@ -359,5 +360,60 @@ func TestWorst(t *testing.T) {
 	}
 	if w := Worst([]Result{{Status: Fail}, {Status: Warn}}); w != Fail {
 		t.Errorf("Worst = %s, want fail", w)
+	}
+}
+
+func TestAccelWhy(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the KVM device is Linux's")
+	}
+	tcg := qemu.Host{Arch: runtime.GOARCH, QEMU: map[string]qemu.Binary{runtime.GOARCH: {Path: "/q"}}, Accels: []qemu.Accel{qemu.AccelTCG}}
+	dir := t.TempDir()
+
+	r := checkAccel(tcg, nil, filepath.Join(dir, "kvm"))
+	if r.Status != Warn || !strings.Contains(r.Detail, "does not exist") || !strings.Contains(r.Fix, "modprobe kvm_") {
+		t.Errorf("no KVM device: %+v", r)
+	}
+
+	// A device this user cannot open (root opens anything): one its
+	// group may use, and one no group may.
+	if os.Geteuid() != 0 {
+		dev := filepath.Join(dir, "kvm-group")
+		if err := os.WriteFile(dev, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(dev, 0o060); err != nil { // past the umask
+			t.Fatal(err)
+		}
+		r = checkAccel(tcg, nil, dev)
+		if r.Status != Warn || !strings.Contains(r.Detail, "does not open read-write") || !strings.HasPrefix(r.Fix, "sudo usermod -aG ") {
+			t.Errorf("KVM device without permission: %+v", r)
+		}
+		closed := filepath.Join(dir, "kvm-closed")
+		if err := os.WriteFile(closed, nil, 0o000); err != nil {
+			t.Fatal(err)
+		}
+		r = checkAccel(tcg, nil, closed)
+		if r.Status != Warn || !strings.Contains(r.Fix, "chmod 660 "+closed) || !strings.Contains(r.Fix, "usermod -aG kvm $USER") {
+			t.Errorf("KVM device no group may use: %+v", r)
+		}
+	}
+
+	// A device that opens, but the probe's guest did not run.
+	dev := filepath.Join(dir, "kvm-open")
+	if err := os.WriteFile(dev, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hung := tcg
+	hung.Note = "KVM present but unusable: a test guest made no progress to its end in 3s under KVM (it reached 64-bit mode and stalled there); using TCG"
+	r = checkAccel(hung, nil, dev)
+	if r.Status != Warn || !strings.Contains(r.Detail, "made no progress") || !strings.Contains(r.Detail, "TCG, which works but") || strings.Contains(r.Detail, "; using TCG") {
+		t.Errorf("KVM that hangs guests: %+v", r)
+	}
+
+	kvm := tcg
+	kvm.Accels = []qemu.Accel{qemu.AccelKVM, qemu.AccelTCG}
+	if r := checkAccel(kvm, nil, dev); r.Status != OK || r.Fix != "" {
+		t.Errorf("working KVM: %+v", r)
 	}
 }

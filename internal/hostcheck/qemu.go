@@ -42,7 +42,7 @@ func checkQEMU(ctx context.Context, opts *Options, pm PackageManager, archs []st
 		}
 		out = append(out, checkEmulator(ctx, opts, pm, name, arch, host, probeErr, path))
 	}
-	return append(out, checkAccel(host, probeErr))
+	return append(out, checkAccel(host, probeErr, kvmDevice))
 }
 
 func checkEmulator(ctx context.Context, opts *Options, pm PackageManager, name, arch string, host qemu.Host, probeErr error, path string) Result {
@@ -148,16 +148,11 @@ func hasNetdev(help, backend string) bool {
 }
 
 // checkAccel reports the accelerator the probe found for guests of the
-// host's architecture, and when it is TCG, why, with the fix.
-func checkAccel(host qemu.Host, probeErr error) Result {
+// host's architecture, and when it is TCG, why, with the fix; kvm is the
+// KVM device on Linux.
+func checkAccel(host qemu.Host, probeErr error, kvm string) Result {
 	r := Result{Name: "accel"}
-	if probeErr != nil || len(host.Accels) == 0 {
-		r.Status = Fail
-		r.Detail = "not probed: no QEMU for the host's architecture (" + runtime.GOARCH + ") to probe with"
-		r.Fix = "install QEMU first (see the qemu check)"
-		return r
-	}
-	if _, ok := host.QEMU[host.Arch]; !ok {
+	if _, ok := host.QEMU[host.Arch]; probeErr != nil || !ok || len(host.Accels) == 0 {
 		r.Status = Fail
 		r.Detail = "not probed: no QEMU for the host's architecture (" + runtime.GOARCH + ") to probe with"
 		r.Fix = "install QEMU first (see the qemu check)"
@@ -172,15 +167,20 @@ func checkAccel(host qemu.Host, probeErr error) Result {
 	const slow = "sandboxes run under TCG, which works but boots and runs several times slower"
 	switch runtime.GOOS {
 	case "linux":
-		fi, err := os.Stat(kvmDevice)
+		fi, err := os.Stat(kvm)
 		switch {
 		case err != nil:
-			r.Detail = fmt.Sprintf("%s does not exist (no KVM in this kernel, virtualization off in the firmware, or a VM without nested virtualization); %s", kvmDevice, slow)
+			r.Detail = fmt.Sprintf("%s does not exist (no KVM in this kernel, virtualization off in the firmware, or a VM without nested virtualization); %s", kvm, slow)
 			r.Fix = "enable virtualization (VT-x or AMD-V) in the firmware, or nested virtualization for this VM, then: " + sudo() + "modprobe kvm_intel (or kvm_amd)"
-		case !opensReadWrite(kvmDevice):
+		case !opensReadWrite(kvm):
 			group := deviceGroup(fi)
-			r.Detail = fmt.Sprintf("%s does not open read-write for this user (it is group %s's); %s", kvmDevice, group, slow)
+			r.Detail = fmt.Sprintf("%s does not open read-write for this user (mode %04o, group %s); %s", kvm, fi.Mode().Perm(), group, slow)
 			r.Fix = "sudo usermod -aG " + group + " $USER, then log in again"
+			if fi.Mode().Perm()&0o060 != 0o060 || group == "root" {
+				// No group may use it: give it the kvm group first.
+				r.Fix = "sudo groupadd -f kvm && sudo chgrp kvm " + kvm + " && sudo chmod 660 " + kvm +
+					" && sudo usermod -aG kvm $USER, then log in again"
+			}
 		default:
 			r.Detail = strings.TrimSuffix(host.Note, "; using TCG")
 			if r.Detail == "" {
@@ -209,7 +209,8 @@ func opensReadWrite(path string) bool {
 }
 
 // deviceGroup returns the name of the group that owns the device, or
-// "kvm", the usual one, when it is root's or has no name.
+// "kvm", the usual one, when it is root's or has no name (the fix then
+// gives the device that group).
 func deviceGroup(fi os.FileInfo) string {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok || st.Gid == 0 {
