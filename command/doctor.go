@@ -125,10 +125,16 @@ func runDoctor(ctx context.Context, env *Env, args []string) int {
 	return ExitOK
 }
 
-// hasSpecFiles reports whether dir holds a *.hcl file.
+// hasSpecFiles reports whether dir holds a *.hcl file other than a lock
+// file or a var file.
 func hasSpecFiles(dir string) bool {
 	m, _ := filepath.Glob(filepath.Join(dir, "*.hcl"))
-	return len(m) > 0
+	for _, p := range m {
+		if b := filepath.Base(p); b != "sbx.lock.hcl" && !strings.HasSuffix(b, ".vars.hcl") {
+			return true
+		}
+	}
+	return false
 }
 
 // diagText is one line for a diagnostic: its position, summary and the
