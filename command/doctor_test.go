@@ -167,4 +167,17 @@ sandbox "s" {
 	if strings.Contains(stdout, " npm ") || strings.Contains(stdout, " oci ") {
 		t.Errorf("doctor checks npm or oci for a configuration without such sources:\n%s", stdout)
 	}
+
+	// Without DIR, the current directory is the configuration when it
+	// holds spec files.
+	t.Chdir(dir)
+	if _, stdout, _ := runDoctorCmd(t, doctorEnv(t, os.Getenv("PATH")), "-no-color"); !strings.Contains(stdout, "fail  apt ") {
+		t.Errorf("doctor in a configuration directory does not check it:\n%s", stdout)
+	}
+	empty := t.TempDir()
+	writeFile(t, filepath.Join(empty, "sbx.lock.hcl"), "")
+	t.Chdir(empty)
+	if _, stdout, _ := runDoctorCmd(t, doctorEnv(t, os.Getenv("PATH")), "-no-color"); strings.Contains(stdout, " config ") {
+		t.Errorf("doctor takes a directory with only a lock file for a configuration:\n%s", stdout)
+	}
 }
