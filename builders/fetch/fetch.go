@@ -317,6 +317,11 @@ func (f *fetcher) deb(ctx context.Context, key string, src *lang.Source, pin *lo
 	}
 	path, err := f.opts.Apt.Download(ctx, name, pin.Version, dir)
 	if err != nil {
+		if ctx.Err() == nil {
+			// Debian's mirrors drop a version once a security or point
+			// release replaces it.
+			err = fmt.Errorf("%w (if no apt source offers %s %s any more, sbx lock -upgrade pins the version apt has now)", err, name, pin.Version)
+		}
 		return Fetched{}, err
 	}
 	if got := filepath.Base(path); pin.Filename != "" && got != pin.Filename {

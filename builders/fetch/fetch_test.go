@@ -596,6 +596,14 @@ func TestDebFollowedKernel(t *testing.T) {
 	if len(apt.calls) != 1 || apt.calls[0] != want {
 		t.Errorf("apt calls = %v, want %s", apt.calls, want)
 	}
+
+	// The mirror no longer has the pinned version: the error says how to
+	// move on.
+	delete(apt.debs, want)
+	_, err = Inputs(context.Background(), spec, lock, openCache(t), Options{Apt: apt})
+	if err == nil || !strings.Contains(err.Error(), "if no apt source offers linux-image-6.1.0-57-amd64:amd64 6.1.192-3 any more, sbx lock -upgrade pins the version apt has now") {
+		t.Errorf("gone version: err = %v", err)
+	}
 }
 
 func TestLockMustMatchSpec(t *testing.T) {
