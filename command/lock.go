@@ -22,8 +22,10 @@ Usage: sbx lock [options] [DIR]
   current directory) into DIR/sbx.lock.hcl: OCI digests, npm versions and
   integrity, URL and file hashes, Debian package versions, and each image's
   input hash. Inputs already pinned stay as they are unless their source
-  changed in the spec; -upgrade re-resolves every input (newest version a
-  tag, range or dist-tag names).
+  changed in the spec (a Debian package's pin also stays while its version
+  satisfies the changed source); -upgrade re-resolves every input (newest
+  version a tag, range or dist-tag names, apt's current candidate for a
+  deb: source without an exact version).
 
   The file is rewritten only when a pin changes, atomically; on any error
   it is left as it was. A lock file that cannot be parsed (a merge left git

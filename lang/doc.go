@@ -180,7 +180,7 @@
 //	npm:@scope/name@1.2.3                 an npm package (version, range or dist-tag)
 //	https://host/path                     a download (https only)
 //	file:./path                           a local file
-//	deb:name=1.2-3                        a Debian package (exact version required)
+//	deb:name, deb:name=1.2-3, deb:name>=1.2,<<2  a Debian package (any version, an exact one, or relations)
 //
 // Local sources (file: and oci-layout:) name paths relative to the
 // configuration directory and are read inside it: an absolute path, or one

@@ -2,7 +2,11 @@
 // work of `sbx lock`. OCI references become an index digest and the
 // platform's manifest digest, npm specs an exact version with its
 // integrity and tarball sha256, https URLs and local files a sha256,
-// Debian packages an exact version with the .deb's sha256. Every byte
+// Debian packages an exact version with the .deb's sha256: the version
+// the source names, or apt's candidate (apt-cache policy) when it names
+// none or names relations the candidate satisfies, else the newest
+// version apt offers that satisfies them; a kernel naming a meta package
+// (linux-image-amd64) is followed to the package it depends on. Every byte
 // downloaded is verified before anything is recorded, and no pin names
 // a registry or mirror: those come from the user's npm, apt and registry
 // configuration whenever the sources are fetched.
