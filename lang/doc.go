@@ -5,7 +5,9 @@
 // Sources set, so diagnostics print with snippets) and hcl.Diagnostics
 // whose subjects point at file:line:column. ParseSource, ParseSize,
 // ParseMode and ParsePlatform parse the small languages inside strings;
-// Format lays out HCL source canonically for sbx fmt.
+// Format lays out HCL source canonically for sbx fmt. Suggest finds the
+// declared name closest to a misspelt one, for the "Did you mean" of a
+// reference to an undeclared block or value (and of the CLI's commands).
 //
 // Package lang does not fetch or pin sources (package builders/resolve
 // does), does not read or write the lock file (lockfiles), does not compare
