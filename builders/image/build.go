@@ -246,7 +246,7 @@ func prepare(img *lang.Image, lock *lockfiles.Image, opts Options) (*build, erro
 	}
 	if img.Kernel == nil || img.Kernel.Source == nil {
 		return nil, fmt.Errorf("%simage %q has no kernel source: a bootable image needs a kernel block such as\n"+
-			"\tkernel {\n\t  source = \"deb:linux-image-6.1.0-57-amd64=6.1.192-3\"\n\t  file   = \"boot/vmlinuz-*\"\n\t}",
+			"\tkernel {\n\t  source = \"deb:linux-image-amd64\"\n\t  file   = \"boot/vmlinuz-*\"\n\t}",
 			where(img.DeclRange), img.Name)
 	}
 	if lock == nil {

@@ -11,21 +11,23 @@
 // "cloud" flavour: only the generic one has 9p and its fd transport
 // (9pnet_fd), which the guest's file sharing needs.
 //
-// A spec names the versioned package, exactly as `apt-get download` does:
+// A spec names the meta package linux-image-amd64, which holds no files
+// and only depends on the current versioned package, or the versioned
+// package itself:
 //
 //	kernel {
-//	  source = "deb:linux-image-6.1.0-57-amd64=6.1.192-3"
+//	  source = "deb:linux-image-amd64"
 //	  file   = "boot/vmlinuz-*"
 //	}
 //
-// not the meta package linux-image-amd64, which holds no files and only
-// depends on the current versioned package. The lock pins one .deb by its
-// sha256, so it has to be the package that holds the kernel: following
-// the meta package at build time would fetch a package the lock never
-// saw. Loading a meta package therefore fails with a *MetaPackageError
-// that spells out the source to write instead, and FollowMeta gives
-// tools the same answer from the meta package's control fields (`apt-cache
-// depends linux-image-amd64` shows it too).
+// The lock pins one .deb by its sha256, so it has to be the package that
+// holds the kernel: `sbx lock` (package builders/resolve) follows a deb:
+// kernel source's meta package with FollowMeta to the versioned package
+// and pins that, never the meta package, so the build fetches exactly
+// the package the lock saw. A meta package reaching Load some other way
+// (a file: or https source) fails with a *MetaPackageError that spells
+// out the source to write instead (`apt-cache depends linux-image-amd64`
+// shows the same answer).
 //
 // # Modules
 //
