@@ -134,7 +134,7 @@ func Apply(ctx context.Context, opts Options) (Result, error) {
 	}
 	a.parallel(ctx, deletes, a.stop)
 	a.parallel(ctx, creates, a.start)
-	a.unstarted(ctx)
+	a.unstarted()
 	for _, c := range updates {
 		if ctx.Err() != nil {
 			break
@@ -372,18 +372,16 @@ func (a *applier) start(ctx context.Context, c *plan.ResourceChange) {
 // unstarted ends the replaces whose old sandbox was stopped but whose
 // new one start never began (the apply was interrupted in between):
 // each counts as destroyed, and its change ends with an error saying so.
-func (a *applier) unstarted(ctx context.Context) {
+// The error does not wrap the interruption's, so that a caller which
+// leaves those unsaid still says this one.
+func (a *applier) unstarted() {
 	a.mu.Lock()
 	left := a.stopped
 	a.stopped = nil
 	a.res.Destroyed += len(left)
 	a.mu.Unlock()
-	why := context.Cause(ctx)
-	if why == nil {
-		why = errors.New("its start was not reached")
-	}
 	for _, addr := range slices.SortedFunc(maps.Keys(left), compareRefs) {
-		err := fmt.Errorf("%s: its old sandbox was stopped and removed, but the new one was not started: %w", addr, why)
+		err := fmt.Errorf("%s: its old sandbox was stopped and removed, but the apply was interrupted before the new one started", addr)
 		a.mu.Lock()
 		a.errs = append(a.errs, err)
 		a.mu.Unlock()

@@ -73,7 +73,7 @@ func TestApplyInterruptedReplaceCountsDestroy(t *testing.T) {
 	var events []Event
 	opts.Progress = func(e Event) { events = append(events, e) }
 	res, err := Apply(ctx, opts)
-	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "old sandbox was stopped and removed, but the new one was not started") {
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "old sandbox was stopped and removed, but the apply was interrupted before the new one started") {
 		t.Errorf("Apply error %v; want it interrupted, saying the old sandbox was stopped", err)
 	}
 	if res.Destroyed != 1 || res.Replaced != 0 || res.Skipped != 1 || res.Applied != 0 {
