@@ -170,7 +170,7 @@ var (
 	_ kernelResolver = (*debResolver)(nil)
 )
 
-// Resolve pins the package src names at the version pickDebVersion
+// Resolve pins the package src names at the version pickVersion
 // chooses.
 func (r *debResolver) Resolve(ctx context.Context, src *lang.Source, platform lang.Platform) (*lockfiles.Pin, error) {
 	return r.resolve(ctx, src, platform, false)
@@ -238,7 +238,7 @@ func (r *debResolver) resolve(ctx context.Context, src *lang.Source, platform la
 			}
 			if ok {
 				if hop+1 >= maxMetaHops {
-					return nil, fmt.Errorf("%s %s is a kernel meta package that leads to another (%s) after %d steps; name the kernel image package itself", pkg, ver, target, maxMetaHops)
+					return nil, fmt.Errorf("following the kernel meta package %s led to %s %s, which depends on the kernel package %s in turn; name the package that holds the kernel", src.Ref, pkg, ver, target)
 				}
 				pkg, rels = target, nil
 				if targetVer != "" {

@@ -108,6 +108,14 @@ func TestDebKernelFollowsMeta(t *testing.T) {
 	if got := strings.Join(apt.calls, " "); got != "policy "+metaPkg+" "+metaPkg+"=6.1.176-1 policy "+imagePkg+" "+imagePkg+"="+kernVer {
 		t.Errorf("apt calls = %s", got)
 	}
+
+	// A chain of packages that each depend on another kernel package ends.
+	apt.debs["linux-image-loop=1"] = archivetest.Deb(t, "Package: linux-image-loop\nVersion: 1\nDepends: linux-image-9-a (= 1)\n", archive.Gzip)
+	apt.debs["linux-image-9-a=1"] = archivetest.Deb(t, "Package: linux-image-9-a\nVersion: 1\nDepends: linux-image-9-b (= 1)\n", archive.Gzip)
+	_, err = s.ResolveKernel(ctx, parseDeb(t, "deb:linux-image-loop=1"), linuxAMD64)
+	if err == nil || !strings.Contains(err.Error(), "following the kernel meta package linux-image-loop led to linux-image-9-a 1, which depends on the kernel package linux-image-9-b in turn") {
+		t.Errorf("chain: err = %v", err)
+	}
 }
 
 func debConfig(dir, kernel string, artifacts ...string) *lang.Config {
