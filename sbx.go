@@ -115,7 +115,7 @@ func (c *Config) Lock(ctx context.Context) (*lockfiles.Lock, error) {
 	if diags.HasErrors() {
 		return nil, diagError("locking "+c.Lang.Dir, diags)
 	}
-	if l.Stale.HasErrors() {
+	if l.Lock == nil {
 		return nil, diagError(l.Path+" is not up to date with the configuration (run sbx lock)", l.Stale)
 	}
 	c.lock = l.Lock

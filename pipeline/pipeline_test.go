@@ -73,10 +73,14 @@ func TestLock(t *testing.T) {
 		t.Fatalf("a read-only lock wrote %s", path)
 	}
 
-	// Locking writes the file with every pin.
-	l = lock(t, cfg, pipeline.LockOptions{})
-	if !l.Wrote || l.Old != nil || len(l.Changes) != 2 || l.Lock.Lookup("box") == nil {
-		t.Fatalf("first lock: wrote %v, old %v, %d changes, lock %v; want the file written with two new pins", l.Wrote, l.Old, len(l.Changes), l.Lock)
+	// Locking writes the file with every pin; only if stale, as
+	// building does, too.
+	for _, ifStale := range []bool{true, false} {
+		os.Remove(path)
+		l = lock(t, cfg, pipeline.LockOptions{IfStale: ifStale})
+		if !l.Wrote || l.Old != nil || len(l.Changes) != 2 || l.Lock.Lookup("box") == nil {
+			t.Fatalf("first lock (only if stale: %v): wrote %v, old %v, %d changes, lock %v; want the file written with two new pins", ifStale, l.Wrote, l.Old, len(l.Changes), l.Lock)
+		}
 	}
 	written, err := os.ReadFile(path)
 	if err != nil || !bytes.Equal(written, lockfiles.Marshal(l.Lock)) {
