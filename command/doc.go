@@ -6,9 +6,10 @@
 // diagnostics, picks colours or chooses exit codes.
 //
 // It holds no configuration, resolution or planning logic of its own:
-// package lang loads specs, builders/resolve pins sources, lockfiles reads
-// and writes sbx.lock.hcl, state holds what was applied, and plan computes
-// and renders changes; builders/image builds images.
+// package lang loads specs, state holds what was applied, and plan
+// computes and renders changes; package pipeline locks (builders/resolve,
+// lockfiles), builds (builders/image) and starts sandboxes (machine) by the
+// same path the Go API takes, with the options read from Env.
 //
 // The entry point is Run, which cmd/sbx calls with the process's arguments,
 // streams and environment; tests call it the same way with buffers.
@@ -19,5 +20,6 @@
 // files that are not formatted. run and exec exit with the guest
 // command's code, 128 plus a killing signal's number, 124 on -timeout,
 // and, as shells do, 127 for a command the guest does not have and 126
-// for one it cannot execute; 130 is an interrupt.
+// for one it cannot execute; 130 is an interrupt (Ctrl-C, SIGTERM), after
+// which the command says "Interrupted" and what it left as it was.
 package command
