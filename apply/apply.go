@@ -13,7 +13,6 @@ import (
 	"github.com/sbx-dev/sbx/addrs"
 	"github.com/sbx-dev/sbx/builders/image"
 	"github.com/sbx-dev/sbx/lang"
-	"github.com/sbx-dev/sbx/pipeline"
 	"github.com/sbx-dev/sbx/plan"
 	"github.com/sbx-dev/sbx/state"
 	"github.com/sbx-dev/sbx/supervisor"
@@ -407,7 +406,7 @@ func (a *applier) spawn(ctx context.Context, c *plan.ResourceChange) (*state.Run
 	if err := supervisor.Remove(context.WithoutCancel(ctx), dir, 0, 0); err != nil {
 		return nil, err
 	}
-	st, err := supervisor.Spawn(ctx, dir, pipeline.Spec(a.opts.Config, sb, img), a.opts.Spawn)
+	st, err := supervisor.Spawn(ctx, dir, supervisor.SandboxSpec(a.opts.Config, sb, img), a.opts.Spawn)
 	if err != nil {
 		return nil, err
 	}

@@ -68,7 +68,7 @@ Options:
                       state lock (e.g. 30s). Default 0: fail at once.
   -refresh=false      Do not check that the sandboxes the state records
                       still run; take the state as it is.
-` + varUsage + `  -no-color            Print without colour.
+` + varUsage + `  -no-color           Print without colour.
 
 Exit status: 0 success (with -detailed-exitcode: no changes), 1 an error
 or, with -fail-on-widen, a widening change, 2 changes present (only with

@@ -7,7 +7,6 @@ import (
 	"github.com/sbx-dev/sbx/builders/image"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/machine"
-	"github.com/sbx-dev/sbx/supervisor"
 )
 
 // StartOptions configure Start.
@@ -31,21 +30,4 @@ func Start(ctx context.Context, sb *lang.Sandbox, img *image.Result, opts StartO
 		BootTimeout: opts.BootTimeout,
 		Dir:         opts.Dir,
 	})
-}
-
-// Spec is what a supervisor runs for sandbox sb of cfg, booted from its
-// built image img: the sandbox's name, CPUs and memory, and the defaults
-// of the commands run in it (its user, and the image's then the
-// sandbox's environment). sbx apply and the benchmarks spawn supervisors
-// with it (supervisor.Spawn).
-func Spec(cfg *lang.Config, sb *lang.Sandbox, img *image.Result) supervisor.Spec {
-	return supervisor.Spec{
-		Name:      sb.Name,
-		ConfigDir: cfg.Dir,
-		Image:     img,
-		CPUs:      sb.CPUs,
-		Memory:    sb.Memory,
-		User:      sb.User,
-		Env:       cfg.CommandEnv(sb),
-	}
 }

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/sbx-dev/sbx/atomicfile"
+	"github.com/sbx-dev/sbx/builders/image"
+	"github.com/sbx-dev/sbx/lang"
 )
 
 // Verb is the hidden command-line verb that runs a supervisor: Spawn
@@ -198,4 +200,21 @@ func RunDir(ctx context.Context, dir string, opts Options) error {
 	}
 	opts.Dir, opts.Spec = dir, *spec
 	return Run(ctx, opts)
+}
+
+// SandboxSpec is what a supervisor runs for sandbox sb of cfg, booted
+// from its built image img: the sandbox's name, CPUs and memory, and the
+// defaults of the commands run in it (its user, and the image's then the
+// sandbox's environment). sbx apply and the benchmarks spawn supervisors
+// with it.
+func SandboxSpec(cfg *lang.Config, sb *lang.Sandbox, img *image.Result) Spec {
+	return Spec{
+		Name:      sb.Name,
+		ConfigDir: cfg.Dir,
+		Image:     img,
+		CPUs:      sb.CPUs,
+		Memory:    sb.Memory,
+		User:      sb.User,
+		Env:       cfg.CommandEnv(sb),
+	}
 }

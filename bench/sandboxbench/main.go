@@ -24,7 +24,6 @@ import (
 	"github.com/sbx-dev/sbx/guestconn"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/machine/machinetest"
-	"github.com/sbx-dev/sbx/pipeline"
 	"github.com/sbx-dev/sbx/providers/qemu"
 	"github.com/sbx-dev/sbx/supervisor"
 )
@@ -442,7 +441,7 @@ func (b *bench) spawn(ctx context.Context, name string) (*sandbox, error) {
 	b.mu.Unlock()
 	b.logf("starting supervised sandbox %s", name)
 	start := time.Now()
-	spec := pipeline.Spec(b.cfg, b.sb, b.img)
+	spec := supervisor.SandboxSpec(b.cfg, b.sb, b.img)
 	spec.Name, spec.Memory = name, b.memory
 	st, err := supervisor.Spawn(ctx, dir, spec, supervisor.SpawnOptions{
 		Command:      []string{b.sbx, supervisor.Verb},
