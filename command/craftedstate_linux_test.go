@@ -176,29 +176,13 @@ func TestDestroyStaleSandbox(t *testing.T) {
 	for _, name := range []string{supervisor.SpecFile, supervisor.StatusFile, supervisor.LogFile, "sbx-77/console.log", "sbx-77/root.qcow2"} {
 		writeFile(t, filepath.Join(dir, name), "x\n")
 	}
-	// A shell running the script "supervise" (which waits on its input)
-	// keeps exactly the supervisor's argument vector.
-	work := t.TempDir()
-	writeFile(t, filepath.Join(work, supervisor.Verb), "read x\n")
-	sup := &exec.Cmd{Path: "/bin/sh", Args: []string{"/usr/local/bin/sbx", supervisor.Verb, dir}, Dir: work}
-	sup.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdin, err := sup.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sup.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { sup.Wait(); close(done) }()
-	t.Cleanup(func() { syscall.Kill(-sup.Process.Pid, syscall.SIGKILL); stdin.Close(); <-done })
-
-	craftedState(t, configDir, dir, sup.Process.Pid, 0)
+	pid, done := standInSupervisor(t, dir)
+	craftedState(t, configDir, dir, pid, 0)
 	f.mustRun(ExitOK, "destroy", "-auto-approve", "-no-color", configDir)
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
-		t.Errorf("the stale supervisor (pid %d) still runs after destroy", sup.Process.Pid)
+		t.Errorf("the stale supervisor (pid %d) still runs after destroy", pid)
 	}
 	if _, err := os.Lstat(dir); !os.IsNotExist(err) {
 		t.Errorf("%s is still there after destroy (%v)", dir, err)

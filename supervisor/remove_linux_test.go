@@ -31,36 +31,17 @@ type standIn struct {
 // test ends.
 func startStandIn(t *testing.T, work string, argv []string, cred *syscall.Credential) standIn {
 	t.Helper()
-	cmd := &exec.Cmd{Path: "/bin/sh", Args: argv, Dir: work}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { io.Copy(io.Discard, stdout); cmd.Wait(); close(done) }()
-	s := standIn{pid: cmd.Process.Pid}
-	t.Cleanup(func() {
-		syscall.Kill(-s.pid, syscall.SIGKILL)
-		if s.child != 0 {
-			syscall.Kill(s.child, syscall.SIGKILL)
-		}
-		stdin.Close()
-		<-done
-	})
-	return s
+	return start(t, work, argv, cred, false)
 }
 
 // withChild is startStandIn for a script that first prints the pid of a
 // child it starts ("sleep 600 & echo $!; read x").
 func withChild(t *testing.T, work string, argv []string, cred *syscall.Credential) standIn {
+	t.Helper()
+	return start(t, work, argv, cred, true)
+}
+
+func start(t *testing.T, work string, argv []string, cred *syscall.Credential, child bool) standIn {
 	t.Helper()
 	cmd := &exec.Cmd{Path: "/bin/sh", Args: argv, Dir: work}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
@@ -75,12 +56,14 @@ func withChild(t *testing.T, work string, argv []string, cred *syscall.Credentia
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
 	s := standIn{pid: cmd.Process.Pid}
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err == nil {
-		s.child, err = strconv.Atoi(strings.TrimSpace(line))
+	if child {
+		line, rerr := bufio.NewReader(stdout).ReadString('\n')
+		if err = rerr; err == nil {
+			s.child, err = strconv.Atoi(strings.TrimSpace(line))
+		}
 	}
+	done := make(chan struct{})
 	go func() { io.Copy(io.Discard, stdout); cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
 		syscall.Kill(-s.pid, syscall.SIGKILL)
