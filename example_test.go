@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/sbx-dev/sbx"
-	"github.com/sbx-dev/sbx/machine/machinetest"
-	"github.com/sbx-dev/sbx/providers/qemu/qemutest"
+	"github.com/sbx-dev/sbx/internal/machine/machinetest"
+	"github.com/sbx-dev/sbx/internal/providers/qemu/qemutest"
 )
 
 // dir is the configuration directory of the example: a hermetic sandbox

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sbx-dev/sbx/guest/agentproto"
+	"github.com/sbx-dev/sbx/internal/guest/agentproto"
 )
 
 // ErrClosed is the error of calls on a connection that has ended; the

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbx-dev/sbx/guest/agentproto"
+	"github.com/sbx-dev/sbx/internal/guest/agentproto"
 )
 
 // The client against the real server (package guest/execsrv) is tested

@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/sbx-dev/sbx/guest/agentproto"
-	"github.com/sbx-dev/sbx/termtext"
+	"github.com/sbx-dev/sbx/internal/guest/agentproto"
+	"github.com/sbx-dev/sbx/internal/termtext"
 )
 
 // Cmd is a process to run in the guest.

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/sbx-dev/sbx/guest/agentproto"
+	"github.com/sbx-dev/sbx/internal/guest/agentproto"
 )
 
 // Owner is who owns a file in the guest.

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbx-dev/sbx/guest/agentproto"
-	"github.com/sbx-dev/sbx/socketpair"
+	"github.com/sbx-dev/sbx/internal/guest/agentproto"
+	"github.com/sbx-dev/sbx/internal/socketpair"
 )
 
 // These tests play a hostile guest on the far end of a socket pair, as

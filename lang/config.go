@@ -1,6 +1,7 @@
 package lang
 
 import (
+	"github.com/sbx-dev/sbx/platform"
 	"maps"
 	"slices"
 
@@ -73,19 +74,7 @@ type Output struct {
 }
 
 // Platform is an OCI platform, e.g. linux/amd64 or linux/arm64/v8.
-type Platform struct {
-	OS           string
-	Architecture string
-	Variant      string
-}
-
-func (p Platform) String() string {
-	s := p.OS + "/" + p.Architecture
-	if p.Variant != "" {
-		s += "/" + p.Variant
-	}
-	return s
-}
+type Platform = platform.Platform
 
 // Image is an image block: what goes into one bootable VM image.
 type Image struct {

@@ -2,6 +2,7 @@ package lang
 
 import (
 	"fmt"
+	"github.com/sbx-dev/sbx/platform"
 	"path"
 	"path/filepath"
 	"slices"
@@ -273,39 +274,8 @@ func (l *loader) claimDest(dests map[string]hcl.Range, p string, r hcl.Range, im
 	dests[p] = r
 }
 
-// ParsePlatform parses an OCI platform "os/arch[/variant]". Images boot as
-// Linux guests, so the OS must be linux.
-func ParsePlatform(s string) (Platform, error) {
-	parts := strings.Split(s, "/")
-	if len(parts) < 2 || len(parts) > 3 {
-		return Platform{}, fmt.Errorf("platform %q must be os/arch or os/arch/variant, as in \"linux/amd64\" or \"linux/arm64/v8\"", s)
-	}
-	p := Platform{OS: parts[0], Architecture: parts[1]}
-	if len(parts) == 3 {
-		p.Variant = parts[2]
-		if p.Variant == "" || !isLowerAlnumString(p.Variant) {
-			return Platform{}, fmt.Errorf("platform %q has an invalid variant %q", s, p.Variant)
-		}
-	}
-	if p.OS != "linux" {
-		return Platform{}, fmt.Errorf("platform %q: images are Linux guests, so the OS must be linux", s)
-	}
-	switch p.Architecture {
-	case "amd64", "arm64", "arm", "386", "riscv64", "ppc64le", "s390x":
-	default:
-		return Platform{}, fmt.Errorf("platform %q: unknown architecture %q (amd64, arm64, arm, 386, riscv64, ppc64le or s390x)", s, p.Architecture)
-	}
-	return p, nil
-}
-
-func isLowerAlnumString(s string) bool {
-	for _, c := range s {
-		if !isLowerAlnum(c) {
-			return false
-		}
-	}
-	return true
-}
+// ParsePlatform parses "os/arch" or "os/arch/variant" (platform.Parse).
+func ParsePlatform(s string) (Platform, error) { return platform.Parse(s) }
 
 // attrSource evaluates a source string; sha is the block's sha256
 // attribute, if any.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/sbx-dev/sbx/atomicfile"
+	"github.com/sbx-dev/sbx/internal/atomicfile"
 
 	"github.com/hashicorp/hcl/v2/hclwrite"
 	"github.com/sbx-dev/sbx/addrs"

@@ -6,7 +6,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/sbx-dev/sbx/machine/consolelog"
+	"github.com/sbx-dev/sbx/internal/machine/consolelog"
 )
 
 // How long the machine waits on its console log.

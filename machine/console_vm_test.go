@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbx-dev/sbx/internal/machine/consolelog"
 	"github.com/sbx-dev/sbx/machine"
-	"github.com/sbx-dev/sbx/machine/consolelog"
 )
 
 // flood is what the hostile guest writes to its console: numbered lines,

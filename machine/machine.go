@@ -14,12 +14,12 @@ import (
 	"time"
 
 	"github.com/sbx-dev/sbx/builders/image"
-	"github.com/sbx-dev/sbx/builders/qcow2"
-	"github.com/sbx-dev/sbx/guest/bootproto"
 	"github.com/sbx-dev/sbx/guestconn"
-	"github.com/sbx-dev/sbx/lang"
-	"github.com/sbx-dev/sbx/machine/consolelog"
-	"github.com/sbx-dev/sbx/providers/qemu"
+	"github.com/sbx-dev/sbx/internal/builders/qcow2"
+	"github.com/sbx-dev/sbx/internal/guest/bootproto"
+	"github.com/sbx-dev/sbx/internal/machine/consolelog"
+	"github.com/sbx-dev/sbx/internal/providers/qemu"
+	"github.com/sbx-dev/sbx/platform"
 )
 
 // Defaults for Options fields left zero.
@@ -144,7 +144,7 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
-	platform, err := lang.ParsePlatform(manifest.Platform)
+	platform, err := platform.Parse(manifest.Platform)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %s: %w", where, opts.Image.Manifest, err)
 	}

@@ -17,11 +17,11 @@ import (
 	"time"
 
 	"github.com/sbx-dev/sbx/builders/image"
-	"github.com/sbx-dev/sbx/guest/bootproto"
 	"github.com/sbx-dev/sbx/guestconn"
+	"github.com/sbx-dev/sbx/internal/guest/bootproto"
+	"github.com/sbx-dev/sbx/internal/machine/machinetest"
+	"github.com/sbx-dev/sbx/internal/providers/qemu"
 	"github.com/sbx-dev/sbx/machine"
-	"github.com/sbx-dev/sbx/machine/machinetest"
-	"github.com/sbx-dev/sbx/providers/qemu"
 )
 
 // The tests boot real VMs (TCG on this kind of machine) from an image the

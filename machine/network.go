@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sbx-dev/sbx/machine/netstream"
+	"github.com/sbx-dev/sbx/internal/machine/netstream"
 )
 
 // Network serves a machine's one network device. The guest's virtio-net

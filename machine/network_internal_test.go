@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbx-dev/sbx/machine/netstream"
+	"github.com/sbx-dev/sbx/internal/machine/netstream"
 )
 
 // frameRecorder is a Network that records the frames it reads.

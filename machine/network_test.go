@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbx-dev/sbx/socketpair"
+	"github.com/sbx-dev/sbx/internal/socketpair"
 
+	"github.com/sbx-dev/sbx/internal/machine/netstream"
 	"github.com/sbx-dev/sbx/machine"
-	"github.com/sbx-dev/sbx/machine/netstream"
 )
 
 // serve runs sink.Serve on one end of a socket pair in the background

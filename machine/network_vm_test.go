@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/sbx-dev/sbx/guestconn"
+	"github.com/sbx-dev/sbx/internal/machine/netstream"
 	"github.com/sbx-dev/sbx/machine"
-	"github.com/sbx-dev/sbx/machine/netstream"
 )
 
 // attempt runs a command as root and returns its status and output.

@@ -11,9 +11,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sbx-dev/sbx/builders/agentbin"
-	"github.com/sbx-dev/sbx/builders/cache"
 	"github.com/sbx-dev/sbx/builders/image"
+	"github.com/sbx-dev/sbx/internal/builders/agentbin"
+	"github.com/sbx-dev/sbx/internal/builders/cache"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/lockfiles"
 )

@@ -9,8 +9,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
-	"github.com/sbx-dev/sbx/builders/fetch"
-	"github.com/sbx-dev/sbx/builders/resolve"
+	"github.com/sbx-dev/sbx/internal/builders/fetch"
+	"github.com/sbx-dev/sbx/internal/builders/resolve"
 )
 
 // Env is what the pipeline reads from outside the configuration. The

@@ -10,8 +10,8 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
-	"github.com/sbx-dev/sbx/builders/recipe"
-	"github.com/sbx-dev/sbx/builders/resolve"
+	"github.com/sbx-dev/sbx/internal/builders/recipe"
+	"github.com/sbx-dev/sbx/internal/builders/resolve"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/lockfiles"
 )

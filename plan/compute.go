@@ -6,9 +6,9 @@ import (
 	"strings"
 
 	"github.com/sbx-dev/sbx/addrs"
+	"github.com/sbx-dev/sbx/internal/state"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/policy"
-	"github.com/sbx-dev/sbx/state"
 )
 
 // Compute compares the desired resources with the prior ones (the

@@ -10,9 +10,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/sbx-dev/sbx/addrs"
+	"github.com/sbx-dev/sbx/internal/state"
 	"github.com/sbx-dev/sbx/plan"
 	"github.com/sbx-dev/sbx/policy"
-	"github.com/sbx-dev/sbx/state"
 )
 
 const (

@@ -5,11 +5,11 @@ import (
 	"sort"
 
 	"github.com/hashicorp/hcl/v2"
-	"github.com/sbx-dev/sbx/builders/recipe"
+	"github.com/sbx-dev/sbx/internal/builders/recipe"
+	"github.com/sbx-dev/sbx/internal/state"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/lockfiles"
 	"github.com/sbx-dev/sbx/policy"
-	"github.com/sbx-dev/sbx/state"
 )
 
 // Desired computes the resources cfg asks for, using lock for the pins of

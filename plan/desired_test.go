@@ -7,11 +7,11 @@ import (
 	"testing"
 
 	"github.com/sbx-dev/sbx/addrs"
+	"github.com/sbx-dev/sbx/internal/state"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/lockfiles"
 	"github.com/sbx-dev/sbx/plan"
 	"github.com/sbx-dev/sbx/policy"
-	"github.com/sbx-dev/sbx/state"
 )
 
 const smallSpec = `variable "claude_version" {

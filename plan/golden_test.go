@@ -14,11 +14,11 @@ import (
 
 	"github.com/aymanbagabas/go-udiff"
 	"github.com/hashicorp/hcl/v2"
-	"github.com/sbx-dev/sbx/builders/recipe"
+	"github.com/sbx-dev/sbx/internal/builders/recipe"
+	"github.com/sbx-dev/sbx/internal/state"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/lockfiles"
 	"github.com/sbx-dev/sbx/plan"
-	"github.com/sbx-dev/sbx/state"
 	"golang.org/x/tools/txtar"
 )
 

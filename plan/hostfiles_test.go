@@ -4,9 +4,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sbx-dev/sbx/internal/state"
 	"github.com/sbx-dev/sbx/plan"
 	"github.com/sbx-dev/sbx/policy"
-	"github.com/sbx-dev/sbx/state"
 )
 
 // TestHostFileInputsWiden plays a change that bakes the user's SSH key

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/sbx-dev/sbx/atomicfile"
+	"github.com/sbx-dev/sbx/internal/atomicfile"
 
 	"github.com/sbx-dev/sbx/addrs"
+	"github.com/sbx-dev/sbx/internal/state"
 	"github.com/sbx-dev/sbx/policy"
-	"github.com/sbx-dev/sbx/state"
 )
 
 // The JSON form of a plan, documented in docs/plan-json.md. Field names

@@ -2,8 +2,8 @@ package plan
 
 import (
 	"github.com/sbx-dev/sbx/addrs"
+	"github.com/sbx-dev/sbx/internal/state"
 	"github.com/sbx-dev/sbx/policy"
-	"github.com/sbx-dev/sbx/state"
 )
 
 // FormatVersion is the version of the plan JSON format.

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sbx-dev/sbx/internal/state"
 	"github.com/sbx-dev/sbx/plan"
-	"github.com/sbx-dev/sbx/state"
 )
 
 // TestRenderQuotesRuntimeReason: a sandbox that no longer runs is

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/sbx-dev/sbx/internal/termtext"
 	"github.com/sbx-dev/sbx/lockfiles"
 	"github.com/sbx-dev/sbx/policy"
-	"github.com/sbx-dev/sbx/termtext"
 )
 
 // RenderOptions control the text rendering of a plan.

@@ -14,12 +14,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sbx-dev/sbx/builders/cache"
-	"github.com/sbx-dev/sbx/builders/ext4"
-	"github.com/sbx-dev/sbx/builders/fetch"
 	"github.com/sbx-dev/sbx/builders/image"
-	"github.com/sbx-dev/sbx/builders/qcow2"
-	"github.com/sbx-dev/sbx/builders/rootfs"
+	"github.com/sbx-dev/sbx/internal/builders/cache"
+	"github.com/sbx-dev/sbx/internal/builders/ext4"
+	"github.com/sbx-dev/sbx/internal/builders/fetch"
+	"github.com/sbx-dev/sbx/internal/builders/qcow2"
+	"github.com/sbx-dev/sbx/internal/builders/rootfs"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/pipeline"
 )

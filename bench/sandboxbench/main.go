@@ -20,12 +20,12 @@ import (
 	"time"
 
 	"github.com/sbx-dev/sbx/builders/image"
-	"github.com/sbx-dev/sbx/guest/bootproto"
 	"github.com/sbx-dev/sbx/guestconn"
+	"github.com/sbx-dev/sbx/internal/guest/bootproto"
+	"github.com/sbx-dev/sbx/internal/machine/machinetest"
+	"github.com/sbx-dev/sbx/internal/providers/qemu"
+	"github.com/sbx-dev/sbx/internal/supervisor"
 	"github.com/sbx-dev/sbx/lang"
-	"github.com/sbx-dev/sbx/machine/machinetest"
-	"github.com/sbx-dev/sbx/providers/qemu"
-	"github.com/sbx-dev/sbx/supervisor"
 )
 
 // How many exec round trips are timed, and the sandboxes of the memory

@@ -14,8 +14,8 @@ import (
 	"unsafe"
 
 	"github.com/sbx-dev/sbx/builders/image"
+	"github.com/sbx-dev/sbx/internal/providers/qemu"
 	"github.com/sbx-dev/sbx/lang"
-	"github.com/sbx-dev/sbx/providers/qemu"
 )
 
 // guardedMapping maps size bytes of anonymous read-write memory between

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sbx-dev/sbx/providers/qemu"
+	"github.com/sbx-dev/sbx/internal/providers/qemu"
 )
 
 // results are what a run measured; a run cut short prints what it has.

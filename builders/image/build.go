@@ -13,13 +13,13 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
-	"github.com/sbx-dev/sbx/builders/agentbin"
-	"github.com/sbx-dev/sbx/builders/cache"
-	"github.com/sbx-dev/sbx/builders/ctxio"
-	"github.com/sbx-dev/sbx/builders/fetch"
-	"github.com/sbx-dev/sbx/builders/kernel"
-	"github.com/sbx-dev/sbx/builders/recipe"
-	"github.com/sbx-dev/sbx/builders/resolve"
+	"github.com/sbx-dev/sbx/internal/builders/agentbin"
+	"github.com/sbx-dev/sbx/internal/builders/cache"
+	"github.com/sbx-dev/sbx/internal/builders/ctxio"
+	"github.com/sbx-dev/sbx/internal/builders/fetch"
+	"github.com/sbx-dev/sbx/internal/builders/kernel"
+	"github.com/sbx-dev/sbx/internal/builders/recipe"
+	"github.com/sbx-dev/sbx/internal/builders/resolve"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/lockfiles"
 )

@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"github.com/sbx-dev/sbx/builders/image"
-	"github.com/sbx-dev/sbx/builders/qcow2"
-	"github.com/sbx-dev/sbx/guest/bootproto"
+	"github.com/sbx-dev/sbx/internal/builders/qcow2"
+	"github.com/sbx-dev/sbx/internal/guest/bootproto"
+	"github.com/sbx-dev/sbx/internal/providers/qemu/qemutest"
 	"github.com/sbx-dev/sbx/lockfiles"
-	"github.com/sbx-dev/sbx/providers/qemu/qemutest"
 )
 
 // stages records the stages a build reports.

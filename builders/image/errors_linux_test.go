@@ -13,9 +13,9 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/sbx-dev/sbx/builders/cache"
-	"github.com/sbx-dev/sbx/builders/fetch"
 	"github.com/sbx-dev/sbx/builders/image"
+	"github.com/sbx-dev/sbx/internal/builders/cache"
+	"github.com/sbx-dev/sbx/internal/builders/fetch"
 )
 
 // assertNoOutputs fails if the cache holds any build output or leftover

@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/sbx-dev/sbx/builders/gondolin"
+	"github.com/sbx-dev/sbx/internal/builders/gondolin"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/lockfiles"
 )

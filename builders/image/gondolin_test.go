@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbx-dev/sbx/builders/cache"
-	"github.com/sbx-dev/sbx/builders/gondolin"
 	"github.com/sbx-dev/sbx/builders/image"
+	"github.com/sbx-dev/sbx/internal/builders/cache"
+	"github.com/sbx-dev/sbx/internal/builders/gondolin"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/lockfiles"
 )

@@ -11,7 +11,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/sbx-dev/sbx/builders/kernel"
+	"github.com/sbx-dev/sbx/internal/builders/kernel"
 )
 
 // The kernel and the initramfs depend on the kernel package, the modules

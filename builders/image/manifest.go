@@ -8,7 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/sbx-dev/sbx/atomicfile"
+	"github.com/sbx-dev/sbx/internal/atomicfile"
 )
 
 // ManifestFile is the name of the build manifest beside the outputs.

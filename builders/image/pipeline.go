@@ -10,13 +10,13 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/sbx-dev/sbx/builders/ext4"
-	"github.com/sbx-dev/sbx/builders/fetch"
-	"github.com/sbx-dev/sbx/builders/initramfs"
-	"github.com/sbx-dev/sbx/builders/kernel"
-	"github.com/sbx-dev/sbx/builders/layers"
-	"github.com/sbx-dev/sbx/builders/qcow2"
-	"github.com/sbx-dev/sbx/builders/rootfs"
+	"github.com/sbx-dev/sbx/internal/builders/ext4"
+	"github.com/sbx-dev/sbx/internal/builders/fetch"
+	"github.com/sbx-dev/sbx/internal/builders/initramfs"
+	"github.com/sbx-dev/sbx/internal/builders/kernel"
+	"github.com/sbx-dev/sbx/internal/builders/layers"
+	"github.com/sbx-dev/sbx/internal/builders/qcow2"
+	"github.com/sbx-dev/sbx/internal/builders/rootfs"
 )
 
 // staged are the outputs of one run, in a staging directory.

@@ -11,8 +11,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/sbx-dev/sbx/guest"
-	"github.com/sbx-dev/sbx/guest/initsys"
+	"github.com/sbx-dev/sbx/internal/guest"
+	"github.com/sbx-dev/sbx/internal/guest/initsys"
 )
 
 func main() {

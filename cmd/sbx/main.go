@@ -8,7 +8,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/sbx-dev/sbx/command"
+	"github.com/sbx-dev/sbx/internal/command"
 )
 
 func main() {

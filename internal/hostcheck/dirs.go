@@ -12,8 +12,8 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/sbx-dev/sbx/builders/cache"
-	"github.com/sbx-dev/sbx/supervisor"
+	"github.com/sbx-dev/sbx/internal/builders/cache"
+	"github.com/sbx-dev/sbx/internal/supervisor"
 )
 
 // runtimeNameRoom is the sandbox name length RuntimeBase promises room

@@ -10,9 +10,9 @@ import (
 	"testing"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/sbx-dev/sbx/internal/providers/qemu"
+	"github.com/sbx-dev/sbx/internal/providers/qemu/qemutest"
 	"github.com/sbx-dev/sbx/lang"
-	"github.com/sbx-dev/sbx/providers/qemu"
-	"github.com/sbx-dev/sbx/providers/qemu/qemutest"
 )
 
 // debianRelease is an os-release file of a Debian host, so that fixes

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sbx-dev/sbx/providers/qemu"
+	"github.com/sbx-dev/sbx/internal/providers/qemu"
 )
 
 // qemuDevices are the devices providers/qemu's Command gives every

@@ -1,0 +1,254 @@
+package command
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sbx-dev/sbx/internal/machine/consolelog"
+	"github.com/sbx-dev/sbx/internal/supervisor"
+	"github.com/sbx-dev/sbx/internal/termtext"
+)
+
+const logsUsage = `
+Usage: sbx logs [options] [DIR] SANDBOX
+
+  Print the logs of SANDBOX of the configuration in DIR (default: the
+  current directory): its VM's serial console (the kernel's and the guest
+  agent's messages) and its supervisor's log, each under a header. The
+  console of a VM that ended is kept until "sbx destroy". Only the
+  console's latest 8 to 16 MiB are kept (console.log, and console.log.1
+  before it), and printed.
+
+Options:
+
+  -console            Only the console, without a header.
+  -supervisor         Only the supervisor's log, without a header.
+  -f                  Keep printing what is added (one log only: give -console
+                      or -supervisor) until interrupted or the sandbox stops.
+  -raw                Print control characters as they are, also on a terminal.
+
+  The console holds what the guest writes. On a terminal, its control
+  characters (escape sequences, carriage returns, bidirectional
+  overrides) are printed escaped, as \x1b and the like, so the guest
+  cannot drive the terminal; tabs and line breaks are kept. Written to a
+  file or a pipe, or with -raw, the logs are printed byte for byte.
+`
+
+func runLogs(ctx context.Context, env *Env, args []string) int {
+	var console, super, follow, raw bool
+	flags := newFlagSet("logs")
+	flags.BoolVar(&console, "console", false, "")
+	flags.BoolVar(&super, "supervisor", false, "")
+	flags.BoolVar(&follow, "f", false, "")
+	flags.BoolVar(&raw, "raw", false, "")
+	pos, code, ok := parseArgs(env, flags, logsUsage, args)
+	if !ok {
+		return code
+	}
+	if _, tty := terminalFD(env.Stdout); tty && !raw {
+		escaped := termtext.NewWriter(env.Stdout)
+		defer escaped.Flush()
+		e := *env
+		e.Stdout = escaped
+		env = &e
+	}
+	dir, names := splitDirNames(pos)
+	if len(names) != 1 {
+		fmt.Fprintf(env.Stderr, "sbx logs: expected [DIR] SANDBOX, got %q\n", strings.Join(pos, " "))
+		return ExitError
+	}
+	if console && super {
+		fmt.Fprintln(env.Stderr, "sbx logs: give -console or -supervisor, not both (neither prints both)")
+		return ExitError
+	}
+	if follow && !console && !super {
+		fmt.Fprintln(env.Stderr, "sbx logs: -f follows one log: add -console or -supervisor")
+		return ExitError
+	}
+	name := strings.TrimPrefix(names[0], "sandbox.")
+	sdir, err := runtimeDir(env, dir, name)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "sbx logs: %s\n", quoteErr(err))
+		return ExitError
+	}
+	if _, err := os.Stat(sdir); err != nil {
+		fmt.Fprintf(env.Stderr, "sbx logs: sandbox.%s of %s has no logs: it was never started or was destroyed\n", name, dir)
+		return ExitError
+	}
+	consolePath, _ := supervisor.ConsolePath(sdir)
+	logPath := filepath.Join(sdir, supervisor.LogFile)
+
+	if follow {
+		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		path := logPath
+		if console {
+			path = consolePath
+		}
+		running := func() bool { return supervisor.Inspect(ctx, sdir, 0, 0).Running }
+		if err := followFile(ctx, env.Stdout, path, running, followPoll); err != nil {
+			fmt.Fprintf(env.Stderr, "sbx logs: %s\n", quoteErr(err))
+			return ExitError
+		}
+		return ExitOK
+	}
+	type part struct{ title, path string }
+	var parts []part
+	if !super {
+		parts = append(parts, part{"console", consolePath})
+	}
+	if !console {
+		parts = append(parts, part{"supervisor", logPath})
+	}
+	for i, p := range parts {
+		if len(parts) > 1 {
+			if i > 0 {
+				fmt.Fprintln(env.Stdout)
+			}
+			fmt.Fprintf(env.Stdout, "==> %s: %s <==\n", p.title, p.path)
+		}
+		err := printLog(env.Stdout, env.Stderr, p.path, p.title == "console")
+		if errors.Is(err, os.ErrNotExist) {
+			if len(parts) == 1 {
+				fmt.Fprintf(env.Stderr, "sbx logs: no %s log at %s\n", p.title, p.path)
+				return ExitError
+			}
+			fmt.Fprintln(env.Stdout, "(none)")
+			continue
+		}
+		if err != nil {
+			fmt.Fprintf(env.Stderr, "sbx logs: %s\n", quoteErr(err))
+			return ExitError
+		}
+	}
+	return ExitOK
+}
+
+// printLog copies the log at path to w. A console log is printed by its
+// end: its rotated predecessor first when there is one, and of each file
+// at most its last consolelog.DefaultMax bytes (more is there only when
+// left by an older sbx), saying on stderr what was left out.
+func printLog(w, stderr io.Writer, path string, console bool) error {
+	if !console {
+		f, _, err := consolelog.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(w, f)
+		return err
+	}
+	if _, err := os.Lstat(path); err != nil {
+		return err
+	}
+	for _, p := range []string{consolelog.Rotated(path), path} {
+		skipped, err := consolelog.CopyTail(w, p, consolelog.DefaultMax)
+		if errors.Is(err, os.ErrNotExist) && p != path {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if skipped > 0 {
+			fmt.Fprintf(stderr, "sbx logs: left out the first %d bytes of %s\n", skipped, p)
+		}
+	}
+	return nil
+}
+
+// runtimeDir returns the supervisor directory of sandbox name of the
+// configuration in dir: where apply puts it, never a directory the state
+// file records (an untrusted checkout writes that file).
+func runtimeDir(env *Env, dir, name string) (string, error) {
+	return supervisor.SandboxDir(supervisor.RuntimeBase(env.Environ), dir, name)
+}
+
+// followPoll is how often "logs -f" looks for more.
+const followPoll = 200 * time.Millisecond
+
+// followFile copies path to w as it grows, until ctx ends or running
+// (asked every tenth poll) says the sandbox's supervisor does not run any
+// more; then what is left is copied. It starts with at most the last
+// consolelog.DefaultMax bytes of the file. When the file is rotated
+// (another file now has its name, as package consolelog does to a full
+// console log), what was added to the old one is copied and the new one
+// followed from its start. A file renamed away with no new one in its
+// place (a machine's console kept when it ends) is followed still.
+func followFile(ctx context.Context, w io.Writer, path string, running func() bool, poll time.Duration) error {
+	var f *os.File
+	for n := 0; f == nil; n++ {
+		var err error
+		var fi os.FileInfo
+		f, fi, err = consolelog.Open(path)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		if f != nil {
+			if off := fi.Size() - consolelog.DefaultMax; off > 0 {
+				if _, err := f.Seek(off, io.SeekStart); err != nil {
+					f.Close()
+					return err
+				}
+			}
+			break
+		}
+		if n%10 == 0 && !running() {
+			return fmt.Errorf("no log at %s, and the sandbox does not run", path)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(poll):
+		}
+	}
+	defer func() { f.Close() }()
+	tick := time.NewTicker(poll)
+	defer tick.Stop()
+	for n := 0; ; n++ {
+		if _, err := io.Copy(w, f); err != nil {
+			return err
+		}
+		if rotated(f, path) {
+			// The old file is complete once its successor exists.
+			if _, err := io.Copy(w, f); err != nil {
+				return err
+			}
+			next, _, err := consolelog.Open(path)
+			if err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+			if next != nil {
+				f.Close()
+				f = next
+				continue
+			}
+		}
+		if n%10 == 0 && !running() {
+			_, err := io.Copy(w, f)
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// rotated reports whether path now names another file than f.
+func rotated(f *os.File, path string) bool {
+	now, err := os.Lstat(path)
+	if err != nil {
+		return false
+	}
+	cur, err := f.Stat()
+	return err == nil && !os.SameFile(cur, now)
+}

@@ -1,0 +1,387 @@
+package command
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/sbx-dev/sbx/internal/apply"
+	"github.com/sbx-dev/sbx/internal/builders/recipe"
+	"github.com/sbx-dev/sbx/internal/state"
+	"github.com/sbx-dev/sbx/internal/supervisor"
+	"github.com/sbx-dev/sbx/lang"
+	"github.com/sbx-dev/sbx/lockfiles"
+	"github.com/sbx-dev/sbx/plan"
+	"github.com/sbx-dev/sbx/policy"
+)
+
+const planUsage = `
+Usage: sbx plan [options] [DIR]
+
+  Show what would change to make the sandboxes match the configuration in
+  DIR (default: the current directory), and classify every policy change
+  as widening or narrowing what a sandbox may do.
+
+  By default the configuration is compared with what was last applied
+  (DIR/.sbx/state.json, read under the state lock), after checking that
+  the sandboxes it records still run: one whose supervisor or VM died is
+  shown as to be replaced. With -against it is
+  compared with another revision of itself instead, and no state is read:
+  REV is a directory, or else a git revision of the repository holding DIR
+  (the same directory at that revision). The other revision is loaded with
+  the same variables and read with its own lock file. A revision with no
+  lock file (or, with -lockfile=readonly, this configuration without one)
+  is compared by its specs alone, and the plan says that its image inputs
+  are unlocked.
+
+  If the lock file is missing pins the configuration needs (a new input, a
+  changed source), they are resolved and sbx.lock.hcl is updated first, as
+  "sbx lock" would; -lockfile=readonly makes that an error instead.
+
+  With -lockfile=readonly, plan writes nothing in DIR, so it works in a
+  read-only checkout: where DIR has no .sbx there is no state and no lock
+  is taken, and where the state lock cannot be created (a read-only file
+  system) the state is read without it, with a note saying so.
+
+Options:
+
+  -out FILE           Save the plan to FILE (atomically, mode 0600;
+                      nothing is written if planning fails or
+                      -fail-on-widen fails), for "sbx show FILE" and apply.
+  -json               Print the plan as JSON (see docs/plan-json.md) instead
+                      of text.
+  -detailed-exitcode  Exit 0 when there are no changes, 2 when there are.
+  -fail-on-widen      Exit 1 if any policy change widens what a sandbox may
+                      do. This takes precedence over -detailed-exitcode.
+  -against REV|DIR    Compare with another revision instead of the state.
+  -lockfile=readonly  Never update sbx.lock.hcl; fail if it is not up to
+                      date.
+  -lock=false         Read the state without taking the state lock.
+  -lock-timeout=D     How long to wait for another sbx run holding the
+                      state lock (e.g. 30s). Default 0: fail at once.
+  -refresh=false      Do not check that the sandboxes the state records
+                      still run; take the state as it is.
+` + varUsage + `  -no-color           Print without colour.
+
+Exit status: 0 success (with -detailed-exitcode: no changes), 1 an error
+or, with -fail-on-widen, a widening change, 2 changes present (only with
+-detailed-exitcode).
+`
+
+type planArgs struct {
+	dir         string
+	out         string
+	json        bool
+	detailed    bool
+	failOnWiden bool
+	against     string
+	lockfile    lockfileMode
+	vars        varFlags
+	stateLock   bool
+	lockTimeout time.Duration
+	refresh     bool
+	noColor     bool
+}
+
+func runPlan(ctx context.Context, env *Env, args []string) int {
+	var a planArgs
+	flags := newFlagSet("plan")
+	flags.StringVar(&a.out, "out", "", "")
+	flags.BoolVar(&a.json, "json", false, "")
+	flags.BoolVar(&a.detailed, "detailed-exitcode", false, "")
+	flags.BoolVar(&a.failOnWiden, "fail-on-widen", false, "")
+	flags.StringVar(&a.against, "against", "", "")
+	flags.Var(&a.lockfile, "lockfile", "")
+	flags.BoolVar(&a.stateLock, "lock", true, "")
+	flags.DurationVar(&a.lockTimeout, "lock-timeout", 0, "")
+	flags.BoolVar(&a.refresh, "refresh", true, "")
+	a.vars.register(flags)
+	flags.BoolVar(&a.noColor, "no-color", false, "")
+	pos, code, ok := parseArgs(env, flags, planUsage, args)
+	if !ok {
+		return code
+	}
+	if a.dir, ok = dirArg(env, "plan", pos); !ok {
+		return ExitError
+	}
+	v := newView(env, a.noColor)
+	// With -json, stdout carries the plan and nothing else.
+	report := v
+	if a.json {
+		r := *v
+		r.stdout, r.colorOut = env.Stderr, r.colorErr
+		report = &r
+	}
+
+	cfg, diags := lang.Load(a.dir, a.vars.options(env))
+	v.diagnostics(sources(cfg), diags)
+	if diags.HasErrors() {
+		return ExitError
+	}
+	readonly := a.lockfile == "readonly"
+	var lock *lockfiles.Lock
+	unlocked := false
+	if a.against != "" && readonly {
+		// A review plan of a checkout with no lock file compares specs.
+		unlocked, ok = lockMissing(report, cfg)
+		if !ok {
+			return ExitError
+		}
+	}
+	if !unlocked {
+		if lock, ok = lockForPlan(ctx, env, report, cfg, readonly); !ok {
+			return failedOrInterrupted(ctx, env, "nothing was planned")
+		}
+	}
+
+	var p *plan.Plan
+	if a.against != "" {
+		p, ok = planAgainst(ctx, env, v, a, plan.Side{Config: cfg, Lock: lock, Unlocked: unlocked})
+	} else {
+		opts := stateReadOptions{lock: a.stateLock, timeout: a.lockTimeout, refresh: a.refresh}
+		p, ok = planState(ctx, report, cfg, lock, opts, supervisor.RuntimeBase(env.Environ))
+	}
+	if !ok {
+		return failedOrInterrupted(ctx, env, "nothing was planned")
+	}
+
+	if a.json {
+		data, err := p.MarshalJSON()
+		if err != nil {
+			v.errorf("Cannot encode the plan as JSON: %v", err)
+			return ExitError
+		}
+		env.Stdout.Write(append(data, '\n'))
+	} else if err := plan.Render(env.Stdout, p, plan.RenderOptions{Color: v.colorOut, Width: int(v.width)}); err != nil {
+		v.errorf("Cannot print the plan: %v", err)
+		return ExitError
+	}
+
+	if a.failOnWiden && p.Widens() {
+		v.errorDetail("The plan widens sandbox policy (-fail-on-widen)", widenDetail(p))
+		return ExitError
+	}
+	if a.out != "" {
+		if err := plan.WriteFile(a.out, p); err != nil {
+			v.errorDetail("Cannot save the plan", err.Error())
+			return ExitError
+		}
+		report.println("\nSaved the plan to %s. Run \"sbx show %s\" to see it again.", a.out, a.out)
+	}
+	if a.detailed && p.HasChanges() {
+		return ExitChanges
+	}
+	return ExitOK
+}
+
+// lockForPlan returns the lock the plan uses: the lock file if it covers
+// the configuration, or else (unless readonly) the lock after resolving
+// what it lacks, written back to the file.
+func lockForPlan(ctx context.Context, env *Env, v *view, cfg *lang.Config, readonly bool) (*lockfiles.Lock, bool) {
+	path := filepath.Join(cfg.Dir, lockfiles.FileName)
+	lock, data, diags := readLock(path)
+	v.diagnostics(lockSources(data, path), diags)
+	if diags.HasErrors() {
+		return nil, false
+	}
+	stale := recipe.CheckLocked(cfg, lock)
+	if !stale.HasErrors() {
+		return lock, true
+	}
+	if readonly {
+		v.diagnostics(cfg.Sources, stale)
+		v.errorDetail(fmt.Sprintf("%s is not up to date with the configuration", path),
+			"The lock file is read-only (-lockfile=readonly). Run \"sbx lock\" and commit "+lockfiles.FileName+".")
+		return nil, false
+	}
+	res := updateLock(ctx, env, v, cfg, false, false, false)
+	if res.failed {
+		return nil, false
+	}
+	if res.wrote {
+		v.println("")
+	}
+	return res.lock, true
+}
+
+// lockMissing reports whether cfg's directory has no lock file. A lock
+// file that cannot be read is an error, printed.
+func lockMissing(v *view, cfg *lang.Config) (missing, ok bool) {
+	path := filepath.Join(cfg.Dir, lockfiles.FileName)
+	_, err := lockfiles.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return true, true
+	case err != nil:
+		v.errorDetail("Cannot read lock file", err.Error())
+		return false, false
+	}
+	return false, true
+}
+
+// stateReadOptions say how plan reads the state.
+type stateReadOptions struct {
+	lock    bool          // take the state lock (-lock)
+	timeout time.Duration // how long to wait for it (-lock-timeout)
+	refresh bool          // check the recorded sandboxes (-refresh)
+}
+
+// readState reads the state of dir for a plan, which changes nothing and
+// so writes nothing in dir:
+//
+//   - with opts.lock unset (-lock=false), without the state lock;
+//   - where dir has no .sbx, without the lock too: there is no state to
+//     protect, and taking the lock would create .sbx;
+//   - otherwise under the state lock, unless the lock file cannot be
+//     created or opened for writing because the file system is read-only
+//     or the user may not write there: then the state is read without
+//     the lock, and a note on v says so.
+//
+// The returned lease is nil when no lock was taken.
+func readState(ctx context.Context, v *view, dir string, opts stateReadOptions) (*state.Lease, *state.State, bool) {
+	unlocked := func() (*state.Lease, *state.State, bool) {
+		st, err := state.Load(dir)
+		if err != nil {
+			v.errorDetail("Cannot read the state", err.Error())
+			return nil, nil, false
+		}
+		return nil, st, true
+	}
+	if !opts.lock {
+		return unlocked()
+	}
+	if _, err := os.Lstat(filepath.Join(dir, state.Dir)); errors.Is(err, fs.ErrNotExist) {
+		return unlocked()
+	}
+	lctx, cancel := context.WithTimeout(ctx, opts.timeout)
+	defer cancel()
+	lease, err := state.Lock(lctx, dir)
+	if err != nil {
+		if errors.Is(err, syscall.EROFS) || errors.Is(err, fs.ErrPermission) {
+			v.println("Note: the state lock cannot be taken (%v); reading the state without it.\n", err)
+			return unlocked()
+		}
+		v.errorDetail("Cannot lock the state", err.Error())
+		return nil, nil, false
+	}
+	st, err := lease.Load()
+	if err != nil {
+		lease.Close()
+		v.errorDetail("Cannot read the state", err.Error())
+		return nil, nil, false
+	}
+	return lease, st, true
+}
+
+// planState plans cfg against the state in its directory, read as
+// readState reads it, after checking the sandboxes it records (unless
+// opts.refresh is unset); runtimeBase is where its sandboxes run
+// (supervisor.RuntimeBase). Notes go to v.
+func planState(ctx context.Context, v *view, cfg *lang.Config, lock *lockfiles.Lock, opts stateReadOptions, runtimeBase string) (*plan.Plan, bool) {
+	lease, st, ok := readState(ctx, v, cfg.Dir, opts)
+	if !ok {
+		return nil, false
+	}
+	defer lease.Close()
+	if opts.refresh {
+		apply.Refresh(ctx, st, runtimeBase, cfg.Dir)
+	}
+	desired, diags := plan.Desired(cfg, lock)
+	v.diagnostics(cfg.Sources, diags)
+	if diags.HasErrors() {
+		return nil, false
+	}
+	return plan.FromState(desired, st), true
+}
+
+// planAgainst plans the configuration of side against another revision of
+// it. A revision with no lock file is compared unlocked
+// (plan.AgainstSides).
+func planAgainst(ctx context.Context, env *Env, v *view, a planArgs, side plan.Side) (*plan.Plan, bool) {
+	cfg := side.Config
+	dir, label, cleanup, err := againstDir(ctx, env, a.dir, a.against)
+	if err != nil {
+		v.errorf("%v", err)
+		return nil, false
+	}
+	defer cleanup()
+	if dir == "" {
+		// The configuration did not exist at that revision.
+		p, diags := plan.AgainstSides(side, plan.Side{}, label)
+		v.diagnostics(cfg.Sources, diags)
+		return p, !diags.HasErrors() && p != nil
+	}
+	other, diags := lang.Load(dir, a.vars.options(env))
+	if len(diags) > 0 {
+		fmt.Fprintf(env.Stderr, "In the configuration at %s:\n", label)
+		v.diagnostics(sources(other), diags)
+	}
+	if diags.HasErrors() {
+		return nil, false
+	}
+	otherPath := filepath.Join(dir, lockfiles.FileName)
+	otherLock, data, diags := readLock(otherPath)
+	if len(diags) > 0 {
+		fmt.Fprintf(env.Stderr, "In the lock file at %s:\n", label)
+		v.diagnostics(lockSources(data, otherPath), diags)
+	}
+	if diags.HasErrors() {
+		return nil, false
+	}
+	p, diags := plan.AgainstSides(side, plan.Side{Config: other, Lock: otherLock, Unlocked: data == nil}, label)
+	v.diagnostics(mergeSources(cfg.Sources, other.Sources), diags)
+	if diags.HasErrors() || p == nil {
+		return nil, false
+	}
+	return p, true
+}
+
+// widenDetail lists the widening policy changes of p, one per line.
+func widenDetail(p *plan.Plan) string {
+	var b strings.Builder
+	b.WriteString("These changes let a sandbox do something it could not before:\n")
+	for _, c := range p.Changes {
+		for _, pc := range c.Policy {
+			if pc.Direction != policy.Widen {
+				continue
+			}
+			fmt.Fprintf(&b, "  %s: %s", c.Addr, pc.Detail)
+			if o := originText(pc.Origin); o != "" {
+				fmt.Fprintf(&b, " (%s)", o)
+			}
+			b.WriteString("\n")
+		}
+	}
+	b.WriteString("\nReview them, then plan without -fail-on-widen to accept them.")
+	return b.String()
+}
+
+func originText(o policy.Origin) string {
+	switch {
+	case o.File != "" && o.Line > 0:
+		return fmt.Sprintf("%s, %s:%d", o.Block, o.File, o.Line)
+	case o.File != "":
+		return o.Block + ", " + o.File
+	}
+	return o.Block
+}
+
+// mergeSources combines the parsed files of two configurations for
+// diagnostic snippets; the first wins where names clash.
+func mergeSources(a, b map[string]*hcl.File) map[string]*hcl.File {
+	m := make(map[string]*hcl.File, len(a)+len(b))
+	for k, f := range b {
+		m[k] = f
+	}
+	for k, f := range a {
+		m[k] = f
+	}
+	return m
+}

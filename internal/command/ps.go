@@ -1,0 +1,335 @@
+package command
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sbx-dev/sbx/addrs"
+	"github.com/sbx-dev/sbx/internal/apply"
+	"github.com/sbx-dev/sbx/internal/state"
+	"github.com/sbx-dev/sbx/internal/supervisor"
+	"github.com/sbx-dev/sbx/internal/termtext"
+)
+
+const psUsage = `
+Usage: sbx ps [options] [DIR]
+       sbx ps -a [options]
+
+  List the sandboxes that the state of the configuration in DIR (default:
+  the current directory) records, and whether each still runs: its
+  supervisor is asked, and a sandbox whose supervisor or VM died shows as
+  "gone" with the reason ("sbx apply" re-creates it).
+
+  With -a, list every sandbox supervisor directory of this user instead,
+  whatever configuration it belongs to and whether or not a state still
+  records it: the way to find a sandbox whose state was lost.
+
+Options:
+
+  -a                  All of this user's sandboxes, from the runtime directory.
+  -json               Print a JSON array instead of a table.
+`
+
+const statusUsage = `
+Usage: sbx status [options] [DIR] [SANDBOX]
+
+  Show one sandbox in detail: whether it runs, its image, size, user, its
+  supervisor and QEMU processes, the accelerator, when it started and
+  where its logs are. Without SANDBOX, list every sandbox as "sbx ps"
+  does.
+
+Options:
+
+  -json               Print JSON instead of text.
+`
+
+// sandboxStatus is one sandbox as ps and status show it.
+type sandboxStatus struct {
+	Address    string `json:"address"`
+	Status     string `json:"status"` // "running" or "gone"
+	Gone       string `json:"gone,omitempty"`
+	Image      string `json:"image"`
+	ImageHash  string `json:"image_hash"`
+	CPUs       int    `json:"cpus,omitempty"`
+	Memory     int64  `json:"memory,omitempty"`
+	User       string `json:"user,omitempty"`
+	Dir        string `json:"dir"`
+	Pid        int    `json:"supervisor_pid"`
+	QEMUPid    int    `json:"qemu_pid,omitempty"`
+	OrphanQEMU int    `json:"orphan_qemu_pid,omitempty"`
+	Accel      string `json:"accel,omitempty"`
+	Started    string `json:"started,omitempty"`
+	Console    string `json:"console_log"`
+	Log        string `json:"supervisor_log"`
+}
+
+// liveSandboxes reads the state of dir (without its lock: nothing is
+// written) and checks each recorded sandbox's processes.
+func liveSandboxes(ctx context.Context, env *Env, dir string) ([]sandboxStatus, error) {
+	st, err := state.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []sandboxStatus
+	for _, r := range st.Resources {
+		if r.Sandbox == nil {
+			continue
+		}
+		a := r.Sandbox
+		s := sandboxStatus{Address: r.Address, Status: "gone", Gone: "state records no runtime", Image: addrs.ImageRef(a.Image).String(),
+			ImageHash: a.ImageHash, CPUs: a.CPUs, Memory: a.Memory, User: a.User}
+		if rt := a.Runtime; rt != nil {
+			s.Pid, s.QEMUPid, s.Accel, s.Started = rt.Pid, rt.QEMUPid, rt.Accel, rt.Started
+			sdir, lv, err := apply.InspectSandbox(ctx, supervisor.RuntimeBase(env.Environ), dir, r.Addr.Name, rt)
+			if err != nil {
+				s.Gone = err.Error()
+				out = append(out, s)
+				continue
+			}
+			s.Dir = sdir
+			s.Console, _ = supervisor.ConsolePath(sdir)
+			s.Log = filepath.Join(sdir, supervisor.LogFile)
+			s.OrphanQEMU = lv.OrphanQEMU
+			if lv.Running {
+				s.Status, s.Gone = "running", ""
+				if lv.Status != nil {
+					s.QEMUPid = lv.Status.QEMUPid
+				}
+			} else {
+				s.Gone = lv.Gone
+			}
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func runPs(ctx context.Context, env *Env, args []string) int {
+	var asJSON, all bool
+	flags := newFlagSet("ps")
+	flags.BoolVar(&asJSON, "json", false, "")
+	flags.BoolVar(&all, "a", false, "")
+	pos, code, ok := parseArgs(env, flags, psUsage, args)
+	if !ok {
+		return code
+	}
+	if all {
+		if len(pos) > 0 {
+			fmt.Fprintln(env.Stderr, "sbx ps: -a lists every configuration's sandboxes: give no directory")
+			return ExitError
+		}
+		return listAll(ctx, env, asJSON)
+	}
+	dir, ok := dirArg(env, "ps", pos)
+	if !ok {
+		return ExitError
+	}
+	return listSandboxes(ctx, env, dir, asJSON)
+}
+
+func listSandboxes(ctx context.Context, env *Env, dir string, asJSON bool) int {
+	v := newView(env, false)
+	list, err := liveSandboxes(ctx, env, dir)
+	if err != nil {
+		v.errorDetail("Cannot read the state", err.Error())
+		return ExitError
+	}
+	if asJSON {
+		if list == nil {
+			list = []sandboxStatus{}
+		}
+		return writeJSON(env, v, list)
+	}
+	if len(list) == 0 {
+		fmt.Fprintf(env.Stderr, "No sandboxes: the state of %s records none. \"sbx apply\" starts them.\n", dir)
+		return ExitOK
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SANDBOX\tSTATUS\tIMAGE\tCPUS\tMEMORY\tSUPERVISOR\tQEMU\tACCEL\tUP")
+	var notes []string
+	for _, s := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			termtext.Line(strings.TrimPrefix(s.Address, "sandbox.")), s.Status, termtext.Line(strings.TrimPrefix(s.Image, "image.")),
+			dash(s.CPUs), sizeOrDash(s.Memory), pidOrDash(s.Pid, s.Status == "running"), pidOrDash(s.QEMUPid, s.Status == "running" || s.OrphanQEMU != 0),
+			termtext.Line(orDash(s.Accel)), uptime(s.Started, s.Status == "running"))
+		if s.Gone != "" {
+			// The reason may quote the supervisor's error and the
+			// VM's console.
+			notes = append(notes, fmt.Sprintf("%s is gone: %s.", termtext.Line(s.Address), quoteText(s.Gone)))
+		}
+	}
+	tw.Flush()
+	if len(notes) > 0 {
+		fmt.Fprintf(env.Stderr, "\n%s\nRun \"sbx apply\" to re-create, or \"sbx destroy\" to clean up.\n", strings.Join(notes, "\n"))
+	}
+	return ExitOK
+}
+
+func runStatus(ctx context.Context, env *Env, args []string) int {
+	var asJSON bool
+	flags := newFlagSet("status")
+	flags.BoolVar(&asJSON, "json", false, "")
+	pos, code, ok := parseArgs(env, flags, statusUsage, args)
+	if !ok {
+		return code
+	}
+	dir, names := splitDirNames(pos)
+	switch len(names) {
+	case 0:
+		return listSandboxes(ctx, env, dir, asJSON)
+	case 1:
+	default:
+		fmt.Fprintf(env.Stderr, "sbx status: expected [DIR] [SANDBOX], got %s\n", strings.Join(pos, " "))
+		return ExitError
+	}
+	v := newView(env, false)
+	list, err := liveSandboxes(ctx, env, dir)
+	if err != nil {
+		v.errorDetail("Cannot read the state", err.Error())
+		return ExitError
+	}
+	want := addrs.SandboxRef(strings.TrimPrefix(names[0], "sandbox.")).String()
+	for _, s := range list {
+		if s.Address != want {
+			continue
+		}
+		if asJSON {
+			return writeJSON(env, v, s)
+		}
+		w := env.Stdout
+		fmt.Fprintf(w, "%s\n", v.bold(termtext.Line(s.Address)))
+		row := func(k, val string) {
+			if val != "" {
+				fmt.Fprintf(w, "  %-12s %s\n", k+":", termtext.Line(val))
+			}
+		}
+		if s.Gone != "" {
+			// The reason may quote the supervisor's error and the
+			// VM's console: its lines go under a prefix.
+			fmt.Fprintf(w, "  %-12s %s (%s)\n", "status:", s.Status, termtext.Block(s.Gone, "             "+quotePrefix))
+		} else {
+			row("status", s.Status)
+		}
+		row("image", s.Image+" "+abbrev(s.ImageHash))
+		row("cpus", dash(s.CPUs))
+		row("memory", sizeOrDash(s.Memory))
+		row("user", s.User)
+		if s.Pid != 0 {
+			row("supervisor", fmt.Sprintf("pid %d", s.Pid))
+		}
+		if s.QEMUPid != 0 {
+			row("qemu", fmt.Sprintf("pid %d, %s", s.QEMUPid, orDash(s.Accel)))
+		}
+		if s.Started != "" {
+			row("started", s.Started+" ("+uptime(s.Started, true)+" ago)")
+		}
+		row("directory", s.Dir)
+		row("console", s.Console)
+		row("log", s.Log)
+		return ExitOK
+	}
+	v.errorDetail(fmt.Sprintf("No sandbox %q in the state of %s", names[0], dir), "\"sbx ps\" lists the sandboxes the state records.")
+	return ExitError
+}
+
+func dash(n int) string {
+	if n == 0 {
+		return "-"
+	}
+	return fmt.Sprint(n)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func pidOrDash(pid int, live bool) string {
+	if pid == 0 || !live {
+		return "-"
+	}
+	return fmt.Sprint(pid)
+}
+
+func sizeOrDash(n int64) string {
+	if n == 0 {
+		return "-"
+	}
+	return humanBytes(n)
+}
+
+func abbrev(hash string) string {
+	if i := strings.IndexByte(hash, ':'); i >= 0 && len(hash) > i+13 {
+		return "(" + hash[:i+13] + "…)"
+	}
+	if hash == "" {
+		return ""
+	}
+	return "(" + hash + ")"
+}
+
+// uptime renders how long ago the RFC 3339 time started was.
+func uptime(started string, live bool) string {
+	t, err := time.Parse(time.RFC3339, started)
+	if err != nil || !live {
+		return "-"
+	}
+	d := time.Since(t)
+	switch {
+	case d < time.Minute:
+		return d.Round(time.Second).String()
+	case d < time.Hour:
+		return d.Round(time.Minute).String()
+	}
+	return d.Round(time.Hour).String()
+}
+
+// runtimeEntry is one sandbox as "ps -a" shows it.
+type runtimeEntry struct {
+	Sandbox   string `json:"sandbox"`
+	ConfigDir string `json:"config_dir"`
+	Status    string `json:"status"` // "running" or "gone"
+	Gone      string `json:"gone,omitempty"`
+	Dir       string `json:"dir"`
+	Pid       int    `json:"supervisor_pid,omitempty"`
+	QEMUPid   int    `json:"qemu_pid,omitempty"`
+}
+
+func listAll(ctx context.Context, env *Env, asJSON bool) int {
+	v := newView(env, false)
+	base := supervisor.RuntimeBase(env.Environ)
+	list := []runtimeEntry{}
+	for _, e := range supervisor.List(ctx, base) {
+		r := runtimeEntry{Sandbox: e.Spec.Name, ConfigDir: e.Spec.ConfigDir, Status: "gone", Gone: e.Liveness.Gone, Dir: e.Dir}
+		if e.Liveness.Running {
+			r.Status = "running"
+		}
+		if st := e.Liveness.Status; st != nil && (e.Liveness.Running || e.Liveness.OrphanQEMU != 0) {
+			r.Pid, r.QEMUPid = st.Pid, st.QEMUPid
+			if !e.Liveness.Running {
+				r.Pid = 0
+			}
+		}
+		list = append(list, r)
+	}
+	if asJSON {
+		return writeJSON(env, v, list)
+	}
+	if len(list) == 0 {
+		fmt.Fprintf(env.Stderr, "No sandboxes under %s.\n", base)
+		return ExitOK
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SANDBOX\tSTATUS\tSUPERVISOR\tQEMU\tCONFIGURATION")
+	for _, r := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", termtext.Line(r.Sandbox), r.Status, pidOrDash(r.Pid, r.Pid != 0), pidOrDash(r.QEMUPid, r.QEMUPid != 0), termtext.Line(orDash(r.ConfigDir)))
+	}
+	tw.Flush()
+	return ExitOK
+}

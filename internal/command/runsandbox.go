@@ -1,0 +1,231 @@
+package command
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sbx-dev/sbx/addrs"
+	"github.com/sbx-dev/sbx/builders/image"
+	"github.com/sbx-dev/sbx/guestconn"
+	"github.com/sbx-dev/sbx/internal/providers/qemu"
+	"github.com/sbx-dev/sbx/lang"
+	"github.com/sbx-dev/sbx/lockfiles"
+	"github.com/sbx-dev/sbx/machine"
+	"github.com/sbx-dev/sbx/pipeline"
+)
+
+const runUsage = `
+Usage: sbx run [options] [DIR] SANDBOX -- COMMAND [ARG...]
+
+  Boot a fresh VM of SANDBOX from the configuration in DIR (default: the
+  current directory), run COMMAND in it, and tear the VM down. Output
+  streams as the command writes it; sbx exits with the command's exit
+  code, or 128 plus the signal's number when a signal killed it, or, as
+  shells do, 127 when the guest has no such command and 126 when it
+  cannot execute it.
+
+  As "sbx build" would, the lock is brought up to date if it needs to be
+  (unless -lockfile=readonly) and the sandbox's image is built, or found
+  in the cache. The VM gets the sandbox's CPUs and memory and a private
+  copy-on-write layer over the image's disk, discarded at the end. Its
+  network device leads nowhere yet (the host drops every frame), and it
+  has no host directories.
+
+  Interrupting sbx (Ctrl-C) or passing the -timeout kills the command's
+  process group in the guest, then stops the VM. sbx's own messages go to
+  standard error; standard output is the command's alone.
+
+Options:
+
+  -u USER             Run as USER (a name or uid in the image, or uid:gid).
+                      Default: the sandbox's user, else root.
+  -e KEY=VALUE        Set an environment variable; may be repeated. The
+                      image's and the sandbox's env come first.
+  -w DIR              Working directory in the guest. Default: the user's
+                      home directory.
+  -i                  Pass standard input to the command. Without it the
+                      command reads nothing (like "docker run" without -i).
+  -t                  Run the command on a pseudo-terminal the size of this
+                      terminal, resized with it (with -i and a terminal on
+                      standard input, typing reaches it, in raw mode).
+  -timeout DURATION   Kill the command if it runs longer (e.g. 10m); sbx
+                      then exits with 124. Default: no limit.
+  -boot-timeout DURATION
+                      How long the VM may take to boot (default 2m).
+  -lockfile=readonly  Never update sbx.lock.hcl; fail if it is not up to
+                      date.
+` + varUsage + `  -no-color           Print without colour.
+`
+
+// ExitTimeout is the exit code of "sbx run" when -timeout kills the
+// command, as timeout(1) uses.
+const ExitTimeout = 124
+
+type runArgs struct {
+	guestArgs
+	bootTimeout time.Duration
+	lockfile    lockfileMode
+	vars        varFlags
+	noColor     bool
+}
+
+func runRun(ctx context.Context, env *Env, args []string) int {
+	var a runArgs
+	flags := newFlagSet("run")
+	a.register(flags)
+	flags.DurationVar(&a.bootTimeout, "boot-timeout", machine.DefaultBootTimeout, "")
+	flags.Var(&a.lockfile, "lockfile", "")
+	a.vars.register(flags)
+	flags.BoolVar(&a.noColor, "no-color", false, "")
+	if code, ok := a.parse(env, "run", runUsage, flags, args); !ok {
+		return code
+	}
+
+	// Everything sbx says goes to stderr: stdout is the command's.
+	quiet := *env
+	quiet.Stdout = env.Stderr
+	v := newView(&quiet, a.noColor)
+
+	ctx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+
+	cfg, diags := lang.Load(a.dir, a.vars.options(env))
+	v.diagnostics(sources(cfg), diags)
+	if diags.HasErrors() {
+		return ExitError
+	}
+	sb, ok := cfg.Sandboxes[strings.TrimPrefix(a.sandbox, "sandbox.")]
+	if !ok {
+		names := slices.Sorted(maps.Keys(cfg.Sandboxes))
+		v.errorDetail(fmt.Sprintf("No sandbox %q in the configuration", a.sandbox), "The sandboxes are: "+strings.Join(names, ", "))
+		return ExitError
+	}
+	lock, ok := lockForPlan(ctx, &quiet, v, cfg, a.lockfile == "readonly")
+	if !ok {
+		return failedOrInterrupted(ctx, env, "no VM was started")
+	}
+	img, ok := buildImage(ctx, &quiet, v, cfg, lock, sb.Image, a.lockfile == "readonly")
+	if !ok {
+		return failedOrInterrupted(ctx, env, "no VM was started")
+	}
+	if missing := unprovided(sb); missing != "" {
+		fmt.Fprintf(env.Stderr, "sbx run: note: %s declares %s, which sbx run does not provide yet: the VM has no network and no host directories.\n", sb.Addr(), missing)
+	}
+
+	m, err := pipeline.Start(ctx, sb, img, pipeline.StartOptions{BootTimeout: a.bootTimeout})
+	if err != nil {
+		if ctx.Err() != nil {
+			return interrupted(env, fmt.Sprintf("%s was stopped while it was booting", sb.Addr()))
+		}
+		v.errorDetail(fmt.Sprintf("Cannot start %s", sb.Addr()), quoteErr(err))
+		return ExitError
+	}
+	// The VM is stopped whatever happens, also after an interrupt: Stop
+	// must not inherit the cancelled context.
+	defer func() {
+		if err := m.Stop(context.WithoutCancel(ctx)); err != nil {
+			fmt.Fprintf(env.Stderr, "sbx run: %s\n", quoteErr(err))
+		}
+	}()
+	if m.Accel() == qemu.AccelTCG {
+		note := m.Host().Note
+		if note == "" {
+			note = "no hardware virtualization for this guest; using TCG"
+		}
+		fmt.Fprintf(env.Stderr, "sbx run: note: %s (commands run slower).\n", note)
+	}
+	return a.exec(ctx, env, m, cfg, sb)
+}
+
+// exec runs the command in the machine and returns sbx's exit code.
+func (a *runArgs) exec(ctx context.Context, env *Env, m *machine.Machine, cfg *lang.Config, sb *lang.Sandbox) int {
+	user := a.user
+	if user == "" {
+		user = sb.User
+	}
+	vars := append(cfg.CommandEnv(sb), a.env...)
+	g := guestCommand{verb: "run", target: sb.Addr().String(), stdin: a.stdin, tty: a.tty, timeout: a.timeout}
+	return g.run(ctx, env, guestconn.Cmd{Args: a.command, Env: vars, Dir: a.workdir, User: user}, m.Exec)
+}
+
+// exitCode maps a guest process's end to sbx's exit code: its own, or
+// 128 plus the signal's number, as shells report it.
+func exitCode(st *guestconn.ExitStatus) int {
+	if st.Signal == "" {
+		return st.Code
+	}
+	if n, ok := linuxSignals[strings.TrimPrefix(st.Signal, "SIG")]; ok {
+		return 128 + n
+	}
+	return 128 + 1
+}
+
+// linuxSignals are the numbers of the guest's signals: Linux's, whatever
+// the host is.
+var linuxSignals = map[string]int{
+	"HUP": 1, "INT": 2, "QUIT": 3, "ILL": 4, "TRAP": 5, "ABRT": 6, "BUS": 7,
+	"FPE": 8, "KILL": 9, "USR1": 10, "SEGV": 11, "USR2": 12, "PIPE": 13,
+	"ALRM": 14, "TERM": 15, "STKFLT": 16, "CHLD": 17, "CONT": 18, "STOP": 19,
+	"TSTP": 20, "TTIN": 21, "TTOU": 22, "URG": 23, "XCPU": 24, "XFSZ": 25,
+	"VTALRM": 26, "PROF": 27, "WINCH": 28, "IO": 29, "PWR": 30, "SYS": 31,
+}
+
+// unprovided names the parts of a sandbox's policy that sbx run does not
+// set up yet, or returns "".
+func unprovided(sb *lang.Sandbox) string {
+	var parts []string
+	if len(sb.Egress) > 0 {
+		parts = append(parts, "egress")
+	}
+	if len(sb.Secrets) > 0 {
+		parts = append(parts, "secrets")
+	}
+	if len(sb.VFS) > 0 {
+		parts = append(parts, "vfs mounts")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// buildImage builds one image of cfg as "sbx build" does, with the
+// progress on stderr, and records its output hashes in the lock file.
+// Errors are printed, except an interrupt's (ctx ended), which the caller
+// reports.
+func buildImage(ctx context.Context, env *Env, v *view, cfg *lang.Config, lock *lockfiles.Lock, name string, readonly bool) (*image.Result, bool) {
+	r, err := buildOne(ctx, env, v, cfg, lock, name, readonly)
+	if err != nil {
+		if ctx.Err() == nil {
+			v.errorDetail(fmt.Sprintf("Cannot build %s", addrs.ImageRef(name)), err.Error())
+		}
+		return nil, false
+	}
+	return r, true
+}
+
+// buildOne is buildImage returning its error instead of printing it
+// (recording the outputs prints its own).
+func buildOne(ctx context.Context, env *Env, v *view, cfg *lang.Config, lock *lockfiles.Lock, name string, readonly bool) (*image.Result, error) {
+	opts, ok := buildOptions(env, v, cfg)
+	if !ok {
+		return nil, errors.New("cannot set up the build")
+	}
+	p := newBuildProgress(env.Stderr, addrs.ImageRef(name).String())
+	opts.Stage = p.stage
+	opts.Fetch.Progress = p.bytes
+	r, err := pipeline.Build(ctx, cfg, lock, name, opts)
+	p.done()
+	if err != nil {
+		return nil, err
+	}
+	if !recordOutputs(v, cfg, lock, map[string]*image.Result{name: r}, readonly) {
+		return nil, errors.New("cannot record its outputs in " + lockfiles.FileName)
+	}
+	return r, nil
+}

@@ -1,0 +1,31 @@
+package command
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/sbx-dev/sbx/internal/supervisor"
+)
+
+// runSupervise is the hidden verb "sbx supervise DIR": the detached
+// process supervisor.Spawn starts, which runs the sandbox described in
+// DIR/spec.json until "sbx stop" (supervisor.Stop), SIGTERM or SIGINT.
+// Its output goes to DIR/supervisor.log.
+func runSupervise(ctx context.Context, env *Env, args []string) int {
+	if len(args) != 1 {
+		fmt.Fprintln(env.Stderr, "sbx supervise: expected one argument, the supervisor's directory (this command is started by sbx itself)")
+		return ExitError
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log := slog.New(slog.NewTextHandler(env.Stderr, nil))
+	if err := supervisor.RunDir(ctx, args[0], supervisor.Options{Logger: log}); err != nil {
+		fmt.Fprintf(env.Stderr, "sbx supervise: %v\n", err)
+		return ExitError
+	}
+	return ExitOK
+}

@@ -1,0 +1,476 @@
+package supervisor
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sbx-dev/sbx/builders/image"
+	"github.com/sbx-dev/sbx/guestconn"
+	"github.com/sbx-dev/sbx/internal/atomicfile"
+	"github.com/sbx-dev/sbx/internal/providers/qemu"
+	"github.com/sbx-dev/sbx/machine"
+)
+
+// Names of the files in a supervisor's directory.
+const (
+	SpecFile    = "spec.json"       // what to run, written by Spawn
+	StatusFile  = "status.json"     // the supervisor's state (Status)
+	SocketFile  = "supervisor.sock" // the agent protocol, for guestconn.Dial
+	ControlFile = "control.sock"    // control lines: "stop", "status"
+	LogFile     = "supervisor.log"  // the detached process's output
+)
+
+// ErrNotRunning is the error of Dial and Stop when no supervisor serves
+// the directory.
+var ErrNotRunning = errors.New("supervisor: not running")
+
+// Spec is what a supervisor runs: one sandbox's machine.
+type Spec struct {
+	// Name is the sandbox's name.
+	Name string `json:"name"`
+	// ConfigDir is the configuration directory the sandbox belongs to,
+	// for listings ("sbx ps -a"); empty when it belongs to none.
+	ConfigDir string `json:"config_dir,omitempty"`
+	// Image is the built image to boot.
+	Image *image.Result `json:"image"`
+	// CPUs and Memory size the machine; zero means machine's defaults.
+	CPUs   int   `json:"cpus,omitempty"`
+	Memory int64 `json:"memory,omitempty"`
+	// User and Env are the defaults of the commands run in the sandbox:
+	// its user, and "KEY=value" entries (the image's environment, then the
+	// sandbox's). The supervisor does not apply them; clients such as
+	// "sbx exec" read them here, so that they match the running sandbox
+	// rather than a configuration edited since.
+	User string   `json:"user,omitempty"`
+	Env  []string `json:"env,omitempty"`
+	// BootTimeout and StopTimeout bound the boot and a graceful stop;
+	// zero means machine's defaults.
+	BootTimeout time.Duration `json:"boot_timeout,omitempty"`
+	StopTimeout time.Duration `json:"stop_timeout,omitempty"`
+}
+
+// State is where a supervisor is in its life.
+type State string
+
+// States of a supervisor.
+const (
+	StateStarting State = "starting" // booting the machine
+	StateRunning  State = "running"  // serving clients
+	StateStopping State = "stopping" // stopping the machine
+	StateStopped  State = "stopped"  // done; the machine is gone
+	StateFailed   State = "failed"   // the machine did not start, or ended on its own
+)
+
+// Status is what a supervisor records in its directory's status.json.
+type Status struct {
+	Name  string `json:"name"`
+	State State  `json:"state"`
+	// Pid is the supervisor's process id, QEMUPid the machine's.
+	Pid     int `json:"pid"`
+	QEMUPid int `json:"qemu_pid,omitempty"`
+	// MachineDir is the running machine's private directory (its
+	// console log, overlay disk and sockets).
+	MachineDir string `json:"machine_dir,omitempty"`
+	// Accel is the accelerator the machine runs under, and Note why a
+	// faster one was not used.
+	Accel string `json:"accel,omitempty"`
+	Note  string `json:"note,omitempty"`
+	// Error says why the supervisor failed or stopped with an error.
+	Error string `json:"error,omitempty"`
+}
+
+// Options configure Run.
+type Options struct {
+	// Dir is the supervisor's directory: its sockets, status file and the
+	// machine's private directory go there. Unix socket paths are short,
+	// so it must be too (about 60 bytes at most).
+	Dir string
+	// Spec is the sandbox to run.
+	Spec Spec
+	// Host is what this host offers (qemu.Probe); nil means probing.
+	Host *qemu.Host
+	// Logger receives the supervisor's progress; nil discards it.
+	Logger *slog.Logger
+}
+
+// guestWait bounds how long Run tries to take over the agent port from
+// the machine's own connection.
+const guestWait = 30 * time.Second
+
+// Run is the supervisor: it boots the sandbox's machine, serves a Router
+// on Dir/supervisor.sock and control lines on Dir/control.sock, and keeps
+// Dir/status.json up to date. It runs until ctx ends, a client asks it to
+// stop (Stop), or the machine ends on its own; then it stops the machine,
+// removes its sockets and returns. A machine that fails to start or ends on
+// its own is an error, also recorded in the status file.
+func Run(ctx context.Context, opts Options) (err error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	dir := opts.Dir
+	if dir == "" {
+		return errors.New("supervisor: no directory")
+	}
+	if err := secureDir(dir, 1, true); err != nil {
+		return err
+	}
+	if running(dir) {
+		return fmt.Errorf("supervisor: %s is already served by a running supervisor", dir)
+	}
+	sockPath, ctlPath := filepath.Join(dir, SocketFile), filepath.Join(dir, ControlFile)
+	os.Remove(sockPath)
+	os.Remove(ctlPath)
+
+	st := Status{Name: opts.Spec.Name, State: StateStarting, Pid: os.Getpid()}
+	var stMu sync.Mutex // st is read by the control socket's goroutines
+	if err := writeStatus(dir, st); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			stMu.Lock()
+			st.State, st.Error = StateFailed, err.Error()
+			failed := st
+			stMu.Unlock()
+			writeStatus(dir, failed)
+		}
+	}()
+
+	m, err := machine.Start(ctx, machine.Options{
+		Name:        opts.Spec.Name,
+		Image:       opts.Spec.Image,
+		CPUs:        opts.Spec.CPUs,
+		Memory:      opts.Spec.Memory,
+		Dir:         dir,
+		Host:        opts.Host,
+		BootTimeout: opts.Spec.BootTimeout,
+		StopTimeout: opts.Spec.StopTimeout,
+		KeepConsole: filepath.Join(dir, ConsoleFile),
+	})
+	if err != nil {
+		return fmt.Errorf("supervisor: %w", err)
+	}
+	// The machine made its directory inside dir with mode 0700; it holds
+	// the agent's socket.
+	if err := privateDir(m.Dir()); err != nil {
+		return errors.Join(err, m.Stop(context.Background()))
+	}
+	st.QEMUPid, st.Accel, st.Note, st.MachineDir = m.Pid(), string(m.Accel()), m.Host().Note, m.Dir()
+	log.Info("machine started", "sandbox", opts.Spec.Name, "qemu", m.Pid(), "accel", m.Accel(), "boot", m.BootTime())
+
+	var listeners []net.Listener
+	var r *Router
+	stopAll := func() error {
+		for _, l := range listeners {
+			l.Close()
+		}
+		if r != nil {
+			r.Close()
+		}
+		err := m.Stop(context.Background())
+		os.Remove(sockPath)
+		return err
+	}
+	r, err = takeOver(ctx, m, log)
+	if err == nil {
+		var l, ctl net.Listener
+		if l, err = listenPrivate(sockPath, log); err == nil {
+			listeners = append(listeners, l)
+			if ctl, err = listenPrivate(ctlPath, log); err == nil {
+				listeners = append(listeners, ctl)
+			}
+		}
+	}
+	if err != nil {
+		return errors.Join(fmt.Errorf("supervisor: %w", err), stopAll())
+	}
+	defer os.Remove(ctlPath)
+
+	st.State = StateRunning
+	if err := writeStatus(dir, st); err != nil {
+		return errors.Join(err, stopAll())
+	}
+	go r.Serve(listeners[0])
+	setState := func(state State) {
+		stMu.Lock()
+		st.State = state
+		stMu.Unlock()
+	}
+	ctl := &control{l: listeners[1], stop: make(chan struct{}), status: func() Status {
+		stMu.Lock()
+		defer stMu.Unlock()
+		return st
+	}}
+	go ctl.serve()
+	log.Info("serving", "socket", sockPath)
+
+	var ended error
+	select {
+	case <-ctx.Done():
+		log.Info("stopping", "why", ctx.Err())
+	case <-ctl.stop:
+		log.Info("stopping", "why", "asked on the control socket")
+	case <-m.Done():
+		ended = errors.New("the machine exited on its own")
+		log.Warn("the machine exited on its own: " + machineTails(m))
+	case <-r.Done():
+		// QEMU closes the agent's socket when it exits: say so when that
+		// is why.
+		select {
+		case <-m.Done():
+			ended = errors.New("the machine exited on its own")
+			log.Warn("the machine exited on its own: " + machineTails(m))
+		case <-time.After(2 * time.Second):
+			ended = fmt.Errorf("the guest agent connection ended: %w", r.Err())
+		}
+	}
+	setState(StateStopping)
+	writeStatus(dir, ctl.status())
+	stopErr := stopAll()
+	err = errors.Join(ended, stopErr)
+	if err != nil {
+		err = fmt.Errorf("supervisor: sandbox %s: %w", opts.Spec.Name, err)
+	} else {
+		setState(StateStopped)
+		if werr := writeStatus(dir, ctl.status()); werr != nil {
+			err = werr
+		}
+	}
+	ctl.finish(err)
+	log.Info("stopped", "error", err)
+	return err
+}
+
+// takeOver replaces the machine's own connection to the guest agent with
+// a Router's. The agent serves one connection after another; it may still
+// be ending the machine's when the router says hello, and then refuses it,
+// so the router tries again for a while.
+func takeOver(ctx context.Context, m *machine.Machine, log *slog.Logger) (*Router, error) {
+	m.Client().Close()
+	agent := filepath.Join(m.Dir(), machine.AgentSocket)
+	ctx, cancel := context.WithTimeout(ctx, guestWait)
+	defer cancel()
+	for {
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, "unix", agent)
+		if err == nil {
+			helloCtx, stop := context.WithTimeout(ctx, 5*time.Second)
+			var r *Router
+			r, err = NewRouter(helloCtx, conn, RouterOptions{Logger: log})
+			stop()
+			if err == nil {
+				return r, nil
+			}
+		}
+		log.Debug("taking over the agent port", "error", err)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("connecting to the guest agent: %w", err)
+		case <-m.Done():
+			return nil, fmt.Errorf("the machine exited while the supervisor connected to its agent; %s", machineTails(m))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// control serves the control socket: one line per request, "stop" or
+// "status". A stop is answered once the supervisor has stopped.
+type control struct {
+	l      net.Listener
+	stop   chan struct{}
+	status func() Status
+
+	mu      sync.Mutex
+	once    sync.Once
+	waiters []net.Conn
+	done    bool
+	err     error
+}
+
+func (c *control) serve() {
+	for {
+		conn, err := c.l.Accept()
+		if err != nil {
+			return
+		}
+		go c.handle(conn)
+	}
+}
+
+func (c *control) handle(conn net.Conn) {
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		conn.Close()
+		return
+	}
+	conn.SetReadDeadline(time.Time{})
+	switch strings.TrimSpace(line) {
+	case "stop":
+		c.mu.Lock()
+		if c.done {
+			c.mu.Unlock()
+			answerStop(conn, c.err)
+			return
+		}
+		c.waiters = append(c.waiters, conn)
+		c.mu.Unlock()
+		c.once.Do(func() { close(c.stop) })
+	case "status":
+		b, _ := json.Marshal(c.status())
+		conn.Write(append(b, '\n'))
+		conn.Close()
+	default:
+		fmt.Fprintf(conn, "error: unknown request %q\n", strings.TrimSpace(line))
+		conn.Close()
+	}
+}
+
+// finish answers every stop request with how the stop went and closes the
+// control socket.
+func (c *control) finish(err error) {
+	c.mu.Lock()
+	c.done, c.err = true, err
+	waiters := c.waiters
+	c.waiters = nil
+	c.mu.Unlock()
+	for _, conn := range waiters {
+		answerStop(conn, err)
+	}
+	c.l.Close()
+}
+
+func answerStop(conn net.Conn, err error) {
+	if err != nil {
+		fmt.Fprintf(conn, "error: %s\n", strings.ReplaceAll(err.Error(), "\n", " "))
+	} else {
+		fmt.Fprintf(conn, "stopped\n")
+	}
+	conn.Close()
+}
+
+// Stop asks the supervisor serving dir to stop its sandbox and waits
+// until it has, or until ctx ends. With no supervisor running, the error
+// is ErrNotRunning; a directory or supervisor that another user could
+// control is refused as by Dial.
+func Stop(ctx context.Context, dir string) error {
+	conn, err := dialDir(ctx, dir, ControlFile)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	if _, err := conn.Write([]byte("stop\n")); err != nil {
+		return fmt.Errorf("supervisor: stopping %s: %w", dir, err)
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return fmt.Errorf("supervisor: stopping %s: no answer: %w", dir, err)
+	}
+	line = strings.TrimSpace(line)
+	if line == "stopped" {
+		return nil
+	}
+	return fmt.Errorf("supervisor: stopping %s: %s", dir, strings.TrimPrefix(line, "error: "))
+}
+
+// Dial connects to the supervisor serving dir and returns a client of the
+// sandbox's guest agent. A directory or supervisor that another user could
+// control is refused (*UnsafeError, *PeerError) before anything is sent.
+func Dial(ctx context.Context, dir string) (*guestconn.Client, error) {
+	conn, err := dialDir(ctx, dir, SocketFile)
+	if err != nil {
+		return nil, err
+	}
+	// A supervisor answers the hello at once (with the guest's, which it
+	// keeps); one that does not is stuck, and waiting on it would hang.
+	helloCtx, cancel := context.WithTimeout(ctx, dialHelloTimeout)
+	defer cancel()
+	c, err := guestconn.DialContext(helloCtx, conn)
+	if err != nil {
+		return nil, fmt.Errorf("supervisor: %s: %w", dir, err)
+	}
+	return c, nil
+}
+
+// dialHelloTimeout bounds Dial's wait for the supervisor's hello.
+const dialHelloTimeout = 15 * time.Second
+
+// dialDir connects to the socket name in the supervisor directory dir
+// once dir has passed secureDir and the server runs as this user
+// (dialVerified). With no supervisor there, the error is ErrNotRunning.
+func dialDir(ctx context.Context, dir, name string) (net.Conn, error) {
+	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w in %s", ErrNotRunning, dir)
+	}
+	if err := secureDir(dir, 1, false); err != nil {
+		return nil, err
+	}
+	conn, err := dialVerified(ctx, filepath.Join(dir, name))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, fmt.Errorf("%w in %s", ErrNotRunning, dir)
+		}
+		var pe *PeerError
+		if errors.As(err, &pe) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("supervisor: %s: %w", dir, err)
+	}
+	return conn, nil
+}
+
+// running reports whether a supervisor of this user answers on dir's
+// control socket.
+func running(dir string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	conn, err := dialVerified(ctx, filepath.Join(dir, ControlFile))
+	if err != nil {
+		return false
+	}
+	conn.Close()
+	return true
+}
+
+// ReadStatus reads the status file of the supervisor directory dir; one
+// that is a symbolic link, or not this user's, is an *UnsafeError.
+func ReadStatus(dir string) (*Status, error) {
+	b, err := readPrivate(filepath.Join(dir, StatusFile))
+	if err != nil {
+		return nil, err
+	}
+	var st Status
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("supervisor: %s: %w", filepath.Join(dir, StatusFile), err)
+	}
+	return &st, nil
+}
+
+func writeStatus(dir string, st Status) error {
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return fmt.Errorf("supervisor: status: %w", err)
+	}
+	if err := atomicfile.WriteBytes(filepath.Join(dir, StatusFile), append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("supervisor: status: %w", err)
+	}
+	return nil
+}
