@@ -12,6 +12,22 @@ type Sandbox struct {
 	Hosts   []HostMapping   `json:"hosts"`
 	Secrets []SecretBinding `json:"secrets"`
 	Mounts  []Mount         `json:"mounts"`
+	// CAs are extra certificate authorities the host trusts, besides the
+	// system's roots, when it verifies the upstream servers of allowed
+	// HTTPS hosts (a company proxy, a test server).
+	CAs []CA `json:"cas,omitempty"`
+}
+
+// CA is one upstream certificate authority an egress block adds.
+type CA struct {
+	// Path is the PEM file as the spec names it, relative to the
+	// configuration directory.
+	Path string `json:"path"`
+	// PEM is the file's content, read when the configuration is loaded:
+	// certificates are public, and the supervisor needs them without
+	// reading the checkout again.
+	PEM    string `json:"pem"`
+	Origin Origin `json:"origin"`
 }
 
 // Origin names the spec block and source position a rule came from.
@@ -22,9 +38,26 @@ type Origin struct {
 }
 
 // AllowRule permits HTTP and HTTPS to hosts matching Pattern.
+//
+// Every connection is terminated on the host and each request checked
+// against the connection's name, unless Passthrough is set: then a TLS
+// connection is spliced to the upstream after its SNI is checked, for
+// clients that pin certificates (its requests are not seen, so neither
+// request rules nor secrets apply to it).
+//
+// Methods, Paths and GitPush narrow what requests may do: when Methods is
+// not empty only those HTTP methods pass; when Paths is not empty only
+// request paths matching one of its patterns ("/v1/**", "*" within a
+// segment, "**" across segments); when GitPush is not empty a git
+// smart-HTTP push (git-receive-pack) may update only refs matching one of
+// its patterns ("refs/heads/agent/*").
 type AllowRule struct {
-	Pattern HostPattern `json:"pattern"`
-	Origin  Origin      `json:"origin"`
+	Pattern     HostPattern `json:"pattern"`
+	Passthrough bool        `json:"passthrough,omitempty"`
+	Methods     []string    `json:"methods,omitempty"`
+	Paths       []string    `json:"paths,omitempty"`
+	GitPush     []string    `json:"git_push,omitempty"`
+	Origin      Origin      `json:"origin"`
 }
 
 // TCPRule permits raw TCP to one host and port.
