@@ -230,10 +230,19 @@ func sourceDir() string {
 	if !ok || !filepath.IsAbs(file) {
 		return "" // built with -trimpath
 	}
-	root := filepath.Dir(filepath.Dir(filepath.Dir(file)))
-	data, err := os.ReadFile(filepath.Join(root, "go.mod"))
-	if err != nil || modfile.ModulePath(data) != modulePath {
-		return ""
+	// The module root is the nearest directory above this file whose
+	// go.mod declares sbx's module.
+	for dir := filepath.Dir(file); ; {
+		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil {
+			if modfile.ModulePath(data) == modulePath {
+				return dir
+			}
+			return ""
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
 	}
-	return root
 }
