@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
+	"sort"
 )
 
 // hashVersion opens the encoding Hash hashes; change it whenever the
@@ -13,11 +15,18 @@ const hashVersion = "sbx-policy-v1\n"
 // Hash returns "sha256:<hex>" over a canonical encoding of p that leaves
 // out every Origin: moving a rule to another file or line, or into another
 // block, does not change the hash; changing what any rule allows does.
+// A CA counts by its content alone (Fingerprint), not its path.
 // Rules are hashed in the order p holds them, which is canonical for a
 // policy built by package lang. A nil list and an empty one hash the same.
 func Hash(p Sandbox) string {
+	// The request rules and CAs came after hashVersion 1: each is left
+	// out when empty, so a policy without them hashes as it always did.
 	type allow struct {
-		Pattern string `json:"pattern"`
+		Pattern     string   `json:"pattern"`
+		Passthrough bool     `json:"passthrough,omitempty"`
+		Methods     []string `json:"methods,omitempty"`
+		Paths       []string `json:"paths,omitempty"`
+		GitPush     []string `json:"git_push,omitempty"`
 	}
 	type tcp struct {
 		Dest string `json:"dest"`
@@ -47,9 +56,12 @@ func Hash(p Sandbox) string {
 		Hosts   []mapping `json:"hosts,omitempty"`
 		Secrets []secret  `json:"secrets,omitempty"`
 		Mounts  []mount   `json:"mounts,omitempty"`
+		// CAs are the sha256 of each CA's PEM, sorted and without
+		// repeats: a CA is what it says, wherever its file lives.
+		CAs []string `json:"cas,omitempty"`
 	}
 	for _, r := range p.Allow {
-		c.Allow = append(c.Allow, allow{r.Pattern.String()})
+		c.Allow = append(c.Allow, allow{r.Pattern.String(), r.Passthrough, r.Methods, r.Paths, r.GitPush})
 	}
 	for _, r := range p.TCP {
 		c.TCP = append(c.TCP, tcp{r.Dest.String()})
@@ -67,11 +79,23 @@ func Hash(p Sandbox) string {
 	for _, m := range p.Mounts {
 		c.Mounts = append(c.Mounts, mount{m.Guest, m.Host, m.Access, m.Hide, m.ReadOnly, m.Tmpfs, m.Owner})
 	}
+	for _, ca := range p.CAs {
+		c.CAs = append(c.CAs, ca.Fingerprint())
+	}
+	sort.Strings(c.CAs)
+	c.CAs = slices.Compact(c.CAs)
 	data, err := json.Marshal(&c)
 	if err != nil {
 		// Only strings and slices of strings are encoded; this cannot fail.
 		panic("policy: encoding for Hash: " + err.Error())
 	}
 	sum := sha256.Sum256(append([]byte(hashVersion), data...))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// Fingerprint returns "sha256:<hex>" of the CA's PEM, which is what makes
+// two CAs the same.
+func (c CA) Fingerprint() string {
+	sum := sha256.Sum256([]byte(c.PEM))
 	return "sha256:" + hex.EncodeToString(sum[:])
 }

@@ -39,6 +39,25 @@ func hashSample() policy.Sandbox {
 	}
 }
 
+// hashSampleFull is hashSample with the request rules and CAs, which
+// came later: hashSample itself sets none, so that its hash stays the one
+// every policy written before them recorded.
+func hashSampleFull() policy.Sandbox {
+	p := hashSample()
+	p.Allow[0].Methods = []string{"GET", "POST"}
+	p.Allow[0].Paths = []string{"/v1/**"}
+	p.Allow[0].GitPush = []string{"refs/heads/agent/*"}
+	p.Allow[1].Passthrough = true
+	p.Allow[1].Methods = []string{"GET"}
+	p.Allow[1].Paths = []string{"/a", "/b/*"}
+	p.Allow[1].GitPush = []string{"refs/tags/**"}
+	p.CAs = []policy.CA{
+		{Path: "certs/a.pem", PEM: "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n", Origin: policy.Origin{Block: "egress.llm", File: "main.hcl", Line: 3}},
+		{Path: "certs/b.pem", PEM: "-----BEGIN CERTIFICATE-----\nBBBB\n-----END CERTIFICATE-----\n", Origin: policy.Origin{Block: "egress.git", File: "main.hcl", Line: 8}},
+	}
+	return p
+}
+
 // TestHashGolden pins the encoding: the value was computed once from
 // hashSample. If it fails, every recorded policy hash changes with it;
 // change hashVersion when that is intended and update the value.
@@ -51,19 +70,20 @@ func TestHashGolden(t *testing.T) {
 
 // TestHashEveryRuleField changes every leaf field of every rule, one at a
 // time, found by reflection so that a field added later is covered too:
-// each change must change the hash, except changes to an Origin.
+// each change must change the hash, except changes to an Origin or to
+// where a CA's file is (a CA is its content).
 func TestHashEveryRuleField(t *testing.T) {
-	base := policy.Hash(hashSample())
+	base := policy.Hash(hashSampleFull())
 	paths := hashLeafPaths(reflect.TypeOf(policy.Sandbox{}), "")
 	if len(paths) < 20 {
 		t.Fatalf("found only %d fields: %v", len(paths), paths)
 	}
 	for _, path := range paths {
 		for _, index := range []int{0, 1} {
-			p := hashSample()
+			p := hashSampleFull()
 			hashMutate(reflect.ValueOf(&p).Elem(), path, index)
 			got := policy.Hash(p)
-			isOrigin := strings.Contains(path, "Origin")
+			isOrigin := strings.Contains(path, "Origin") || path == "CAs[].Path"
 			if isOrigin && got != base {
 				t.Errorf("changing %s of rule %d changed the hash", path, index)
 			}
@@ -178,5 +198,53 @@ func hashMutate(v reflect.Value, path string, index int) {
 		f.Set(reflect.Append(f, reflect.ValueOf("extra")))
 	default:
 		panic(fmt.Sprintf("cannot mutate %s of kind %s", path, f.Kind()))
+	}
+}
+
+// TestHashNewFieldsLeftOutWhenEmpty checks that a policy that sets none of
+// the request rules or CAs hashes as it did before they existed (the
+// golden value above pins that encoding), and that each new field, set
+// alone, changes the hash.
+func TestHashNewFieldsLeftOutWhenEmpty(t *testing.T) {
+	old := hashSample()
+	p := hashSample()
+	p.CAs = []policy.CA{}
+	for i := range p.Allow {
+		p.Allow[i].Methods, p.Allow[i].Paths, p.Allow[i].GitPush = []string{}, []string{}, []string{}
+	}
+	if policy.Hash(p) != policy.Hash(old) {
+		t.Errorf("empty request lists and CAs changed the hash")
+	}
+	for name, edit := range map[string]func(*policy.Sandbox){
+		"passthrough": func(p *policy.Sandbox) { p.Allow[0].Passthrough = true },
+		"methods":     func(p *policy.Sandbox) { p.Allow[0].Methods = []string{"GET"} },
+		"paths":       func(p *policy.Sandbox) { p.Allow[0].Paths = []string{"/v1/**"} },
+		"git_push":    func(p *policy.Sandbox) { p.Allow[0].GitPush = []string{"refs/heads/agent/*"} },
+		"ca":          func(p *policy.Sandbox) { p.CAs = []policy.CA{{Path: "a.pem", PEM: "x"}} },
+	} {
+		p := hashSample()
+		edit(&p)
+		if policy.Hash(p) == policy.Hash(old) {
+			t.Errorf("%s: hash unchanged", name)
+		}
+	}
+}
+
+// TestHashCAByContent checks that a CA counts by its PEM: renaming the
+// file, reordering CAs or listing one twice keeps the hash, a changed PEM
+// does not.
+func TestHashCAByContent(t *testing.T) {
+	base := policy.Hash(hashSampleFull())
+	p := hashSampleFull()
+	p.CAs[0].Path, p.CAs[1].Path = "z.pem", "other/y.pem"
+	p.CAs[0], p.CAs[1] = p.CAs[1], p.CAs[0]
+	p.CAs = append(p.CAs, p.CAs[0])
+	if policy.Hash(p) != base {
+		t.Errorf("renaming, reordering or repeating CA files changed the hash")
+	}
+	p = hashSampleFull()
+	p.CAs[1].PEM = p.CAs[0].PEM
+	if policy.Hash(p) == base {
+		t.Errorf("a CA whose content changed kept the hash")
 	}
 }
