@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/sbx-dev/sbx/internal/procstat"
 	"bufio"
 	"bytes"
 	"errors"
@@ -237,17 +238,7 @@ func alive(pid int) bool {
 	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
 		return false
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// The state follows the command name, which is in parentheses and
-	// may hold spaces.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return true
-	}
-	return b[i+2] != 'Z'
+	return procstat.Alive(pid)
 }
 
 // qemuProcesses returns the pids of the QEMU system emulators whose

@@ -1,6 +1,7 @@
 package command
 
 import (
+	"github.com/sbx-dev/sbx/internal/procstat"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -155,14 +156,7 @@ func processesUnder(dir string) []int {
 }
 
 // alive reports whether pid runs; a zombie does not count.
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
-}
+func alive(pid int) bool { return procstat.Alive(pid) }
 
 // socketsUnder returns the unix sockets left under dir.
 func socketsUnder(dir string) []string {

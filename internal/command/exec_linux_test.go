@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/sbx-dev/sbx/internal/supervisor/router"
 	"net"
 	"os"
 	"path/filepath"
@@ -104,7 +105,7 @@ func execGuest(t *testing.T, spec supervisor.Spec) (configDir string, environ []
 	go func() { served <- execsrv.Serve(context.Background(), guest, execsrv.Options{}) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	r, err := supervisor.NewRouter(ctx, host, supervisor.RouterOptions{})
+	r, err := router.New(ctx, host, router.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,27 +1,12 @@
 // Package supervisor keeps one sandbox running beyond the command that
 // started it, and lets many commands use it at once.
 //
-// A guest agent serves one host connection at a time on its virtio-serial
-// port. Router sits on that one connection and speaks the same agent
-// protocol (package guest/agentproto) to any number of clients on a unix
-// socket: it answers each client's hello with the guest's, gives each
-// client session a stream id of its own on the guest connection and
-// rewrites stream ids both ways for every frame (flow-control windows
-// included), so a guestconn.Client dialled on the supervisor's socket
-// works as one dialled on the guest. It checks every client frame and its
-// credit, so a client that breaks the protocol is disconnected without
-// breaking the connection the others share, and when a client goes, its
-// sessions are cancelled in the guest (their processes killed). It checks
-// the guest's frames as strictly, since the guest is not trusted: output
-// beyond the credit a client granted, or any other frame that breaks the
-// protocol, ends the guest connection (ErrGuestProtocol), and Run then
-// stops the sandbox. What the router queues for a client is bounded per
-// session it opened, so a client that stops reading holds its sessions'
-// credit and no more, and one that keeps asking without reading is
-// dropped.
+// The frame routing that lets many clients share the guest agent's one
+// connection is package router; this package is the process around it:
+// its life, its directory, its sockets and who may use them.
 //
 // Run is the supervisor process itself: it boots the sandbox's machine
-// (package machine), serves a Router on <dir>/supervisor.sock, records
+// (package machine), serves a router.Router on <dir>/supervisor.sock, records
 // itself in <dir>/status.json, and stops the machine when asked on
 // <dir>/control.sock (Stop), when its context ends (SIGTERM, in the
 // command that calls it) or when the guest goes. Spawn starts Run in a
@@ -68,7 +53,6 @@
 // (guest/execsrv) or record sandboxes in the configuration's state
 // (state). It never prints; Run logs to the slog.Logger it is given.
 //
-// The entry points are NewRouter and Router.Serve for the routing alone;
-// Spawn, Dial and Stop for a sandbox's supervisor process, and Run for the
-// process itself.
+// The entry points are Spawn, Dial and Stop for a sandbox's supervisor
+// process, and Run for the process itself.
 package supervisor

@@ -1,10 +1,10 @@
 package supervisor
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sbx-dev/sbx/internal/procstat"
 	"os"
 	"strconv"
 	"strings"
@@ -76,24 +76,11 @@ func (p *sandboxProcess) check() bool {
 // stat returns the process's state letter and process group from
 // /proc/PID/stat.
 func (p *sandboxProcess) stat() (state byte, pgid int, ok bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(p.pid) + "/stat")
+	st, err := procstat.Read(p.pid)
 	if err != nil {
 		return 0, 0, false
 	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, 0, false
-	}
-	// After the command: state ppid pgrp ...
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 3 || len(f[0]) != 1 {
-		return 0, 0, false
-	}
-	pgid, err = strconv.Atoi(f[2])
-	if err != nil {
-		return 0, 0, false
-	}
-	return f[0][0], pgid, true
+	return st.State, st.Pgrp, true
 }
 
 // ownUids reports whether every user id on the Uid line of a

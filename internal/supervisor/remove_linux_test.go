@@ -3,6 +3,7 @@ package supervisor
 import (
 	"bufio"
 	"context"
+	"github.com/sbx-dev/sbx/internal/procstat"
 	"io"
 	"os"
 	"os/exec"
@@ -80,14 +81,7 @@ func start(t *testing.T, work string, argv []string, cred *syscall.Credential, c
 }
 
 // runs reports whether pid runs (a zombie does not).
-func runs(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
-}
+func runs(pid int) bool { return procstat.Alive(pid) }
 
 // waitExit waits up to 10 s for pid to exit and reports whether it did.
 func waitExit(pid int) bool {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sbx-dev/sbx/internal/procstat"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -64,15 +65,15 @@ func TestSpawnVM(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if procAlive(st.QEMUPid) {
+		if procstat.Alive(st.QEMUPid) {
 			syscall.Kill(-st.QEMUPid, syscall.SIGKILL)
 		}
-		if procAlive(st.Pid) {
+		if procstat.Alive(st.Pid) {
 			syscall.Kill(st.Pid, syscall.SIGKILL)
 		}
 	})
 	t.Logf("supervisor %d runs QEMU %d under %s (%s)", st.Pid, st.QEMUPid, st.Accel, st.Note)
-	if st.Pid == os.Getpid() || !procAlive(st.Pid) || !procAlive(st.QEMUPid) {
+	if st.Pid == os.Getpid() || !procstat.Alive(st.Pid) || !procstat.Alive(st.QEMUPid) {
 		t.Fatalf("status %+v: the supervisor and QEMU should run as other processes", st)
 	}
 	if sid, err := unix.Getsid(st.Pid); err != nil || sid != st.Pid {
@@ -105,9 +106,9 @@ func TestSpawnVM(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for procAlive(st.Pid) || procAlive(st.QEMUPid) {
+	for procstat.Alive(st.Pid) || procstat.Alive(st.QEMUPid) {
 		if time.Now().After(deadline) {
-			t.Fatalf("after Stop: supervisor alive %v, QEMU alive %v", procAlive(st.Pid), procAlive(st.QEMUPid))
+			t.Fatalf("after Stop: supervisor alive %v, QEMU alive %v", procstat.Alive(st.Pid), procstat.Alive(st.QEMUPid))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/sbx-dev/sbx/guestconn"
 	"github.com/sbx-dev/sbx/internal/atomicfile"
 	"github.com/sbx-dev/sbx/internal/providers/qemu"
+	"github.com/sbx-dev/sbx/internal/supervisor/router"
 	"github.com/sbx-dev/sbx/machine"
 )
 
@@ -172,7 +173,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	log.Info("machine started", "sandbox", opts.Spec.Name, "qemu", m.Pid(), "accel", m.Accel(), "boot", m.BootTime())
 
 	var listeners []net.Listener
-	var r *Router
+	var r *router.Router
 	stopAll := func() error {
 		for _, l := range listeners {
 			l.Close()
@@ -258,7 +259,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 // a Router's. The agent serves one connection after another; it may still
 // be ending the machine's when the router says hello, and then refuses it,
 // so the router tries again for a while.
-func takeOver(ctx context.Context, m *machine.Machine, log *slog.Logger) (*Router, error) {
+func takeOver(ctx context.Context, m *machine.Machine, log *slog.Logger) (*router.Router, error) {
 	m.Client().Close()
 	agent := filepath.Join(m.Dir(), machine.AgentSocket)
 	ctx, cancel := context.WithTimeout(ctx, guestWait)
@@ -268,8 +269,8 @@ func takeOver(ctx context.Context, m *machine.Machine, log *slog.Logger) (*Route
 		conn, err := d.DialContext(ctx, "unix", agent)
 		if err == nil {
 			helloCtx, stop := context.WithTimeout(ctx, 5*time.Second)
-			var r *Router
-			r, err = NewRouter(helloCtx, conn, RouterOptions{Logger: log})
+			var r *router.Router
+			r, err = router.New(helloCtx, conn, router.Options{Logger: log})
 			stop()
 			if err == nil {
 				return r, nil

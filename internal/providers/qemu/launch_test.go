@@ -3,6 +3,7 @@
 package qemu
 
 import (
+	"github.com/sbx-dev/sbx/internal/procstat"
 	"archive/tar"
 	"bytes"
 	"context"
@@ -125,10 +126,7 @@ func listenConsole(t *testing.T, dir string) (string, <-chan []byte) {
 	return path, ch
 }
 
-func alive(pid int) bool {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	return err == nil && !strings.Contains(string(stat), ") Z ")
-}
+func alive(pid int) bool { return procstat.Alive(pid) }
 
 func TestLaunchPausedQuit(t *testing.T) {
 	host := probeHost(t)

@@ -1,4 +1,4 @@
-package supervisor
+package router
 
 import (
 	"encoding/binary"

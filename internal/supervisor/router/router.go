@@ -1,4 +1,4 @@
-package supervisor
+package router
 
 import (
 	"context"
@@ -55,8 +55,8 @@ const maxGuestMessage = 8 << 10
 // never answered.
 const maxPendingPings = 64
 
-// RouterOptions configure NewRouter.
-type RouterOptions struct {
+// Options configure New.
+type Options struct {
 	// Logger receives client connections, disconnections and protocol
 	// errors; nil discards them.
 	Logger *slog.Logger
@@ -162,11 +162,11 @@ type client struct {
 	gone    bool                // guarded by Router.mu
 }
 
-// NewRouter takes over guest, the byte stream to the guest agent's
+// New takes over guest, the byte stream to the guest agent's
 // command server, says hello on it and returns the router once the guest
 // has answered. The router owns guest from then on. ctx bounds the hello
 // only.
-func NewRouter(ctx context.Context, guest io.ReadWriteCloser, opts RouterOptions) (*Router, error) {
+func New(ctx context.Context, guest io.ReadWriteCloser, opts Options) (*Router, error) {
 	r := &Router{
 		guest:    agentproto.NewConn(guest),
 		log:      opts.Logger,

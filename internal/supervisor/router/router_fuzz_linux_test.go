@@ -1,4 +1,4 @@
-package supervisor
+package router
 
 import (
 	"bytes"
@@ -288,7 +288,7 @@ func runRouterScript(t *testing.T, client, guest []byte, stall bool) {
 		}
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), fuzzWait)
-	r, err := NewRouter(ctx, hostEnd, RouterOptions{})
+	r, err := New(ctx, hostEnd, Options{})
 	cancel()
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package supervisor
+package router
 
 import (
 	"bytes"
@@ -60,7 +60,7 @@ func newGuestRouter(t *testing.T, handle func(g *fakeGuest, f agentproto.Frame) 
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	r, err := NewRouter(ctx, host, RouterOptions{})
+	r, err := New(ctx, host, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

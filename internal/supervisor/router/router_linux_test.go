@@ -1,4 +1,4 @@
-package supervisor
+package router
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"github.com/sbx-dev/sbx/internal/procstat"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -44,7 +45,7 @@ func newFixture(t *testing.T) *fixture {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	r, err := NewRouter(ctx, host, RouterOptions{})
+	r, err := New(ctx, host, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,15 +257,7 @@ func TestLargeStreamFlowControl(t *testing.T) {
 }
 
 // procAlive reports whether pid runs (a zombie does not count).
-func procAlive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
-}
+func procAlive(pid int) bool { return procstat.Alive(pid) }
 
 // TestClientGoneKillsItsProcesses drops a client's connection while its
 // processes run and checks that the guest killed them, and only them.
