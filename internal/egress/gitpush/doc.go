@@ -1,0 +1,10 @@
+// Package gitpush reads the ref-update commands at the start of a git
+// smart-HTTP push (a git-receive-pack request body) so that the egress
+// proxy can refuse a push touching refs outside a rule's patterns before
+// any of it reaches the upstream, and writes the receive-pack response
+// that makes the git client print why.
+//
+// It parses only the pkt-line command list, bounded by a byte limit; it
+// does not read the pack that follows, talk to the upstream or decide
+// which patterns apply (the egress policy does).
+package gitpush
