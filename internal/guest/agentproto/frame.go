@@ -47,7 +47,9 @@ const (
 	TypeFilePut  Type = 0x30 // FilePut, host to guest, opens a session
 	TypeFileGet  Type = 0x31 // FileGet, host to guest, opens a session
 	TypeFileInfo Type = 0x32 // FileInfo, guest to host
-	TypeResult   Type = 0x33 // Result, guest to host, ends a file session
+	TypeResult   Type = 0x33 // Result, guest to host, ends a file session or a configure session
+
+	TypeConfigure Type = 0x40 // Configure, host to guest, opens a session the guest ends with TypeResult
 )
 
 var typeNames = map[Type]string{
@@ -56,6 +58,7 @@ var typeNames = map[Type]string{
 	TypeCancel: "cancel", TypeExit: "exit",
 	TypeData: "data", TypeEOF: "eof", TypeWindow: "window",
 	TypeFilePut: "file-put", TypeFileGet: "file-get", TypeFileInfo: "file-info", TypeResult: "result",
+	TypeConfigure: "configure",
 }
 
 func (t Type) String() string {

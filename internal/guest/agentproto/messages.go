@@ -23,6 +23,9 @@ const (
 	CapSignal = "signal" // TypeSignal and TypeCancel
 	CapUser   = "user"   // Exec.User
 	CapFile   = "file"   // TypeFilePut and TypeFileGet
+	// CapConfigure: TypeConfigure. A guest without it has no way to
+	// reach the host's network, trust its CA or carry placeholders.
+	CapConfigure = "configure"
 )
 
 // MaxPing is the largest ping payload.

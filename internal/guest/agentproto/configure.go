@@ -1,0 +1,309 @@
+package agentproto
+
+import (
+	"bytes"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+)
+
+// Configure sets up the guest's side of the sandbox's network, trust and
+// environment. The host sends it once it has taken over the agent, before
+// any exec of its client's; it may send it again, and the later request
+// replaces what the earlier one set (the network, the CA and the
+// environment defaults alike). The guest answers with TypeResult.
+type Configure struct {
+	// Net configures one interface, its address and the default route,
+	// and /etc/resolv.conf; nil leaves networking as it is (down, after
+	// boot).
+	Net *NetConfig `json:"net,omitempty"`
+	// CACertPEM holds the certificates, PEM-encoded, of the CA the guest
+	// must trust: the host's interception CA. It is public; its key
+	// never leaves the host. The guest adds it to its system bundle
+	// (CABundlePath) and points the usual variables at it (CAEnv).
+	// Empty means no CA: one an earlier request added is taken out.
+	CACertPEM []byte `json:"ca_cert_pem,omitempty"`
+	// Env holds "KEY=value" entries every exec gets as defaults (an
+	// exec's own Env still overrides them): the placeholders of the
+	// brokered secrets, never their values.
+	Env []string `json:"env,omitempty"`
+	// Hosts are extra /etc/hosts lines, "ADDRESS NAME [NAME...]".
+	Hosts []string `json:"hosts,omitempty"`
+}
+
+// NetConfig is the static configuration of the guest's network
+// interface: the sandbox network has no DHCP server.
+type NetConfig struct {
+	// Interface names the interface: its name ("eth0") or its MAC
+	// address ("52:54:00:12:34:56"), which does not depend on the
+	// order in which the guest's kernel found its devices.
+	Interface string `json:"interface"`
+	// Addr is the interface's address with the network's prefix
+	// length, "10.83.0.2/24".
+	Addr string `json:"addr"`
+	// Gateway is the default route's next hop, inside Addr's network;
+	// empty means no default route.
+	Gateway string `json:"gateway,omitempty"`
+	// DNS is the resolver /etc/resolv.conf names; empty leaves the
+	// file alone.
+	DNS string `json:"dns,omitempty"`
+	// MTU is the interface's MTU; zero leaves the driver's.
+	MTU int `json:"mtu,omitempty"`
+}
+
+// Where the guest keeps the CA, and the variables that point clients at
+// it.
+const (
+	// CACertPath holds Configure.CACertPEM alone.
+	CACertPath = "/etc/sbx/ca.crt"
+	// CABundlePath is the system bundle (Debian's path, which OpenSSL,
+	// GnuTLS and Go read on Debian-like systems): the image's roots
+	// plus the sandbox CA.
+	CABundlePath = "/etc/ssl/certs/ca-certificates.crt"
+)
+
+// CAEnv returns the variables that point the usual clients (OpenSSL,
+// curl, Python requests, git, Node.js) at the CA: "KEY=value" entries
+// every exec gets while the guest trusts a CA. Node.js adds its one
+// file to its own roots; the others replace theirs, so they name the
+// whole bundle.
+func CAEnv() []string {
+	return []string{
+		"SSL_CERT_FILE=" + CABundlePath,
+		"CURL_CA_BUNDLE=" + CABundlePath,
+		"REQUESTS_CA_BUNDLE=" + CABundlePath,
+		"GIT_SSL_CAINFO=" + CABundlePath,
+		"NODE_EXTRA_CA_CERTS=" + CACertPath,
+	}
+}
+
+// Limits of a Configure, far above any real sandbox's and far below what
+// would let a request use the guest's memory or files up.
+const (
+	MaxConfigureEnv   = 1024
+	MaxConfigureHosts = 1024
+	MaxCACertPEM      = 256 << 10
+)
+
+// Validate checks a Configure before it is sent or applied: every field
+// well-formed, so the guest never writes half a configuration or a
+// malformed line into a file. Its errors name the field.
+func (c *Configure) Validate() error {
+	if c.Net != nil {
+		if err := c.Net.Validate(); err != nil {
+			return err
+		}
+	}
+	if len(c.CACertPEM) > 0 {
+		if _, err := ParseCACerts(c.CACertPEM); err != nil {
+			return err
+		}
+	}
+	if len(c.Env) > MaxConfigureEnv {
+		return fmt.Errorf("configure: %d env entries (maximum %d)", len(c.Env), MaxConfigureEnv)
+	}
+	for _, kv := range c.Env {
+		if err := checkEnv(kv); err != nil {
+			return err
+		}
+	}
+	if len(c.Hosts) > MaxConfigureHosts {
+		return fmt.Errorf("configure: %d hosts lines (maximum %d)", len(c.Hosts), MaxConfigureHosts)
+	}
+	for _, line := range c.Hosts {
+		if err := checkHostsLine(line); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkEnv(kv string) error {
+	k, v, ok := strings.Cut(kv, "=")
+	if !ok {
+		return fmt.Errorf("configure: env entry %q is not KEY=value", kv)
+	}
+	if !isEnvName(k) {
+		return fmt.Errorf("configure: env entry %q: the name must be letters, digits and _, not starting with a digit", kv)
+	}
+	if strings.ContainsRune(v, 0) {
+		return fmt.Errorf("configure: env entry %s holds a NUL byte", k)
+	}
+	return nil
+}
+
+func isEnvName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i, r := range k {
+		switch {
+		case r == '_', 'A' <= r && r <= 'Z', 'a' <= r && r <= 'z':
+		case '0' <= r && r <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func checkHostsLine(line string) error {
+	if strings.ContainsAny(line, "\n\r\x00#") {
+		return fmt.Errorf("configure: hosts line %q holds a line break, a NUL or a comment", line)
+	}
+	f := strings.Fields(line)
+	if len(f) < 2 {
+		return fmt.Errorf("configure: hosts line %q is not ADDRESS NAME [NAME...]", line)
+	}
+	if _, err := netip.ParseAddr(f[0]); err != nil {
+		return fmt.Errorf("configure: hosts line %q: %q is not an IP address", line, f[0])
+	}
+	for _, name := range f[1:] {
+		if !isHostname(name) {
+			return fmt.Errorf("configure: hosts line %q: %q is not a host name", line, name)
+		}
+	}
+	return nil
+}
+
+func isHostname(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(strings.TrimSuffix(s, "."), ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, r := range label {
+			if !(r == '-' || r == '_' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Validate checks a NetConfig: an interface named, an address with its
+// prefix, a gateway inside its network, a resolver and an MTU that the
+// kernel would take.
+func (n *NetConfig) Validate() error {
+	if err := checkInterface(n.Interface); err != nil {
+		return err
+	}
+	p, err := n.Prefix()
+	if err != nil {
+		return err
+	}
+	if n.Gateway != "" {
+		gw, err := netip.ParseAddr(n.Gateway)
+		if err != nil {
+			return fmt.Errorf("configure: net gateway %q is not an IP address", n.Gateway)
+		}
+		if gw.Is4() != p.Addr().Is4() || !p.Masked().Contains(gw) || gw == p.Addr() {
+			return fmt.Errorf("configure: net gateway %s is not another address of %s's network %s", gw, p.Addr(), p.Masked())
+		}
+	}
+	if n.DNS != "" {
+		if _, err := netip.ParseAddr(n.DNS); err != nil {
+			return fmt.Errorf("configure: net dns %q is not an IP address", n.DNS)
+		}
+	}
+	minMTU := 68
+	if p.Addr().Is6() {
+		minMTU = 1280
+	}
+	if n.MTU != 0 && (n.MTU < minMTU || n.MTU > 65535) {
+		return fmt.Errorf("configure: net mtu %d is out of range (%d to 65535)", n.MTU, minMTU)
+	}
+	return nil
+}
+
+// Prefix returns Addr parsed: a unicast address that is neither loopback
+// nor unspecified, with a prefix length that leaves room for a network.
+func (n *NetConfig) Prefix() (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(n.Addr)
+	if err != nil {
+		return p, fmt.Errorf("configure: net addr %q is not ADDRESS/PREFIX-LENGTH", n.Addr)
+	}
+	a := p.Addr()
+	if a.Zone() != "" || a.Is4In6() || !a.IsGlobalUnicast() || p.Bits() == 0 {
+		return p, fmt.Errorf("configure: net addr %s is not a unicast address on a network", n.Addr)
+	}
+	return p, nil
+}
+
+// InterfaceMAC returns the MAC address Interface names, or nil when it
+// names the interface by name.
+func (n *NetConfig) InterfaceMAC() net.HardwareAddr {
+	if strings.Count(n.Interface, ":") != 5 {
+		return nil
+	}
+	mac, err := net.ParseMAC(n.Interface)
+	if err != nil {
+		return nil
+	}
+	return mac
+}
+
+func checkInterface(s string) error {
+	if strings.Count(s, ":") == 5 {
+		if mac, err := net.ParseMAC(s); err != nil || len(mac) != 6 {
+			return fmt.Errorf("configure: net interface %q is not a MAC address", s)
+		}
+		return nil
+	}
+	// The kernel's rule for interface names (dev_valid_name).
+	if s == "" || len(s) > 15 || s == "." || s == ".." || strings.ContainsAny(s, "/:\x00") || strings.ContainsFunc(s, isSpace) {
+		return fmt.Errorf("configure: net interface %q is neither an interface name nor a MAC address", s)
+	}
+	return nil
+}
+
+func isSpace(r rune) bool { return r == ' ' || r == '\t' || r == '\n' || r == '\r' || r == '\v' || r == '\f' }
+
+// ParseCACerts reads Configure.CACertPEM: one or more CERTIFICATE blocks
+// of CA certificates and nothing else but white space. It returns them
+// re-encoded, each block in the canonical PEM form, so that the same
+// certificates always give the same bytes (which is how the guest finds
+// them again in its bundle).
+func ParseCACerts(p []byte) ([]byte, error) {
+	if len(p) > MaxCACertPEM {
+		return nil, fmt.Errorf("configure: the CA certificate is %d bytes (maximum %d)", len(p), MaxCACertPEM)
+	}
+	var out []byte
+	rest := p
+	for n := 1; ; n++ {
+		// pem.Decode skips text before a block: refuse it instead.
+		rest = bytes.TrimLeft(rest, " \t\r\n")
+		if len(rest) == 0 {
+			break
+		}
+		if !bytes.HasPrefix(rest, []byte("-----BEGIN ")) {
+			return nil, errors.New("configure: the CA certificate holds something that is not a PEM CERTIFICATE block")
+		}
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			return nil, fmt.Errorf("configure: the CA's PEM block %d is malformed", n)
+		}
+		if b.Type != "CERTIFICATE" || len(b.Headers) > 0 {
+			return nil, fmt.Errorf("configure: the CA's PEM block %d is a %q, not a CERTIFICATE", n, b.Type)
+		}
+		cert, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("configure: the CA's certificate %d: %w", n, err)
+		}
+		if !cert.IsCA {
+			return nil, fmt.Errorf("configure: certificate %d (%s) is not a CA certificate", n, cert.Subject)
+		}
+		out = append(out, pem.EncodeToMemory(&pem.Block{Type: b.Type, Bytes: b.Bytes})...)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("configure: the CA certificate holds no PEM CERTIFICATE block")
+	}
+	return out, nil
+}
