@@ -1,7 +1,6 @@
 package command
 
 import (
-	"github.com/sbx-dev/sbx/internal/procstat"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -9,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/sbx-dev/sbx/internal/procstat"
 	"io"
 	"io/fs"
 	"os"

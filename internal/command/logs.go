@@ -2,6 +2,7 @@ package command
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sbx-dev/sbx/internal/egress/audit"
 	"github.com/sbx-dev/sbx/internal/machine/consolelog"
 	"github.com/sbx-dev/sbx/internal/supervisor"
 	"github.com/sbx-dev/sbx/internal/termtext"
@@ -34,6 +36,12 @@ Options:
   -f                  Keep printing what is added (one log only: give -console
                       or -supervisor) until interrupted or the sandbox stops.
   -raw                Print control characters as they are, also on a terminal.
+  -egress             The egress audit log instead: one line per connection
+                      or HTTP request the sandbox made or was refused (time,
+                      decision, destination, method and path, status, reason,
+                      the spec rule and its file:line, secrets substituted by
+                      name, bytes each way). With -f, follows it.
+  -json               With -egress: the entries as JSON, one per line.
 
   The console holds what the guest writes. On a terminal, its control
   characters (escape sequences, carriage returns, bidirectional
@@ -43,8 +51,10 @@ Options:
 `
 
 func runLogs(ctx context.Context, env *Env, args []string) int {
-	var console, super, follow, raw bool
+	var console, super, follow, raw, egressLog, asJSON bool
 	flags := newFlagSet("logs")
+	flags.BoolVar(&egressLog, "egress", false, "")
+	flags.BoolVar(&asJSON, "json", false, "")
 	flags.BoolVar(&console, "console", false, "")
 	flags.BoolVar(&super, "supervisor", false, "")
 	flags.BoolVar(&follow, "f", false, "")
@@ -69,7 +79,15 @@ func runLogs(ctx context.Context, env *Env, args []string) int {
 		fmt.Fprintln(env.Stderr, "sbx logs: give -console or -supervisor, not both (neither prints both)")
 		return ExitError
 	}
-	if follow && !console && !super {
+	if egressLog && (console || super) {
+		fmt.Fprintln(env.Stderr, "sbx logs: -egress prints the egress audit log alone: leave out -console and -supervisor")
+		return ExitError
+	}
+	if asJSON && !egressLog {
+		fmt.Fprintln(env.Stderr, "sbx logs: -json goes with -egress (the other logs are text)")
+		return ExitError
+	}
+	if follow && !console && !super && !egressLog {
 		fmt.Fprintln(env.Stderr, "sbx logs: -f follows one log: add -console or -supervisor")
 		return ExitError
 	}
@@ -82,6 +100,9 @@ func runLogs(ctx context.Context, env *Env, args []string) int {
 	if _, err := os.Stat(sdir); err != nil {
 		fmt.Fprintf(env.Stderr, "sbx logs: sandbox.%s of %s has no logs: it was never started or was destroyed\n", name, dir)
 		return ExitError
+	}
+	if egressLog {
+		return printEgress(ctx, env, sdir, follow, asJSON)
 	}
 	consolePath, _ := supervisor.ConsolePath(sdir)
 	logPath := filepath.Join(sdir, supervisor.LogFile)
@@ -128,6 +149,81 @@ func runLogs(ctx context.Context, env *Env, args []string) int {
 			fmt.Fprintf(env.Stderr, "sbx logs: %s\n", quoteErr(err))
 			return ExitError
 		}
+	}
+	return ExitOK
+}
+
+// egressTail is how many audit entries "logs -egress" prints before it
+// follows or ends: the log itself is bounded (audit.Open rotates it).
+const egressTail = 1 << 20
+
+// printEgress prints the egress audit log of the sandbox in sdir, and with
+// follow what is added until interrupted or the sandbox stops.
+func printEgress(ctx context.Context, env *Env, sdir string, follow, asJSON bool) int {
+	print := func(e audit.Entry) error {
+		if asJSON {
+			b, err := json.Marshal(e)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(env.Stdout, "%s\n", b)
+			return err
+		}
+		_, err := fmt.Fprintln(env.Stdout, audit.Format(e))
+		return err
+	}
+	if !follow {
+		var st audit.Stats
+		entries, err := audit.TailStats(sdir, egressTail, &st)
+		if err != nil {
+			fmt.Fprintf(env.Stderr, "sbx logs: %s\n", quoteErr(err))
+			return ExitError
+		}
+		for _, e := range entries {
+			if err := print(e); err != nil {
+				fmt.Fprintf(env.Stderr, "sbx logs: %s\n", quoteErr(err))
+				return ExitError
+			}
+		}
+		if st.Malformed > 0 {
+			fmt.Fprintf(env.Stderr, "sbx logs: skipped %d malformed lines of %s\n", st.Malformed, filepath.Join(sdir, audit.File))
+		}
+		return ExitOK
+	}
+	// Like tail -f: the last few entries, then what is added.
+	recent, err := audit.Tail(sdir, 10)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "sbx logs: %s\n", quoteErr(err))
+		return ExitError
+	}
+	for _, e := range recent {
+		if err := print(e); err != nil {
+			fmt.Fprintf(env.Stderr, "sbx logs: %s\n", quoteErr(err))
+			return ExitError
+		}
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		for ctx.Err() == nil {
+			if !supervisor.Inspect(ctx, sdir, 0, 0).Running {
+				// What the supervisor wrote last is read before Follow ends.
+				time.Sleep(2 * followPoll)
+				cancel()
+				return
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * followPoll):
+			}
+		}
+	}()
+	err = audit.Follow(ctx, sdir, print)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintf(env.Stderr, "sbx logs: %s\n", quoteErr(err))
+		return ExitError
 	}
 	return ExitOK
 }
