@@ -322,7 +322,9 @@ type statusError struct {
 	code int
 }
 
-func (e *statusError) Error() string { return fmt.Sprintf("GET %s: %s", e.url, http.StatusText(e.code)) }
+func (e *statusError) Error() string {
+	return fmt.Sprintf("GET %s: %s", e.url, http.StatusText(e.code))
+}
 
 // Pin is one package as a lock records it.
 type Pin struct {

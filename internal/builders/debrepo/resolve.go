@@ -159,7 +159,9 @@ type ResolveOptions struct {
 //   - An architecture qualifier other than :any, :native or the index's
 //     architecture satisfies nothing (only one architecture is installed).
 //   - Requests are handled sorted by name, dependencies breadth first in
-//     field order, so the result depends only on the request set, the
+//     field order, and relations with alternatives only once no relation
+//     without any is left, so that an alternative chosen for another
+//     reason wins. The result depends only on the request set, the
 //     options and the index.
 //
 // Finally every Conflicts and Breaks of a chosen package is checked
@@ -213,8 +215,20 @@ func Resolve(ix *Index, reqs []Request, opts ResolveOptions) ([]*Package, error)
 		}
 		r.choose(p, "", "requested")
 	}
-	for i := 0; i < len(r.queue); i++ {
-		if err := r.depends(r.queue[i]); err != nil {
+	// Relations with alternatives wait until every relation without
+	// any is in, so that an alternative some other package needs anyway
+	// is the one taken.
+	for next, deferredNext := 0, 0; next < len(r.queue) || deferredNext < len(r.deferred); {
+		if next < len(r.queue) {
+			if err := r.depends(r.queue[next]); err != nil {
+				return nil, err
+			}
+			next++
+			continue
+		}
+		d := r.deferred[deferredNext]
+		deferredNext++
+		if err := r.relation(d.pkg, d.field, d.rel, false); err != nil {
 			return nil, err
 		}
 	}
@@ -237,7 +251,14 @@ type resolver struct {
 	provided  map[string][]*Package // virtual name -> chosen or installed providers
 	queue     []*Package
 	parent    map[string]string // chosen package -> the package whose dependency chose it
+	deferred  []deferredRel
 	why       map[string]string // chosen package -> the relation that chose it
+}
+
+type deferredRel struct {
+	pkg   *Package
+	field string
+	rel   dependency.Relation
 }
 
 func (r *resolver) choose(p *Package, parent, why string) {
@@ -258,7 +279,7 @@ func (r *resolver) depends(p *Package) error {
 			return err
 		}
 		for _, rel := range rels {
-			if err := r.relation(p, field.name, rel); err != nil {
+			if err := r.relation(p, field.name, rel, true); err != nil {
 				return err
 			}
 		}
@@ -266,11 +287,15 @@ func (r *resolver) depends(p *Package) error {
 	return nil
 }
 
-func (r *resolver) relation(p *Package, field string, rel dependency.Relation) error {
+func (r *resolver) relation(p *Package, field string, rel dependency.Relation, mayDefer bool) error {
 	for _, poss := range rel.Possibilities {
 		if r.have(poss) != nil {
 			return nil
 		}
+	}
+	if mayDefer && len(rel.Possibilities) > 1 {
+		r.deferred = append(r.deferred, deferredRel{p, field, rel})
+		return nil
 	}
 	var blocked []string
 	for _, poss := range rel.Possibilities {
