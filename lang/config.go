@@ -215,11 +215,17 @@ type Source struct {
 }
 
 // Egress is an egress block: hosts and ports a sandbox may reach.
+//
+// Allow holds one rule per pattern, in the order first written: the allow
+// and passthrough entries, with the block's request rules applied.
 type Egress struct {
-	Name      string
-	Allow     []policy.AllowRule
-	TCP       []policy.TCPRule
-	Hosts     []policy.HostMapping
+	Name  string
+	Allow []policy.AllowRule
+	TCP   []policy.TCPRule
+	Hosts []policy.HostMapping
+	// CAs are the upstream CAs the block's ca attribute names, read and
+	// checked when the configuration is loaded.
+	CAs       []policy.CA
 	DeclRange hcl.Range
 }
 

@@ -13,7 +13,8 @@
 // does), does not read or write the lock file (lockfiles), does not compare
 // configurations with state (plan), and never reads a secret's value (the
 // egress side does, at run time). It touches the file system only to read
-// the configuration, var files, and files named by file() and filesha256();
+// the configuration, var files, files named by file() and filesha256(),
+// and the CA files an egress block's ca names (read the same confined way);
 // it reads the environment only through Options.Environ.
 //
 // # Files
@@ -94,8 +95,15 @@
 //
 //	egress "NAME" {                                    what a sandbox may reach
 //	  allow = ["api.anthropic.com", "*.openai.com"]    HTTP and HTTPS host patterns
+//	  passthrough = ["pinned.example.com"]             allowed, and spliced without inspection
 //	  tcp   = ["github.com:22"]                        raw TCP, host:port
 //	  hosts = { "api.test" = "127.0.0.1:8443" }        pin names to addresses
+//	  ca    = ["certs/corp-root.pem"]                  upstream CAs, PEM files in the directory
+//	  request "github.com" {                           narrows an allow entry of this block
+//	    methods  = ["GET", "POST"]
+//	    paths    = ["/org/repo.git/**"]
+//	    git_push = ["refs/heads/agent/*"]
+//	  }
 //	}
 //
 //	secret "NAME" {                      a credential brokered by the host
@@ -201,9 +209,12 @@
 // # Validation
 //
 // Beyond types and references, Load checks: host patterns, TCP
-// destinations and address mappings; that every host a sandbox's secret is
+// destinations and address mappings; request blocks (each for an allow
+// entry of its own block that is not passthrough, once; methods, path and
+// ref patterns as package policy checks them); that CA files hold PEM
+// certificates and nothing else; that every host a sandbox's secret is
 // sent to is allowed by that sandbox's egress (a secret never widens egress
-// by itself); that sandbox users and mount owners exist in the image; that
+// by itself) and not passthrough; that sandbox users and mount owners exist in the image; that
 // guest paths are absolute and clean; that extract is used on archives;
 // sha256 digests; unique names, uids, file destinations, mount paths and
 // secret environment variables; and CPU and memory limits.
@@ -215,7 +226,10 @@
 // destination, host mappings by name, secrets by name, mounts by guest
 // path, each mount's hide, readonly and tmpfs patterns sorted, duplicates
 // dropped (a rule declared twice keeps the origin of the first block the
-// sandbox names). Two blocks that map one name to different addresses, or
+// sandbox names). Allow rules for one pattern from several egress blocks
+// merge into one, the least restricted winning (policy.MergeAllow), with a
+// warning where that allows more than any of them alone. CAs are sorted by
+// path. Two blocks that map one name to different addresses, or
 // mount the same guest path, are an error. Each rule's Origin names its
 // block, file (relative to the configuration directory) and line.
 package lang

@@ -1,6 +1,8 @@
 package lang
 
 import (
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"net/netip"
 	"path/filepath"
@@ -14,8 +16,19 @@ import (
 var egressSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "allow"},
+		{Name: "passthrough"},
 		{Name: "tcp"},
 		{Name: "hosts"},
+		{Name: "ca"},
+	},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "request", LabelNames: []string{"host"}}},
+}
+
+var requestSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "methods"},
+		{Name: "paths"},
+		{Name: "git_push"},
 	},
 }
 
@@ -26,6 +39,9 @@ func (l *loader) decodeEgress(b *hcl.Block) {
 	l.cfg.Egress[e.Name] = e
 	block := "egress." + e.Name
 
+	// index finds a pattern's rule in e.Allow: an entry written twice, in
+	// allow or passthrough or both, is one rule.
+	index := map[policy.HostPattern]int{}
 	if a := content.Attributes["allow"]; a != nil {
 		items, _ := l.attrStrings(a)
 		for _, it := range items {
@@ -34,8 +50,35 @@ func (l *loader) decodeEgress(b *hcl.Block) {
 				l.errorf(it.Range, "Invalid host pattern", "%v.", err)
 				continue
 			}
+			if _, dup := index[p]; dup {
+				continue
+			}
+			index[p] = len(e.Allow)
 			e.Allow = append(e.Allow, policy.AllowRule{Pattern: p, Origin: l.origin(block, it.Range)})
 		}
+	}
+	if a := content.Attributes["passthrough"]; a != nil {
+		items, _ := l.attrStrings(a)
+		for _, it := range items {
+			p, err := policy.ParseHostPattern(it.Value)
+			if err != nil {
+				l.errorf(it.Range, "Invalid host pattern", "%v.", err)
+				continue
+			}
+			// The passthrough entry is the rule's origin: it is what
+			// plans and the audit log should point at.
+			r := policy.AllowRule{Pattern: p, Passthrough: true, Origin: l.origin(block, it.Range)}
+			if i, ok := index[p]; ok {
+				e.Allow[i] = r
+				continue
+			}
+			index[p] = len(e.Allow)
+			e.Allow = append(e.Allow, r)
+		}
+	}
+	requests := map[policy.HostPattern]hcl.Range{}
+	for _, rb := range content.Blocks {
+		l.decodeRequest(e, rb, index, requests)
 	}
 	if a := content.Attributes["tcp"]; a != nil {
 		items, _ := l.attrStrings(a)
@@ -68,6 +111,157 @@ func (l *loader) decodeEgress(b *hcl.Block) {
 			e.Hosts = append(e.Hosts, policy.HostMapping{Name: p.Suffix, Addr: ap.String(), Origin: l.origin(block, it.KeyRange)})
 		}
 	}
+	if a := content.Attributes["ca"]; a != nil {
+		items, _ := l.attrStrings(a)
+		seen := map[string]bool{}
+		for _, it := range items {
+			ca, ok := l.readCA(block, it)
+			if !ok || seen[ca.Path] {
+				continue
+			}
+			seen[ca.Path] = true
+			e.CAs = append(e.CAs, ca)
+		}
+		sort.Slice(e.CAs, func(i, j int) bool { return e.CAs[i].Path < e.CAs[j].Path })
+	}
+}
+
+// decodeRequest applies a request block to the allow rule of its pattern
+// in e. index locates rules by pattern; seen records the request blocks
+// already decoded in e, by pattern.
+func (l *loader) decodeRequest(e *Egress, b *hcl.Block, index map[policy.HostPattern]int, seen map[policy.HostPattern]hcl.Range) {
+	content, diags := b.Body.Content(requestSchema)
+	l.diags = append(l.diags, diags...)
+	label := b.Labels[0]
+	p, err := policy.ParseHostPattern(label)
+	if err != nil {
+		l.errorf(b.LabelRanges[0], "Invalid host pattern", "A request block is labelled with an allow entry of its egress block: %v.", err)
+		return
+	}
+	if prev, dup := seen[p]; dup {
+		l.errorf(b.DefRange, "Duplicate request block", "egress.%s already has a request block for %s at %s; write all of its rules in one block.", e.Name, p, rangeString(prev))
+		return
+	}
+	seen[p] = b.DefRange
+	i, allowed := index[p]
+	if !allowed {
+		l.errorf(b.LabelRanges[0], "Request rules for a host the block does not allow",
+			"A request block narrows an allow entry of its own egress block, and egress.%s does not allow %s. Add %q to its allow list.%s",
+			e.Name, p, p.String(), didYouMean(p.String(), rulePatterns(e.Allow), func(s string) string { return fmt.Sprintf("request %q", s) }))
+		return
+	}
+	if e.Allow[i].Passthrough {
+		l.errorf(b.LabelRanges[0], "Request rules for a passthrough host",
+			"egress.%s lets %s through without inspection (passthrough), so its requests are never seen and request rules cannot apply. Remove it from passthrough to have its requests checked, or remove this block.",
+			e.Name, p)
+		return
+	}
+	r := e.Allow[i]
+	ok := true
+	lists := []struct {
+		name  string
+		dst   *[]string
+		check func(string) error
+		what  string
+		noun  string // what leaving the list out lets through
+	}{
+		{"methods", &r.Methods, policy.CheckMethod, "Invalid HTTP method", "every method"},
+		{"paths", &r.Paths, policy.CheckPathPattern, "Invalid path pattern", "every path"},
+		{"git_push", &r.GitPush, policy.CheckRefPattern, "Invalid ref pattern", "a push to any ref"},
+	}
+	set := false
+	for _, f := range lists {
+		a := content.Attributes[f.name]
+		if a == nil {
+			continue
+		}
+		set = true
+		items, good := l.attrStrings(a)
+		if !good {
+			ok = false
+			continue
+		}
+		if len(items) == 0 {
+			l.errorf(a.Expr.Range(), "Empty request rule list",
+				"%s = [] would let nothing through, while leaving it out lets %s through. List what to allow, or remove %s from this block; to stop allowing %s, remove it from allow.",
+				f.name, f.noun, f.name, p)
+			ok = false
+			continue
+		}
+		var list []string
+		for _, it := range items {
+			if err := f.check(it.Value); err != nil {
+				l.errorf(it.Range, f.what, "%v.", err)
+				ok = false
+				continue
+			}
+			list = append(list, it.Value)
+		}
+		*f.dst = sortedUnique(list)
+	}
+	if !set {
+		l.errorf(b.DefRange, "Empty request block",
+			"The request block for %s narrows nothing: give it methods, paths or git_push, or remove it.", p)
+		return
+	}
+	if !ok {
+		return
+	}
+	// The request block is where the rule's narrowing is written, so plans
+	// and denials point there.
+	r.Origin = l.origin("egress."+e.Name, b.DefRange)
+	e.Allow[i] = r
+}
+
+func rulePatterns(rules []policy.AllowRule) []string {
+	var out []string
+	for _, r := range rules {
+		out = append(out, r.Pattern.String())
+	}
+	return out
+}
+
+// readCA reads an upstream CA file named by a ca entry of block. The file
+// is read as file() reads: inside the configuration directory only, not
+// through a link that leaves it. It must hold PEM certificates and nothing
+// else (a private key in it would be copied into plans and state), at
+// least one; they are kept re-encoded, so that text around the blocks
+// goes nowhere.
+func (l *loader) readCA(block string, it item) (policy.CA, bool) {
+	data, err := l.readConfigFile(it.Value)
+	if err != nil {
+		l.errorf(it.Range, "Cannot read CA file", "ca names PEM files of certificate authorities, in the configuration directory: %v.", err)
+		return policy.CA{}, false
+	}
+	var out []byte
+	rest := data
+	n := 0
+	for {
+		var blk *pem.Block
+		blk, rest = pem.Decode(rest)
+		if blk == nil {
+			break
+		}
+		n++
+		if blk.Type != "CERTIFICATE" {
+			l.errorf(it.Range, "Invalid CA file", "%s holds a PEM block of type %q (block %d); a CA file holds only CERTIFICATE blocks. Keep keys out of the configuration.", it.Value, blk.Type, n)
+			return policy.CA{}, false
+		}
+		if _, err := x509.ParseCertificate(blk.Bytes); err != nil {
+			l.errorf(it.Range, "Invalid CA file", "Certificate %d in %s cannot be parsed: %v.", n, it.Value, err)
+			return policy.CA{}, false
+		}
+		out = append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: blk.Bytes})...)
+	}
+	if n == 0 {
+		l.errorf(it.Range, "Invalid CA file", "%s holds no PEM certificate (\"-----BEGIN CERTIFICATE-----\"); ca takes PEM files, not DER.", it.Value)
+		return policy.CA{}, false
+	}
+	return policy.CA{
+		Path:   filepath.ToSlash(filepath.Clean(it.Value)),
+		PEM:    string(out),
+		Origin: l.origin(block, it.Range),
+	}, true
 }
 
 var secretSchema = &hcl.BodySchema{

@@ -238,6 +238,7 @@ func (l *loader) sandboxPolicy(sb *Sandbox, egress, secrets, vfs []blockRef, env
 			continue
 		}
 		pol.Allow = append(pol.Allow, e.Allow...)
+		pol.CAs = append(pol.CAs, e.CAs...)
 		pol.TCP = append(pol.TCP, e.TCP...)
 		for _, h := range e.Hosts {
 			if prev, dup := mapped[h.Name]; dup {
@@ -252,8 +253,9 @@ func (l *loader) sandboxPolicy(sb *Sandbox, egress, secrets, vfs []blockRef, env
 			pol.Hosts = append(pol.Hosts, h)
 		}
 	}
-	sort.SliceStable(pol.Allow, func(i, j int) bool { return pol.Allow[i].Pattern.String() < pol.Allow[j].Pattern.String() })
-	pol.Allow = uniqueBy(pol.Allow, func(a policy.AllowRule) string { return a.Pattern.String() })
+	pol.Allow = l.mergeAllow(sb, egress, pol.Allow)
+	sort.SliceStable(pol.CAs, func(i, j int) bool { return pol.CAs[i].Path < pol.CAs[j].Path })
+	pol.CAs = uniqueBy(pol.CAs, func(c policy.CA) string { return c.Path })
 	sort.SliceStable(pol.TCP, func(i, j int) bool { return pol.TCP[i].Dest.String() < pol.TCP[j].Dest.String() })
 	pol.TCP = uniqueBy(pol.TCP, func(t policy.TCPRule) string { return t.Dest.String() })
 	sort.Slice(pol.Hosts, func(i, j int) bool { return pol.Hosts[i].Name < pol.Hosts[j].Name })
@@ -295,6 +297,13 @@ func (l *loader) sandboxPolicy(sb *Sandbox, egress, secrets, vfs []blockRef, env
 				"secret.%s is sent to %s, but the egress of sandbox.%s (%s) does not allow %s. A secret never widens egress: add the host to an egress block's allow list, or narrow the secret's hosts.",
 				s.Name, strings.Join(unreachable, ", "), sb.Name, egressList(egress), pronoun(len(unreachable)))
 		}
+		for _, h := range hosts {
+			if g, ok := policy.GoverningRule(pol.Allow, h); ok && g.Passthrough {
+				l.errorf(r.rng, "Secret host is passthrough",
+					"secret.%s is sent to %s, but %s (%s:%d) lets %s through without inspection, so the host never sees its requests and cannot put the secret in them. Remove %s from passthrough, or narrow the secret's hosts.",
+					s.Name, h, g.Origin.Block, g.Origin.File, g.Origin.Line, g.Pattern, g.Pattern)
+			}
+		}
 	}
 	sort.Slice(pol.Secrets, func(i, j int) bool { return pol.Secrets[i].Name < pol.Secrets[j].Name })
 	for _, it := range env {
@@ -322,6 +331,47 @@ func (l *loader) sandboxPolicy(sb *Sandbox, egress, secrets, vfs []blockRef, env
 	}
 	sort.Slice(pol.Mounts, func(i, j int) bool { return pol.Mounts[i].Guest < pol.Mounts[j].Guest })
 	return pol
+}
+
+// mergeAllow sorts the allow rules of a sandbox's egress blocks by
+// pattern and merges the rules for one pattern into one, the least
+// restricted winning (policy.MergeAllow). Where that lets through
+// requests none of the rules does alone, it warns at the sandbox's
+// reference to the later block.
+func (l *loader) mergeAllow(sb *Sandbox, egress []blockRef, rules []policy.AllowRule) []policy.AllowRule {
+	sort.SliceStable(rules, func(i, j int) bool { return rules[i].Pattern.String() < rules[j].Pattern.String() })
+	refRange := map[string]hcl.Range{}
+	for _, r := range egress {
+		refRange["egress."+r.name] = r.rng
+	}
+	var out []policy.AllowRule
+	for _, r := range rules {
+		if len(out) == 0 || out[len(out)-1].Pattern != r.Pattern {
+			out = append(out, r)
+			continue
+		}
+		prev := &out[len(out)-1]
+		merged, exact := policy.MergeAllow(*prev, r)
+		if !exact {
+			why := "each of methods, paths and git_push is united on its own, so requests that neither block lets through on its own pass"
+			if merged.Passthrough {
+				why = "one of them lets it through without inspection, so the other's request rules do not apply"
+			}
+			l.warnf(refRange[r.Origin.Block], "Request rules merged more widely than written",
+				"%s and %s both allow %s in sandbox.%s, and the sandbox gets the least restricted union of the two: %s. Put the rules for %s in one egress block to say exactly what passes.",
+				prev.Origin.Block, r.Origin.Block, r.Pattern, sb.Name, why, r.Pattern)
+		}
+		// A rule that restricts nothing keeps no origin of a request
+		// block that no longer narrows it.
+		if !merged.Restricted() && !merged.Passthrough && prev.Restricted() {
+			merged.Origin = r.Origin
+		}
+		if merged.Passthrough && !prev.Passthrough {
+			merged.Origin = r.Origin
+		}
+		*prev = merged
+	}
+	return out
 }
 
 func allowCovers(allow []policy.AllowRule, h policy.HostPattern) bool {

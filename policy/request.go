@@ -299,9 +299,11 @@ func (p Sandbox) RuleFor(host string) (AllowRule, bool) {
 	return best, found
 }
 
-// governing returns the rule in rules that governs the hosts of q: the
-// rule for q itself, or else the most specific rule whose pattern covers q.
-func governing(rules []AllowRule, q HostPattern) (AllowRule, bool) {
+// GoverningRule returns the rule in rules that governs the hosts of q,
+// as RuleFor does for one host: the rule for q itself, or else the most
+// specific rule whose pattern covers q. (A more specific rule than q may
+// still govern some of q's hosts.)
+func GoverningRule(rules []AllowRule, q HostPattern) (AllowRule, bool) {
 	var best AllowRule
 	found := false
 	for _, r := range rules {

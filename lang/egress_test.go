@@ -1,0 +1,300 @@
+package lang
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/hashicorp/hcl/v2"
+	"github.com/sbx-dev/sbx/policy"
+)
+
+// testCAPEM makes a self-signed CA certificate in PEM, as a company's
+// root would be.
+func testCAPEM(t *testing.T, name string) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: name},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+}
+
+const egressImage = `image "agent" {
+  base = "alpine:3.23"
+}
+`
+
+// TestEgressRequestRules decodes passthrough, request blocks and ca, and
+// checks the sandbox policy they give, origins included.
+func TestEgressRequestRules(t *testing.T) {
+	ca1, ca2 := testCAPEM(t, "corp root"), testCAPEM(t, "test root")
+	dir := writeDir(t, map[string]string{
+		"image.hcl": egressImage,
+		"main.hcl": `egress "git" {
+  allow       = ["github.com", "api.anthropic.com", "pinned.example.com"]
+  passthrough = ["pinned.example.com", "*.pinned.test"]
+  ca          = ["./certs//corp.pem", "certs/corp.pem"]
+
+  request "github.com" {
+    methods  = ["POST", "GET", "GET"]
+    paths    = ["/org/repo.git/**"]
+    git_push = ["refs/heads/agent/*"]
+  }
+}
+
+egress "llm" {
+  allow = ["api.anthropic.com"]
+  ca    = ["test.pem"]
+  request "api.anthropic.com" {
+    paths = ["/v1/**"]
+  }
+}
+
+sandbox "eval" {
+  image  = image.agent
+  egress = [egress.git, egress.llm]
+}
+`,
+		"certs/corp.pem": "Corporate root, installed 2026\n" + ca1,
+		"test.pem":       ca2 + "\n# trailing notes\n",
+	})
+	cfg := mustLoad(t, dir, Options{})
+	o := func(block string, line int) policy.Origin {
+		return policy.Origin{Block: block, File: "main.hcl", Line: line}
+	}
+	want := policy.Sandbox{
+		Allow: []policy.AllowRule{
+			{Pattern: policy.MustHostPattern("*.pinned.test"), Passthrough: true, Origin: o("egress.git", 3)},
+			// egress.git allows it unrestricted, which beats egress.llm's
+			// paths: the allow entry stays the origin.
+			{Pattern: policy.MustHostPattern("api.anthropic.com"), Origin: o("egress.git", 2)},
+			{Pattern: policy.MustHostPattern("github.com"), Methods: []string{"GET", "POST"}, Paths: []string{"/org/repo.git/**"},
+				GitPush: []string{"refs/heads/agent/*"}, Origin: o("egress.git", 6)},
+			{Pattern: policy.MustHostPattern("pinned.example.com"), Passthrough: true, Origin: o("egress.git", 3)},
+		},
+		CAs: []policy.CA{
+			{Path: "certs/corp.pem", PEM: ca1, Origin: o("egress.git", 4)},
+			{Path: "test.pem", PEM: ca2, Origin: o("egress.llm", 15)},
+		},
+	}
+	if diff := cmp.Diff(want, cfg.Sandboxes["eval"].Policy); diff != "" {
+		t.Errorf("policy (-want +got):\n%s", diff)
+	}
+}
+
+// TestEgressUnion checks the union rule across egress blocks: for one
+// pattern the least restricted rule wins, two restricted rules unite their
+// lists, passthrough wins over inspection; and the warning when the union
+// lets through what neither block does.
+func TestEgressUnion(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		a, b     string // bodies of egress "a" and "b"
+		want     policy.AllowRule
+		wantWarn bool
+	}{
+		{
+			name: "same restriction twice",
+			a:    `request "x.test" { methods = ["GET"] }`,
+			b:    `request "x.test" { methods = ["GET"] }`,
+			want: policy.AllowRule{Methods: []string{"GET"}},
+		},
+		{
+			name: "methods united",
+			a:    `request "x.test" { methods = ["GET"] }`,
+			b:    `request "x.test" { methods = ["POST", "GET"] }`,
+			want: policy.AllowRule{Methods: []string{"GET", "POST"}},
+		},
+		{
+			name: "unrestricted beats restricted",
+			a:    `request "x.test" { methods = ["GET"] }`,
+			b:    ``,
+			want: policy.AllowRule{},
+		},
+		{
+			name: "one within the other",
+			a:    "request \"x.test\" {\n methods = [\"GET\"]\n paths = [\"/a\"]\n }",
+			b:    `request "x.test" { methods = ["GET", "HEAD"] }`,
+			want: policy.AllowRule{Methods: []string{"GET", "HEAD"}},
+		},
+		{
+			name:     "different respects: wider than either",
+			a:        "request \"x.test\" {\n methods = [\"GET\"]\n paths = [\"/a/**\"]\n }",
+			b:        "request \"x.test\" {\n methods = [\"POST\"]\n paths = [\"/b/**\"]\n }",
+			want:     policy.AllowRule{Methods: []string{"GET", "POST"}, Paths: []string{"/a/**", "/b/**"}},
+			wantWarn: true,
+		},
+		{
+			name:     "passthrough drops the other's request rules",
+			a:        `request "x.test" { git_push = ["refs/heads/agent/*"] }`,
+			b:        `passthrough = ["x.test"]`,
+			want:     policy.AllowRule{Passthrough: true},
+			wantWarn: true,
+		},
+		{
+			name: "passthrough and plain allow",
+			a:    ``,
+			b:    `passthrough = ["x.test"]`,
+			want: policy.AllowRule{Passthrough: true},
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := writeDir(t, map[string]string{
+				"image.hcl": egressImage,
+				"main.hcl": "egress \"a\" {\n  allow = [\"x.test\"]\n  " + c.a + "\n}\n" +
+					"egress \"b\" {\n  allow = [\"x.test\"]\n  " + c.b + "\n}\n" +
+					"sandbox \"s\" {\n  image  = image.agent\n  egress = [egress.a, egress.b]\n}\n",
+			})
+			cfg, diags := Load(dir, Options{})
+			if diags.HasErrors() {
+				t.Fatal(diags)
+			}
+			got := cfg.Sandboxes["s"].Policy.Allow
+			if len(got) != 1 {
+				t.Fatalf("allow = %+v, want one rule", got)
+			}
+			c.want.Pattern = policy.MustHostPattern("x.test")
+			if diff := cmp.Diff(c.want, got[0], cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".Origin" }, cmp.Ignore())); diff != "" {
+				t.Errorf("merged rule (-want +got):\n%s", diff)
+			}
+			var warns hcl.Diagnostics
+			for _, d := range diags {
+				if d.Severity == hcl.DiagWarning {
+					warns = append(warns, d)
+				}
+			}
+			if c.wantWarn != (len(warns) == 1) || len(warns) > 1 {
+				t.Errorf("warnings = %v, want a warning: %v", warns, c.wantWarn)
+			}
+			// The sandbox's egress list is on the file's third line from
+			// the end.
+			wantLine := strings.Count(c.a+c.b, "\n") + 11
+			for _, w := range warns {
+				if w.Subject == nil || w.Subject.Start.Line != wantLine || !strings.Contains(w.Detail, "egress.a and egress.b") {
+					t.Errorf("warning %q at %v, want it at the reference to egress.b (line %d) naming both blocks", w.Detail, w.Subject, wantLine)
+				}
+			}
+		})
+	}
+}
+
+// TestEgressCAConfined plays an untrusted checkout whose ca names files
+// outside the configuration directory: through "..", an absolute path, a
+// symbolic link leading out (to a directory or a file), and a link to
+// /proc. Each is refused with an error at the ca entry's line, and no
+// byte of what lies outside reaches the diagnostics or the policy.
+func TestEgressCAConfined(t *testing.T) {
+	outsidePEM := testCAPEM(t, "outside")
+	outsideDir := t.TempDir()
+	outside := filepath.Join(outsideDir, "root.pem")
+	if err := os.WriteFile(outside, []byte(outsidePEM), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	body := strings.Split(strings.TrimSpace(outsidePEM), "\n")[1] // a line of the certificate's base64
+	for _, c := range []struct {
+		name, path string
+		setup      func(t *testing.T, dir string)
+		want       string
+	}{
+		{"dot-dot", "../" + filepath.Base(outsideDir) + "/root.pem", nil, "leads outside the configuration directory"},
+		{"absolute", outside, nil, "is absolute"},
+		{"link to a file outside", "certs/root.pem", func(t *testing.T, dir string) {
+			mustSymlink(t, outside, filepath.Join(dir, "certs", "root.pem"))
+		}, "outside the configuration directory"},
+		{"link to a directory outside", "up/root.pem", func(t *testing.T, dir string) {
+			mustSymlink(t, outsideDir, filepath.Join(dir, "up"))
+		}, "outside the configuration directory"},
+		{"link through a relative path", "certs/rel.pem", func(t *testing.T, dir string) {
+			rel, err := filepath.Rel(filepath.Join(dir, "certs"), outside)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustSymlink(t, rel, filepath.Join(dir, "certs", "rel.pem"))
+		}, "outside the configuration directory"},
+		{"link to proc", "certs/env.pem", func(t *testing.T, dir string) {
+			mustSymlink(t, "/proc/self/environ", filepath.Join(dir, "certs", "env.pem"))
+		}, "outside the configuration directory"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := filepath.Join(filepath.Dir(outsideDir), "cfg-"+strings.ReplaceAll(c.name, " ", "-"))
+			if err := os.MkdirAll(filepath.Join(dir, "certs"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			spec := egressImage + "egress \"corp\" {\n  allow = [\"api.example.com\"]\n  ca    = [\"" + c.path + "\"]\n}\n" +
+				"sandbox \"s\" {\n  image  = image.agent\n  egress = [egress.corp]\n}\n"
+			if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(spec), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if c.setup != nil {
+				c.setup(t, dir)
+			}
+			cfg, diags := Load(dir, Options{})
+			var found bool
+			for _, d := range diags {
+				if d.Severity == hcl.DiagError && d.Summary == "Cannot read CA file" && d.Subject != nil &&
+					d.Subject.Start.Line == 6 && strings.Contains(d.Detail, c.want) {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("no \"Cannot read CA file\" error at main.hcl:6 saying %q; got %v", c.want, diags)
+			}
+			if out := render(t, cfg, diags); strings.Contains(out, body) {
+				t.Errorf("the diagnostics quote the file outside:\n%s", out)
+			}
+			if e := cfg.Egress["corp"]; e != nil && len(e.CAs) > 0 {
+				t.Errorf("the CA outside was read: %+v", e.CAs)
+			}
+		})
+	}
+}
+
+// A link that stays inside the configuration directory is followed, and
+// the CA keeps the path as written.
+func TestEgressCALinkInside(t *testing.T) {
+	pemText := testCAPEM(t, "inside")
+	dir := writeDir(t, map[string]string{
+		"image.hcl":         egressImage,
+		"shared/root.crt":   pemText,
+		"main.hcl":          "egress \"corp\" {\n  allow = [\"api.example.com\"]\n  ca    = [\"certs/root.pem\"]\n}\n",
+		"certs/placeholder": "",
+	})
+	mustSymlink(t, "../shared/root.crt", filepath.Join(dir, "certs", "root.pem"))
+	cfg := mustLoad(t, dir, Options{})
+	cas := cfg.Egress["corp"].CAs
+	if len(cas) != 1 || cas[0].Path != "certs/root.pem" || cas[0].PEM != pemText {
+		t.Errorf("CAs = %+v, want certs/root.pem with the linked certificate", cas)
+	}
+}
+
+func mustSymlink(t *testing.T, target, link string) {
+	t.Helper()
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+}
