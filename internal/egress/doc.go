@@ -1,0 +1,41 @@
+// Package egress enforces a sandbox's egress policy on the TCP
+// connections its guest opens: it decides each connection and, for
+// HTTP(S), each request, and brokers the sandbox's secrets.
+//
+// Compile turns a policy.Sandbox and the secrets' values into a Policy;
+// its Resolves and Accepts answer the network stack's questions (which
+// names DNS answers, which connections complete). An Engine serves the
+// connections the stack accepts (ServeFlow):
+//
+//   - HTTPS is terminated with a certificate the per-user CA (package ca)
+//     mints for the connection's name; a ClientHello whose SNI names
+//     another host is refused, and one without SNI gets the name's
+//     certificate (the connection's name comes from the synthetic address
+//     it dialled, and every request is checked against it anyway). Plain
+//     HTTP is served as is. Each request's Host or :authority must be the
+//     connection's name; CONNECT is refused; the allow rules' methods,
+//     paths and git push refs narrow what passes. Allowed requests are
+//     re-originated by the host over HTTP/1.1 or HTTP/2 with TLS verified
+//     against the system roots and the spec's CAs, streamed both ways.
+//   - A secret's placeholder in a request header (inside a Basic
+//     credential too) is replaced by its value only in requests to the
+//     secret's hosts; its placeholder or value in a request to any other
+//     host refuses the request. Values are masked back to placeholders in
+//     response headers, trailers and bodies, which are asked for and
+//     masked uncompressed (gzip is decoded; another encoding is refused).
+//     WebSocket frames after the upgrade and request bodies are not
+//     inspected.
+//   - A passthrough rule's TLS is spliced unmodified after its SNI is
+//     checked (missing SNI is refused there); a tcp rule's connection is
+//     spliced after dialling.
+//
+// Names are dialled through the policy's hosts mappings or resolved on
+// the host, and then only public addresses are dialled. Refusals are
+// fast: a reset for connections, a 403 with a one-line reason naming the
+// rule to change for requests. Engine.Update swaps the policy live and
+// closes the connections it no longer allows.
+//
+// It does not parse packets or answer DNS (package netstack does), write
+// the audit log's file (package audit), read secret values (package
+// secretsrc) or parse git's pkt-lines (package gitpush).
+package egress

@@ -1,0 +1,344 @@
+package egress
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/sbx-dev/sbx/internal/egress/audit"
+	"github.com/sbx-dev/sbx/internal/egress/gitpush"
+	"github.com/sbx-dev/sbx/policy"
+)
+
+// requestState travels with a request through the reverse proxy.
+type requestState struct {
+	st        *state
+	scheme    string
+	authority string
+	mask      *replacer // values and per-request forms to mask; nil: none
+	status    int
+	upErr     string
+}
+
+type requestStateKey struct{}
+
+func requestStateOf(r *http.Request) *requestState {
+	rs, _ := r.Context().Value(requestStateKey{}).(*requestState)
+	return rs
+}
+
+// handle decides one guest request and proxies it when allowed. In order:
+// the connection's host must still be allowed as it was; CONNECT is
+// refused; the request's Host (or :authority), port stripped, must be the
+// connection's name (and a port in it the connection's port); the allow
+// rules' methods and paths must admit it; secrets are substituted or the
+// request refused; a git push is held to its rule's refs. Every request
+// gets one audit entry.
+func (e *Engine) handle(w http.ResponseWriter, r *http.Request, f *flow, isTLS bool) {
+	start := time.Now()
+	st := e.cur.Load()
+	pol := st.pol
+	en := audit.Entry{Name: f.name, Port: f.port, Method: r.Method, Path: r.URL.Path, Proto: protoOf(r, isTLS)}
+	cw := &countingWriter{ResponseWriter: w}
+	defer func() {
+		en.Duration = time.Since(start)
+		en.BytesDown = cw.n.Load()
+		if en.Status == 0 {
+			en.Status = cw.status
+		}
+		e.audit(en)
+	}()
+	deny := func(status int, reason string, rule policy.Origin) {
+		en = withOrigin(en, rule)
+		en.Decision, en.Reason, en.Status = audit.DecisionDeny, reason, status
+		writeDenial(cw, status, reason)
+	}
+
+	if k := pol.flowKind(f.name, f.port); k != f.kind {
+		deny(http.StatusForbidden, fmt.Sprintf("%s:%d is no longer allowed by the sandbox's egress policy", f.name, f.port), policy.Origin{})
+		return
+	}
+	if r.Method == http.MethodConnect {
+		deny(http.StatusForbidden, "CONNECT is not allowed: the sandbox reaches hosts by name, one connection per host", pol.ruleFor(f.name, f.port))
+		return
+	}
+	// A port in Host is not compared: the upstream request always goes to
+	// the connection's own port with the connection's authority.
+	if host, _ := splitHostPort(r.Host); canonicalName(host) != f.name {
+		deny(http.StatusForbidden, fmt.Sprintf("request for host %q on a connection to %s:%d (domain fronting is not allowed; connect to that host instead)", r.Host, f.name, f.port), pol.ruleFor(f.name, f.port))
+		return
+	}
+	receivePack := r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-receive-pack")
+	v := pol.checkRequest(f.name, r.Method, r.URL.Path, r.URL.EscapedPath(), receivePack)
+	if !v.allowed {
+		deny(http.StatusForbidden, v.reason, v.rule)
+		return
+	}
+	en = withOrigin(en, v.rule)
+
+	unescaped, _ := url.QueryUnescape(r.URL.RawQuery)
+	sub, d := pol.rewriteRequest(f.name, r.Header, r.RequestURI+" "+r.URL.Path+" "+unescaped)
+	if d != nil {
+		deny(http.StatusForbidden, d.reason, d.rule)
+		return
+	}
+	en.Secrets = sub.used
+
+	if v.pushRefs != nil {
+		body, reason := e.checkPush(cw, r, f, v.pushRefs)
+		if body == nil {
+			en.Decision, en.Reason, en.Status = audit.DecisionDeny, reason, http.StatusOK
+			return
+		}
+		r.Body = body
+	}
+
+	scheme, defPort := "http", uint16(80)
+	if isTLS {
+		scheme, defPort = "https", 443
+	}
+	authority := f.name
+	if f.port != defPort {
+		authority = net.JoinHostPort(f.name, strconv.Itoa(int(f.port)))
+	}
+	rs := &requestState{st: st, scheme: scheme, authority: authority}
+	if pol.mask != nil {
+		pairs := make([][2]string, 0, len(sub.extra)+len(pol.secrets))
+		pairs = append(pairs, sub.extra...)
+		if len(sub.extra) == 0 {
+			rs.mask = pol.mask
+		} else {
+			for _, s := range pol.secrets {
+				pairs = append(pairs, [2]string{string(s.value), s.placeholder})
+			}
+			rs.mask = newReplacer(pairs)
+		}
+		// Bodies are masked as they stream; ask for them uncompressed so
+		// that a value in them is seen.
+		r.Header.Set("Accept-Encoding", "identity")
+	}
+	cr := &countingReader{r: r.Body}
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = cr
+	}
+	e.proxy.ServeHTTP(cw, r.WithContext(context.WithValue(r.Context(), requestStateKey{}, rs)))
+	en.BytesUp = cr.n.Load()
+	en.Status = rs.status
+	if rs.upErr != "" {
+		en.Decision, en.Reason, en.Status = audit.DecisionDeny, rs.upErr, cw.status
+		return
+	}
+	en.Decision = audit.DecisionAllow
+}
+
+func protoOf(r *http.Request, isTLS bool) string {
+	switch {
+	case strings.EqualFold(r.Header.Get("Upgrade"), "websocket"):
+		return "ws"
+	case r.ProtoMajor == 2:
+		return "h2"
+	case isTLS:
+		return "https"
+	default:
+		return "http"
+	}
+}
+
+func splitHostPort(hostport string) (host, port string) {
+	if h, p, err := net.SplitHostPort(hostport); err == nil {
+		return h, p
+	}
+	return hostport, ""
+}
+
+// writeDenial answers a refused request with a one-line reason.
+func writeDenial(w http.ResponseWriter, status int, reason string) {
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	io.WriteString(w, "sbx egress: "+oneLine(reason)+"\n")
+}
+
+// oneLine keeps a reason on one printable line: parts of it (hosts,
+// paths) come from the guest.
+func oneLine(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+}
+
+// checkPush reads a git push's ref-update commands and returns the body
+// to send upstream (the commands replayed, then the rest), or nil after
+// answering the client with a receive-pack refusal that git prints.
+func (e *Engine) checkPush(w http.ResponseWriter, r *http.Request, f *flow, refs []string) (io.ReadCloser, string) {
+	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		reason := fmt.Sprintf("a git push with a %s-encoded body cannot be checked against the rule's refs", ce)
+		writeDenial(w, http.StatusForbidden, reason)
+		return nil, reason
+	}
+	cmds, consumed, caps, err := gitpush.ParseCommands(r.Body, e.opts.MaxPushCommands)
+	if err != nil {
+		reason := "reading the push's ref updates: " + err.Error()
+		writeDenial(w, http.StatusForbidden, reason)
+		return nil, reason
+	}
+	var bad []string
+	for _, c := range cmds {
+		if !gitpush.Match(refs, c.Ref) {
+			bad = append(bad, c.Ref)
+		}
+	}
+	if len(bad) == 0 {
+		return struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(consumed), r.Body), r.Body}, ""
+	}
+	rule := e.cur.Load().pol.ruleFor(f.name, f.port)
+	reason := fmt.Sprintf("sbx egress: pushes to %s may update only %s (%s); refused %s",
+		f.name, strings.Join(refs, ", "), originString(rule), strings.Join(bad, ", "))
+	// The client sends the whole pack before it reads the answer; read it
+	// (bounded) so that it gets to print the refusal.
+	if n, _ := io.Copy(io.Discard, io.LimitReader(r.Body, e.opts.MaxRefusedPushBody)); n >= e.opts.MaxRefusedPushBody {
+		w.Header().Set("Connection", "close")
+	}
+	if err := gitpush.Reject(w, cmds, caps, oneLine(reason)); err != nil {
+		e.opts.Logger.Debug("writing a git push refusal", "err", err)
+	}
+	return nil, reason
+}
+
+// rewrite points the outgoing request at the flow's upstream. Headers
+// were already rewritten by handle; ReverseProxy has dropped hop-by-hop
+// headers and adds no X-Forwarded-* (the guest's addresses stay inside).
+func (e *Engine) rewrite(pr *httputil.ProxyRequest) {
+	rs := requestStateOf(pr.In)
+	pr.Out.URL.Scheme = rs.scheme
+	pr.Out.URL.Host = rs.authority
+	pr.Out.Host = rs.authority
+}
+
+// modifyResponse masks every secret value in what comes back: headers
+// (Location included), the body as it streams, and trailers. Bodies are
+// masked uncompressed: a gzip body is decoded (and sent on without its
+// Content-Encoding); any other encoding is refused, since a value inside
+// it could not be seen. Upgraded (WebSocket) streams are not masked.
+func (e *Engine) modifyResponse(res *http.Response) error {
+	rs := requestStateOf(res.Request)
+	rs.status = res.StatusCode
+	if rs.mask == nil {
+		return nil
+	}
+	rs.st.pol.maskHeader(res.Header, rs.mask)
+	if res.StatusCode == http.StatusSwitchingProtocols || res.Body == nil || res.Body == http.NoBody ||
+		res.Request.Method == http.MethodHead || res.StatusCode == http.StatusNoContent || res.StatusCode == http.StatusNotModified {
+		return nil
+	}
+	body := res.Body
+	switch ce := strings.ToLower(strings.TrimSpace(res.Header.Get("Content-Encoding"))); ce {
+	case "", "identity":
+	case "gzip", "x-gzip":
+		zr, err := gzip.NewReader(res.Body)
+		if err != nil {
+			return fmt.Errorf("decoding the upstream's gzip body to mask secrets: %v", err)
+		}
+		body = struct {
+			io.Reader
+			io.Closer
+		}{zr, res.Body}
+		res.Header.Del("Content-Encoding")
+	default:
+		return fmt.Errorf("the upstream sent a %s-encoded body, which cannot be checked for secret values", ce)
+	}
+	res.Header.Del("Content-Length")
+	res.ContentLength = -1
+	res.Body = newMaskReader(rs.mask, body, func() {
+		for _, vals := range res.Trailer {
+			for i, v := range vals {
+				vals[i] = rs.mask.replaceString(v)
+			}
+		}
+	})
+	return nil
+}
+
+// upstreamError answers a request the upstream did not: 502, or 504 for
+// a timeout, with a one-line reason that carries no secret value.
+func (e *Engine) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	rs := requestStateOf(r)
+	status := http.StatusBadGateway
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, context.DeadlineExceeded) {
+		status = http.StatusGatewayTimeout
+	}
+	msg := err.Error()
+	if rs != nil {
+		msg = rs.st.pol.maskString(msg)
+		if rs.mask != nil {
+			msg = rs.mask.replaceString(msg)
+		}
+	}
+	reason := "upstream " + r.Host + ": " + msg
+	if rs != nil {
+		rs.upErr = reason
+	}
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		return // the guest went away
+	}
+	writeDenial(w, status, reason)
+}
+
+// countingWriter counts the body bytes sent to the guest and keeps the
+// status; Unwrap lets ReverseProxy reach Flush and Hijack.
+type countingWriter struct {
+	http.ResponseWriter
+	n      atomic.Int64
+	status int
+}
+
+func (c *countingWriter) WriteHeader(code int) {
+	if c.status == 0 || c.status < 200 {
+		c.status = code
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	if c.status == 0 {
+		c.status = http.StatusOK
+	}
+	n, err := c.ResponseWriter.Write(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+func (c *countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+type countingReader struct {
+	r io.ReadCloser
+	n atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+func (c *countingReader) Close() error { return c.r.Close() }

@@ -1,0 +1,143 @@
+package egress
+
+import (
+	"bytes"
+	"io"
+	"strings"
+)
+
+// replacer replaces fixed strings (secret values) by others (their
+// placeholders), over strings or as a stream.
+type replacer struct {
+	old, new [][]byte
+	str      *strings.Replacer
+}
+
+// newReplacer takes (old, new) pairs; when two olds start at the same
+// place, the earlier pair wins, so callers list longer olds first.
+func newReplacer(pairs [][2]string) *replacer {
+	r := &replacer{}
+	var args []string
+	for _, p := range pairs {
+		if p[0] == "" {
+			continue
+		}
+		r.old = append(r.old, []byte(p[0]))
+		r.new = append(r.new, []byte(p[1]))
+		args = append(args, p[0], p[1])
+	}
+	r.str = strings.NewReplacer(args...)
+	return r
+}
+
+func (r *replacer) replaceString(s string) string {
+	if len(r.old) == 0 {
+		return s
+	}
+	return r.str.Replace(s)
+}
+
+// process appends to dst the replaced form of in, except for a tail of in
+// that could be the start of an old string continued by input not read
+// yet: that tail is returned, to be prefixed to the next input. With
+// final, nothing is held back.
+func (r *replacer) process(dst, in []byte, final bool) (out, rest []byte) {
+	for {
+		at, which := -1, -1
+		for i, o := range r.old {
+			j := bytes.Index(in, o)
+			if j >= 0 && (at < 0 || j < at) {
+				at, which = j, i
+			}
+		}
+		if at < 0 {
+			break
+		}
+		dst = append(dst, in[:at]...)
+		dst = append(dst, r.new[which]...)
+		in = in[at+len(r.old[which]):]
+	}
+	if final {
+		return append(dst, in...), nil
+	}
+	hold := r.heldTail(in)
+	return append(dst, in[:len(in)-hold]...), in[len(in)-hold:]
+}
+
+// heldTail is the length of the longest suffix of b that is a proper
+// prefix of some old string. Only such a suffix is held back, so a stream
+// whose chunks end in ordinary text (an SSE event's blank line) is passed
+// on at once.
+func (r *replacer) heldTail(b []byte) int {
+	best := 0
+	for _, o := range r.old {
+		k := len(o) - 1
+		if k > len(b) {
+			k = len(b)
+		}
+		for ; k > best; k-- {
+			if bytes.HasPrefix(o, b[len(b)-k:]) {
+				best = k
+				break
+			}
+		}
+	}
+	return best
+}
+
+// maskReader masks a stream: every old string is replaced even when a
+// read boundary splits it. It holds back at most the longest old string
+// less one byte, and only bytes that could start one.
+type maskReader struct {
+	r      *replacer
+	src    io.Reader
+	buf    []byte // read from src
+	in     []byte // unprocessed tail
+	out    []byte // ready for the caller
+	err    error
+	closer io.Closer
+	atEOF  func()
+}
+
+func newMaskReader(r *replacer, src io.ReadCloser, atEOF func()) *maskReader {
+	return &maskReader{r: r, src: src, closer: src, buf: make([]byte, 32<<10), atEOF: atEOF}
+}
+
+func (m *maskReader) Read(p []byte) (int, error) {
+	for {
+		if len(m.out) > 0 {
+			n := copy(p, m.out)
+			m.out = m.out[n:]
+			return n, nil
+		}
+		if m.err != nil {
+			if m.in != nil {
+				m.out, _ = m.r.process(m.out[:0], m.in, true)
+				m.in = nil
+				continue
+			}
+			if m.err == io.EOF && m.atEOF != nil {
+				m.atEOF()
+				m.atEOF = nil
+			}
+			return 0, m.err
+		}
+		n, err := m.src.Read(m.buf)
+		m.err = err
+		if n == 0 {
+			continue
+		}
+		chunk := m.buf[:n]
+		if len(m.in) > 0 {
+			chunk = append(m.in, chunk...)
+		}
+		var rest []byte
+		m.out, rest = m.r.process(m.out[:0], chunk, false)
+		m.in = append([]byte(nil), rest...)
+		if len(m.in) == 0 {
+			m.in = nil
+		}
+	}
+}
+
+func (m *maskReader) Close() error { return m.closer.Close() }

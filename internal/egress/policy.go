@@ -1,0 +1,272 @@
+package egress
+
+import (
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+
+	"github.com/sbx-dev/sbx/policy"
+)
+
+// Policy is one sandbox's egress policy compiled for the proxy: the
+// policy.Sandbox it came from, the secrets' real values and placeholders,
+// and the upstream trust pool. It is immutable; Engine.Update swaps it.
+type Policy struct {
+	src     policy.Sandbox
+	allow   []allowRule
+	tcp     map[policy.HostPort]policy.TCPRule
+	hosts   map[string]netip.AddrPort
+	secrets []*secret
+	// roots verifies upstream servers: the system roots plus the spec's CAs.
+	roots *x509.CertPool
+	// mask replaces every real value by its placeholder in what flows
+	// back to the guest; nil when the policy has no secrets.
+	mask *replacer
+}
+
+type allowRule struct {
+	policy.AllowRule
+	methods map[string]bool
+	paths   []pathPattern
+}
+
+type secret struct {
+	policy.SecretBinding
+	value       []byte
+	placeholder string
+}
+
+// minSecretLen is the shortest value Compile accepts: every occurrence of
+// a value in a response is masked, and a very short value would match by
+// chance in ordinary content and garble it.
+const minSecretLen = 8
+
+// Compile checks p and the secrets' values and makes the Policy the
+// engine enforces. secrets maps each secret's name to its real value and
+// placeholders each name to the placeholder the guest sees; every secret
+// p binds must be in both. Errors name secrets, never values.
+func Compile(p policy.Sandbox, secrets map[string][]byte, placeholders map[string]string) (*Policy, error) {
+	c := &Policy{
+		src:   p,
+		tcp:   make(map[policy.HostPort]policy.TCPRule),
+		hosts: make(map[string]netip.AddrPort),
+	}
+	var errs []error
+	for _, r := range p.Allow {
+		ar := allowRule{AllowRule: r}
+		if len(r.Methods) > 0 {
+			ar.methods = make(map[string]bool)
+			for _, m := range r.Methods {
+				ar.methods[strings.ToUpper(m)] = true
+			}
+		}
+		for _, s := range r.Paths {
+			pp, err := parsePathPattern(s)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %v", originString(r.Origin), err))
+				continue
+			}
+			ar.paths = append(ar.paths, pp)
+		}
+		for _, g := range r.GitPush {
+			if !strings.HasPrefix(g, "refs/") {
+				errs = append(errs, fmt.Errorf("%s: git push pattern %q must start with refs/", originString(r.Origin), g))
+			}
+		}
+		c.allow = append(c.allow, ar)
+	}
+	for _, r := range p.TCP {
+		c.tcp[policy.HostPort{Host: canonicalName(r.Dest.Host), Port: r.Dest.Port}] = r
+	}
+	for _, h := range p.Hosts {
+		ap, err := netip.ParseAddrPort(h.Addr)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: hosts mapping %q: %v", originString(h.Origin), h.Name, err))
+			continue
+		}
+		c.hosts[canonicalName(h.Name)] = ap
+	}
+
+	seen := make(map[string]string)
+	for _, b := range p.Secrets {
+		v, ok := secrets[b.Name]
+		if !ok {
+			errs = append(errs, fmt.Errorf("secret %q: no value was resolved", b.Name))
+			continue
+		}
+		ph, ok := placeholders[b.Name]
+		if !ok || ph == "" {
+			errs = append(errs, fmt.Errorf("secret %q: no placeholder", b.Name))
+			continue
+		}
+		switch {
+		case len(v) < minSecretLen:
+			errs = append(errs, fmt.Errorf("secret %q: its value is %d bytes; values shorter than %d bytes cannot be masked reliably", b.Name, len(v), minSecretLen))
+			continue
+		case strings.ContainsAny(string(v), "\r\n\x00"):
+			errs = append(errs, fmt.Errorf("secret %q: its value contains a line break or NUL, which cannot go into an HTTP header", b.Name))
+			continue
+		case strings.Contains(string(v), ph) || strings.Contains(ph, string(v)):
+			errs = append(errs, fmt.Errorf("secret %q: its value and placeholder overlap", b.Name))
+			continue
+		}
+		if other, dup := seen[ph]; dup {
+			errs = append(errs, fmt.Errorf("secrets %q and %q share a placeholder", other, b.Name))
+			continue
+		}
+		seen[ph] = b.Name
+		c.secrets = append(c.secrets, &secret{SecretBinding: b, value: append([]byte(nil), v...), placeholder: ph})
+	}
+	// Longer values first, so that a value containing another is masked whole.
+	sort.SliceStable(c.secrets, func(i, j int) bool { return len(c.secrets[i].value) > len(c.secrets[j].value) })
+	if len(c.secrets) > 0 {
+		var pairs [][2]string
+		for _, s := range c.secrets {
+			pairs = append(pairs, [2]string{string(s.value), s.placeholder})
+		}
+		c.mask = newReplacer(pairs)
+	}
+
+	roots, err := x509.SystemCertPool()
+	if err != nil || roots == nil {
+		roots = x509.NewCertPool()
+	}
+	for _, ca := range p.CAs {
+		if !roots.AppendCertsFromPEM([]byte(ca.PEM)) {
+			errs = append(errs, fmt.Errorf("%s: CA file %s holds no PEM certificate", originString(ca.Origin), ca.Path))
+		}
+	}
+	c.roots = roots
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Source returns the policy.Sandbox the Policy was compiled from.
+func (p *Policy) Source() policy.Sandbox { return p.src }
+
+// Placeholders returns each secret's placeholder by the guest environment
+// variable that carries it.
+func (p *Policy) Placeholders() map[string]string {
+	m := make(map[string]string, len(p.secrets))
+	for _, s := range p.secrets {
+		m[s.Env] = s.placeholder
+	}
+	return m
+}
+
+// Resolves reports whether DNS should answer for name: an allowed HTTP(S)
+// host, the host of a tcp rule, or a name a hosts mapping pins.
+func (p *Policy) Resolves(name string) bool {
+	name = canonicalName(name)
+	if name == "" {
+		return false
+	}
+	if _, ok := p.hosts[name]; ok {
+		return true
+	}
+	for hp := range p.tcp {
+		if hp.Host == name {
+			return true
+		}
+	}
+	return len(p.rulesFor(name)) > 0
+}
+
+// Accepts reports whether a TCP connection to name:port is allowed: ports
+// 80 and 443 of a host an allow rule matches, or the exact name and port
+// of a tcp rule. A hosts mapping alone allows nothing; it only says where
+// an allowed name is dialled.
+func (p *Policy) Accepts(name string, port uint16) bool {
+	return p.flowKind(canonicalName(name), port) != kindDeny
+}
+
+type flowKind int
+
+const (
+	kindDeny flowKind = iota
+	kindHTTP          // terminated and inspected (TLS or plain)
+	kindPassthrough   // TLS spliced after its SNI is checked
+	kindTCP           // raw TCP spliced
+)
+
+func (k flowKind) String() string {
+	return [...]string{"deny", "http", "tls-passthrough", "tcp"}[k]
+}
+
+// flowKind decides how a connection is handled. An exact tcp rule wins:
+// it is the spec's statement about that very port. Otherwise ports 80 and
+// 443 of an allowed host are inspected, unless every allow rule matching
+// the name opts out with passthrough (then port 443 is spliced): inspection
+// is the default, and a secret or request rule on any matching rule needs it.
+func (p *Policy) flowKind(name string, port uint16) flowKind {
+	if name == "" {
+		return kindDeny
+	}
+	if _, ok := p.tcp[policy.HostPort{Host: name, Port: port}]; ok {
+		return kindTCP
+	}
+	if port != 80 && port != 443 {
+		return kindDeny
+	}
+	rules := p.rulesFor(name)
+	if len(rules) == 0 {
+		return kindDeny
+	}
+	if port == 443 {
+		pass := true
+		for _, r := range rules {
+			pass = pass && r.Passthrough
+		}
+		if pass {
+			return kindPassthrough
+		}
+	}
+	return kindHTTP
+}
+
+func (p *Policy) rulesFor(name string) []*allowRule {
+	var out []*allowRule
+	for i := range p.allow {
+		if p.allow[i].Pattern.Match(name) {
+			out = append(out, &p.allow[i])
+		}
+	}
+	return out
+}
+
+// ruleFor returns the origin of the rule that lets name:port through, for
+// audit entries of whole flows.
+func (p *Policy) ruleFor(name string, port uint16) policy.Origin {
+	if r, ok := p.tcp[policy.HostPort{Host: name, Port: port}]; ok {
+		return r.Origin
+	}
+	if rules := p.rulesFor(name); len(rules) > 0 {
+		return rules[0].Origin
+	}
+	return policy.Origin{}
+}
+
+// canonicalName lower-cases name and drops a trailing dot.
+func canonicalName(name string) string {
+	return strings.ToLower(strings.TrimSuffix(name, "."))
+}
+
+// originString renders a rule's origin the way a user finds it:
+// "egress.llm (main.hcl:12)".
+func originString(o policy.Origin) string {
+	switch {
+	case o.Block == "" && o.File == "":
+		return "the policy"
+	case o.File == "":
+		return o.Block
+	case o.Line > 0:
+		return fmt.Sprintf("%s (%s:%d)", o.Block, o.File, o.Line)
+	default:
+		return fmt.Sprintf("%s (%s)", o.Block, o.File)
+	}
+}

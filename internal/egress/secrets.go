@@ -1,0 +1,149 @@
+package egress
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/sbx-dev/sbx/policy"
+)
+
+// substitution is what rewriting one request's headers did.
+type substitution struct {
+	// used names the secrets whose placeholders were replaced.
+	used []string
+	// extra are (upstream form, guest form) pairs to mask in the response
+	// besides the values themselves: a Basic credential re-encoded with
+	// the value would otherwise come back in base64 if echoed.
+	extra [][2]string
+}
+
+// secretDenial is a request refused because a secret would go where its
+// binding does not allow.
+type secretDenial struct {
+	reason string
+	rule   policy.Origin
+}
+
+// rewriteRequest substitutes, in every header of a request to host, the
+// placeholder of each secret bound to host by its real value (inside a
+// Basic credential too), and refuses the request when a placeholder or a
+// real value of a secret not bound to host appears in any header, the
+// path or the query. Values are substituted in headers only, never in
+// URLs or bodies.
+func (p *Policy) rewriteRequest(host string, h http.Header, rawURL string) (substitution, *secretDenial) {
+	var sub substitution
+	if len(p.secrets) == 0 {
+		return sub, nil
+	}
+	used := make(map[string]bool)
+	for _, s := range p.secrets {
+		if !s.bound(host) && (strings.Contains(rawURL, s.placeholder) || strings.Contains(rawURL, string(s.value))) {
+			return sub, s.denial(host, "the URL")
+		}
+	}
+	for key, vals := range h {
+		for _, s := range p.secrets {
+			lk := strings.ToLower(key)
+			if strings.Contains(lk, strings.ToLower(s.placeholder)) || strings.Contains(lk, strings.ToLower(string(s.value))) {
+				return sub, s.denial(host, "a header name")
+			}
+		}
+		for i, v := range vals {
+			nv, d := p.rewriteValue(host, key, v, used)
+			if d != nil {
+				return sub, d
+			}
+			if scheme, cred, ok := cutBasic(v); ok && http.CanonicalHeaderKey(key) == "Authorization" {
+				raw, err := base64.StdEncoding.DecodeString(cred)
+				if err == nil {
+					nraw, d := p.rewriteValue(host, key+" (Basic credential)", string(raw), used)
+					if d != nil {
+						return sub, d
+					}
+					if nraw != string(raw) {
+						enc := base64.StdEncoding.EncodeToString([]byte(nraw))
+						sub.extra = append(sub.extra, [2]string{enc, cred})
+						nv = scheme + " " + enc
+					}
+				}
+			}
+			vals[i] = nv
+		}
+	}
+	for _, s := range p.secrets {
+		if used[s.Name] {
+			sub.used = append(sub.used, s.Name)
+		}
+	}
+	return sub, nil
+}
+
+func (p *Policy) rewriteValue(host, where, v string, used map[string]bool) (string, *secretDenial) {
+	for _, s := range p.secrets {
+		hasPH := strings.Contains(v, s.placeholder)
+		hasValue := strings.Contains(v, string(s.value))
+		if !hasPH && !hasValue {
+			continue
+		}
+		if !s.bound(host) {
+			return "", s.denial(host, "header "+where)
+		}
+		if hasPH {
+			v = strings.ReplaceAll(v, s.placeholder, string(s.value))
+			used[s.Name] = true
+		}
+	}
+	return v, nil
+}
+
+func cutBasic(v string) (scheme, cred string, ok bool) {
+	scheme, cred, ok = strings.Cut(strings.TrimSpace(v), " ")
+	if !ok || !strings.EqualFold(scheme, "Basic") {
+		return "", "", false
+	}
+	return scheme, strings.TrimSpace(cred), true
+}
+
+func (s *secret) bound(host string) bool {
+	for _, hp := range s.Hosts {
+		if hp.Match(host) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *secret) denial(host, where string) *secretDenial {
+	hosts := make([]string, len(s.Hosts))
+	for i, h := range s.Hosts {
+		hosts[i] = h.String()
+	}
+	return &secretDenial{
+		reason: fmt.Sprintf("secret %q appears in %s of a request to %s, but it may be sent only to %s; add %s to the secret's hosts in %s to allow it",
+			s.Name, where, host, strings.Join(hosts, ", "), host, originString(s.Origin)),
+		rule: s.Origin,
+	}
+}
+
+// maskString replaces every real value in s by its placeholder.
+func (p *Policy) maskString(s string) string {
+	if p.mask == nil {
+		return s
+	}
+	return p.mask.replaceString(s)
+}
+
+// maskHeader masks every value in h in place.
+func (p *Policy) maskHeader(h http.Header, extra *replacer) {
+	for k, vals := range h {
+		for i, v := range vals {
+			if extra != nil {
+				v = extra.replaceString(v)
+			}
+			vals[i] = p.maskString(v)
+		}
+		h[k] = vals
+	}
+}
