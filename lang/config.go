@@ -100,6 +100,8 @@ type Image struct {
 	// a leading ".."). Empty means every local source lies inside the
 	// configuration directory.
 	HostPaths []string
+	// Packages are the image's package set (see packages.go).
+	Packages ImagePackages
 
 	DeclRange hcl.Range
 }

@@ -21,6 +21,10 @@ var imageSchema = &hcl.BodySchema{
 		{Name: "env"},
 		{Name: "symlinks"},
 		{Name: "host_paths"},
+		{Name: "packages"},
+		{Name: "repositories"},
+		{Name: "keyring"},
+		{Name: "executables"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "kernel"},
@@ -169,6 +173,7 @@ func (l *loader) decodeImage(b *hcl.Block) {
 	if a := content.Attributes["host_paths"]; a != nil {
 		img.HostPaths = l.attrHostPaths(a)
 	}
+	l.decodePackages(img, content.Attributes)
 	l.confineSources(img)
 }
 

@@ -34,6 +34,13 @@ type Image struct {
 //	url, file        SHA256 = content sha256
 //	deb              Version = exact version, SHA256 = .deb sha256,
 //	                 Filename = the package's file name (no mirror address)
+//	deb-package      one package of an image's packages closure (key
+//	                 "package.NAME"): Version, Architecture, SHA256, Size
+//	                 (bytes, decimal) and Filename, the .deb's path
+//	                 relative to the repository ("pool/main/g/git/…")
+//	deb-packages     the request the closure answers (key "packages"):
+//	                 Source = the requests as written, Digest = sha256 of
+//	                 the requests, repositories and keyring
 //
 // A pin never records a registry or mirror host: those come from the
 // user's own npm and apt configuration at fetch time.
@@ -46,7 +53,18 @@ type Pin struct {
 	Integrity string
 	SHA256    string
 	Filename  string
+	// Architecture and Size are set for deb-package pins only.
+	Architecture string
+	Size         string
 }
+
+// Keys and kinds of an image's package pins.
+const (
+	PackagesKey      = "packages"
+	PackageKeyPrefix = "package."
+	KindDebPackage   = "deb-package"
+	KindDebPackages  = "deb-packages"
+)
 
 // Lookup returns the lock entry of the image block name, or nil. l may be
 // nil (no lock file).

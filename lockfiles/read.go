@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -265,6 +266,10 @@ var kinds = map[string]kindRule{
 	"url":        {required: []string{"sha256"}, allowed: []string{"sha256"}},
 	"file":       {required: []string{"sha256"}, allowed: []string{"sha256"}},
 	"deb":        {required: []string{"version", "sha256"}, allowed: []string{"version", "sha256", "filename"}},
+	// One package of an image's packages closure, and the request the
+	// closure was resolved for.
+	KindDebPackage:  {required: []string{"version", "architecture", "filename", "sha256", "size"}, allowed: []string{"version", "architecture", "filename", "sha256", "size"}},
+	KindDebPackages: {required: []string{"digest"}, allowed: []string{"digest"}},
 }
 
 func (d *decoder) pin(image, key string, blk *hclsyntax.Block) *Pin {
@@ -289,12 +294,24 @@ func (d *decoder) pin(image, key string, blk *hclsyntax.Block) *Pin {
 			d.checkHash(attr, v, checkSHA256Hex)
 		case "integrity":
 			d.checkHash(attr, v, checkIntegrity)
+		case "size":
+			if n, err := strconv.ParseInt(v, 10, 64); err != nil || n < 0 || strconv.FormatInt(n, 10) != v {
+				d.errorf(attr.Expr.Range(), "Invalid size", "Size %q must be a number of bytes.", v)
+			}
+		case "architecture":
+			if v == "" || strings.ContainsAny(v, "/\\ \t\r\n") {
+				d.errorf(attr.Expr.Range(), "Invalid architecture", "Architecture %q must be a Debian architecture name.", v)
+			}
 		case "version":
 			if strings.ContainsAny(v, " \t\r\n") {
 				d.errorf(attr.Expr.Range(), "Invalid version", "Version %q has white space; a pin holds one exact version.", v)
 			}
 		case "filename":
-			if strings.ContainsAny(v, "/\\ \t\r\n") {
+			if strings.HasPrefix(key, PackageKeyPrefix) {
+				if !poolPath(v) {
+					d.errorf(attr.Expr.Range(), "Invalid file name", "File name %q must be a clean path relative to a repository: no host, no leading /, no \"..\", no white space.", v)
+				}
+			} else if strings.ContainsAny(v, "/\\ \t\r\n") {
 				d.errorf(attr.Expr.Range(), "Invalid file name", "File name %q must be a bare file name: no directories, hosts or white space.", v)
 			}
 		}
@@ -488,9 +505,13 @@ func checkPlatform(s string) error {
 	return nil
 }
 
-// checkInputKey accepts "base", "kernel" and "artifact.NAME".
+// checkInputKey accepts "base", "kernel", "artifact.NAME", "packages"
+// and "package.NAME".
 func checkInputKey(key string) error {
-	if key == "base" || key == "kernel" {
+	if key == "base" || key == "kernel" || key == PackagesKey {
+		return nil
+	}
+	if name, ok := strings.CutPrefix(key, PackageKeyPrefix); ok && debName(name) {
 		return nil
 	}
 	if name, ok := strings.CutPrefix(key, "artifact."); ok && addrs.ValidName(name) {
@@ -572,4 +593,31 @@ func conflicted(src []byte, line int, filename string) *hcl.Diagnostic {
 			End:      hcl.Pos{Line: line, Column: 1 + end - start, Byte: end},
 		},
 	}
+}
+
+// debName reports whether s is a Debian package name (policy 5.6.1).
+func debName(s string) bool {
+	if len(s) < 2 {
+		return false
+	}
+	for i, c := range s {
+		alnum := c >= 'a' && c <= 'z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || !strings.ContainsRune("+-.", c)) {
+			return false
+		}
+	}
+	return true
+}
+
+// poolPath reports whether p is a clean path inside a repository.
+func poolPath(p string) bool {
+	if p == "" || strings.HasPrefix(p, "/") || strings.ContainsAny(p, " \t\r\n\\?#") {
+		return false
+	}
+	for _, c := range strings.Split(p, "/") {
+		if c == "" || c == "." || c == ".." {
+			return false
+		}
+	}
+	return true
 }

@@ -18,7 +18,7 @@ const header = `# This file is maintained automatically by "sbx lock".
 `
 
 // pinAttrs is the fixed order of a pin's attributes in the file.
-var pinAttrs = []string{"source", "kind", "digest", "manifest", "version", "integrity", "sha256", "filename"}
+var pinAttrs = []string{"source", "kind", "digest", "manifest", "version", "integrity", "architecture", "sha256", "size", "filename"}
 
 // field returns a pointer to the Pin field written as attribute name.
 func (p *Pin) field(name string) *string {
@@ -39,6 +39,10 @@ func (p *Pin) field(name string) *string {
 		return &p.SHA256
 	case "filename":
 		return &p.Filename
+	case "architecture":
+		return &p.Architecture
+	case "size":
+		return &p.Size
 	}
 	return nil
 }
