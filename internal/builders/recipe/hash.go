@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/lockfiles"
@@ -32,7 +33,11 @@ const encodingVersion = "sbx-recipe-v1"
 //   - each user, sorted by name: uid, gid, home, shell, groups (in
 //     declared order);
 //   - each file, sorted by path: content, mode, uid, gid;
-//   - the environment, sorted by name.
+//   - the environment, sorted by name;
+//   - when the image has packages or executables (and only then, so
+//     that other recipes hash as before): the pin of the package request
+//     ("packages") and every "package.NAME" pin, sorted by name, with its
+//     architecture and size, and the executables in declared order.
 //
 // Declaration order of artifacts, users and files does not change the hash;
 // builders must therefore apply them in the order Canonical returns. The
@@ -146,6 +151,10 @@ func InputHash(img *lang.Image, pins map[string]*lockfiles.Pin) (string, error) 
 		e.str("value", img.Env[k])
 	}
 
+	if err := e.packages(img, pins); err != nil {
+		return "", err
+	}
+
 	sum := sha256.Sum256(e.b)
 	return "sha256:" + hex.EncodeToString(sum[:]), nil
 }
@@ -246,6 +255,38 @@ func (e *encoder) strs(name string, list []string) {
 
 // pin encodes a pin's content fields. Source is left out on purpose: it
 // is how the content was found, not what it is.
+// packages encodes an image's package pins and executables.
+func (e *encoder) packages(img *lang.Image, pins map[string]*lockfiles.Pin) error {
+	p := img.Packages
+	if len(p.Requests) == 0 && len(p.Executables) == 0 {
+		return nil
+	}
+	e.raw("packages")
+	var names []string
+	if len(p.Requests) > 0 {
+		req := pins[lockfiles.PackagesKey]
+		if req == nil {
+			return fmt.Errorf("%s: packages are not locked", img.Addr())
+		}
+		e.pin(req)
+		for k := range pins {
+			if strings.HasPrefix(k, lockfiles.PackageKeyPrefix) {
+				names = append(names, k)
+			}
+		}
+		sort.Strings(names)
+	}
+	e.count("package", len(names))
+	for _, k := range names {
+		e.str("key", k)
+		e.pin(pins[k])
+		e.str("architecture", pins[k].Architecture)
+		e.str("size", pins[k].Size)
+	}
+	e.strs("executables", p.Executables)
+	return nil
+}
+
 func (e *encoder) pin(p *lockfiles.Pin) {
 	e.str("kind", p.Kind)
 	e.str("digest", p.Digest)

@@ -200,6 +200,9 @@ func TestInputHashCoversEveryField(t *testing.T) {
 		// Where local sources may be read from, like the source string,
 		// is how the content was found.
 		"HostPaths": true, "Base.HostPath": true, "Kernel.Source.HostPath": true, "Artifacts[0].Source.HostPath": true,
+		// Where packages come from is covered by the digest of the
+		// "packages" pin, and the packages themselves by their pins.
+		"Packages.Repositories": true, "Packages.Keyring": true, "Packages.Range": true,
 	}
 	base := mustHash(t, sampleImage(), samplePins())
 	seen := map[string]bool{}
@@ -221,6 +224,9 @@ func TestInputHashCoversEveryField(t *testing.T) {
 		img := sampleImage()
 		mutate(reflect.ValueOf(img).Elem(), path)
 		pins := samplePins()
+		if path == "Packages.Requests" {
+			pins[lockfiles.PackagesKey] = &lockfiles.Pin{Source: "git", Kind: lockfiles.KindDebPackages, Digest: "sha256:" + strings.Repeat("1", 64)}
+		}
 		if path == "Artifacts[0].Name" { // the pin follows the new name
 			pins["artifact."+img.Artifacts[0].Name] = pins["artifact.moltnet"]
 		}
