@@ -169,7 +169,7 @@ func Start(ctx context.Context, cfg *Config, name string, opts StartOptions) (*S
 	if err != nil {
 		return nil, err
 	}
-	m, err := pipeline.Start(ctx, sb, r, opts)
+	m, err := pipeline.Start(ctx, cfg.Lang, sb, r, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -2,9 +2,12 @@ package pipeline
 
 import (
 	"context"
+	"log/slog"
+	"os"
 	"time"
 
 	"github.com/sbx-dev/sbx/builders/image"
+	"github.com/sbx-dev/sbx/internal/sandboxnet"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/machine"
 )
@@ -16,18 +19,54 @@ type StartOptions struct {
 	// Dir is where the VM's private directory is made; empty means the
 	// temporary directory. It must be short: unix socket paths are.
 	Dir string
+	// Environ is where the values of the sandbox's env: secrets are
+	// read; nil means this process's environment.
+	Environ []string
+	// AuditDir is where the sandbox's egress audit log is written; empty
+	// means none is kept.
+	AuditDir string
+	// Logger receives what goes wrong on the sandbox's network; nil
+	// discards it.
+	Logger *slog.Logger
 }
 
-// Start boots a VM of sandbox sb from its built image img, with the
-// sandbox's name, CPUs and memory, and returns once the guest agent
-// answers. The VM is not stopped when ctx ends: Stop it.
-func Start(ctx context.Context, sb *lang.Sandbox, img *image.Result, opts StartOptions) (*machine.Machine, error) {
-	return machine.Start(ctx, machine.Options{
+// Start boots a VM of sandbox sb of cfg from its built image img, with
+// the sandbox's name, CPUs and memory, and its egress policy enforced on
+// the host: the secrets' values are read here (a missing one is an error
+// before anything boots), the VM's network device is served by the
+// sandbox's network (package sandboxnet), and the guest agent is told
+// its address, the CA to trust and the secrets' placeholders before
+// Start returns. The VM is not stopped when ctx ends: Stop it; its
+// network ends with it.
+func Start(ctx context.Context, cfg *lang.Config, sb *lang.Sandbox, img *image.Result, opts StartOptions) (*machine.Machine, error) {
+	environ := opts.Environ
+	if environ == nil {
+		environ = os.Environ()
+	}
+	secrets, err := sandboxnet.ResolveSecrets(ctx, sb.Policy, cfg.Dir, environ)
+	if err != nil {
+		return nil, err
+	}
+	m, n, err := sandboxnet.Start(ctx, machine.Options{
 		Name:        sb.Name,
 		Image:       img,
 		CPUs:        sb.CPUs,
 		Memory:      sb.Memory,
 		BootTimeout: opts.BootTimeout,
 		Dir:         opts.Dir,
+	}, sandboxnet.Options{
+		Sandbox:  sb.Name,
+		Policy:   sb.Policy,
+		Secrets:  secrets,
+		AuditDir: opts.AuditDir,
+		Logger:   opts.Logger,
 	})
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		<-m.Done()
+		n.Close()
+	}()
+	return m, nil
 }

@@ -162,7 +162,7 @@ func runApply(ctx context.Context, env *Env, args []string) int {
 			continue
 		}
 		if missing := unprovided(cfg.Sandboxes[c.Addr.Name]); missing != "" {
-			fmt.Fprintf(env.Stderr, "sbx apply: note: %s declares %s, which sandboxes do not enforce yet: its VM has no network and no host directories; the policy is recorded in the state.\n", c.Addr, missing)
+			fmt.Fprintf(env.Stderr, "sbx apply: note: %s declares %s, which sandboxes do not provide yet: its VM has no host directories; the mounts are recorded in the state.\n", c.Addr, missing)
 		}
 	}
 

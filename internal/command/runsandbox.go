@@ -117,10 +117,10 @@ func runRun(ctx context.Context, env *Env, args []string) int {
 		return failedOrInterrupted(ctx, env, "no VM was started")
 	}
 	if missing := unprovided(sb); missing != "" {
-		fmt.Fprintf(env.Stderr, "sbx run: note: %s declares %s, which sbx run does not provide yet: the VM has no network and no host directories.\n", sb.Addr(), missing)
+		fmt.Fprintf(env.Stderr, "sbx run: note: %s declares %s, which sbx run does not provide yet: the VM has no host directories.\n", sb.Addr(), missing)
 	}
 
-	m, err := pipeline.Start(ctx, sb, img, pipeline.StartOptions{BootTimeout: a.bootTimeout})
+	m, err := pipeline.Start(ctx, cfg, sb, img, pipeline.StartOptions{BootTimeout: a.bootTimeout, Environ: env.Environ})
 	if err != nil {
 		if ctx.Err() != nil {
 			return interrupted(env, fmt.Sprintf("%s was stopped while it was booting", sb.Addr()))
@@ -181,17 +181,10 @@ var linuxSignals = map[string]int{
 // unprovided names the parts of a sandbox's policy that sbx run does not
 // set up yet, or returns "".
 func unprovided(sb *lang.Sandbox) string {
-	var parts []string
-	if len(sb.Egress) > 0 {
-		parts = append(parts, "egress")
-	}
-	if len(sb.Secrets) > 0 {
-		parts = append(parts, "secrets")
-	}
 	if len(sb.VFS) > 0 {
-		parts = append(parts, "vfs mounts")
+		return "vfs mounts"
 	}
-	return strings.Join(parts, ", ")
+	return ""
 }
 
 // buildImage builds one image of cfg as "sbx build" does, with the

@@ -160,6 +160,9 @@ type client struct {
 	streams map[uint32]*session // by client stream id; guarded by Router.mu
 	pings   []uint64            // sequence numbers of its pending pings, oldest first; guarded by Router.mu
 	gone    bool                // guarded by Router.mu
+	// configures says the client may send configure requests: only the
+	// supervisor itself (ServeConfigurer), never a client of the socket.
+	configures bool
 }
 
 // New takes over guest, the byte stream to the guest agent's
@@ -308,9 +311,17 @@ func doneContext(done <-chan struct{}) context.Context {
 
 // ServeConn serves one client on conn, which it owns and closes, and
 // returns once the client has gone. The client's sessions still running
-// in the guest are cancelled.
-func (r *Router) ServeConn(conn io.ReadWriteCloser) {
-	c := &client{conn: conn, in: agentproto.NewConn(conn), out: newOutQueue(), streams: map[uint32]*session{}}
+// in the guest are cancelled. The client may not configure the guest
+// (agentproto.Configure): only ServeConfigurer's may.
+func (r *Router) ServeConn(conn io.ReadWriteCloser) { r.serveConn(conn, false) }
+
+// ServeConfigurer is ServeConn for the supervisor's own client, which may
+// also configure the guest's network, trusted CA and exec defaults
+// (agentproto.Configure), as when a reloaded policy adds a secret.
+func (r *Router) ServeConfigurer(conn io.ReadWriteCloser) { r.serveConn(conn, true) }
+
+func (r *Router) serveConn(conn io.ReadWriteCloser, configures bool) {
+	c := &client{conn: conn, in: agentproto.NewConn(conn), out: newOutQueue(), streams: map[uint32]*session{}, configures: configures}
 	if err := r.greet(c); err != nil {
 		r.log.Info("client refused", "error", err)
 		conn.Close()
@@ -445,6 +456,11 @@ func (r *Router) route(c *client, f agentproto.Frame) error {
 	switch f.Type {
 	case agentproto.TypeExec, agentproto.TypeFilePut, agentproto.TypeFileGet:
 		return r.open(c, f)
+	case agentproto.TypeConfigure:
+		if !c.configures {
+			return r.refuseCode(c, f, agentproto.CodeUnsupported, "only the supervisor configures the guest")
+		}
+		return r.open(c, f)
 	}
 
 	r.mu.Lock()
@@ -542,6 +558,8 @@ func (r *Router) open(c *client, f agentproto.Frame) error {
 		s.stdin = true
 	case agentproto.TypeFileGet:
 		err = agentproto.ParseJSON(f.Type, f.Payload, &agentproto.FileGet{})
+	case agentproto.TypeConfigure:
+		err = agentproto.ParseJSON(f.Type, f.Payload, &agentproto.Configure{})
 	}
 	if err != nil {
 		return clientErrorf("stream %d: %v", f.Stream, err)
@@ -574,7 +592,12 @@ func (r *Router) open(c *client, f agentproto.Frame) error {
 
 // refuse ends a session the router cannot open, as the guest would.
 func (r *Router) refuse(c *client, f agentproto.Frame, msg string) error {
-	e := &agentproto.Error{Code: agentproto.CodeBusy, Message: msg}
+	return r.refuseCode(c, f, agentproto.CodeBusy, msg)
+}
+
+// refuseCode is refuse with an error code of the caller's.
+func (r *Router) refuseCode(c *client, f agentproto.Frame, code, msg string) error {
+	e := &agentproto.Error{Code: code, Message: msg}
 	var (
 		b   []byte
 		err error

@@ -41,7 +41,7 @@ func newGuestRouter(t *testing.T, handle func(g *fakeGuest, f agentproto.Frame) 
 		}
 		g.conn.WriteJSON(agentproto.TypeHello, 0, &agentproto.Hello{
 			Version: agentproto.Version, Software: "hostile guest",
-			Capabilities: []string{agentproto.CapExec, agentproto.CapPTY, agentproto.CapSignal, agentproto.CapFile},
+			Capabilities: []string{agentproto.CapExec, agentproto.CapPTY, agentproto.CapSignal, agentproto.CapFile, agentproto.CapConfigure},
 		})
 		for {
 			f, err := g.conn.ReadFrame()

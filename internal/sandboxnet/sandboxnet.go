@@ -1,0 +1,244 @@
+package sandboxnet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"sync"
+
+	"github.com/sbx-dev/sbx/internal/egress"
+	"github.com/sbx-dev/sbx/internal/egress/audit"
+	"github.com/sbx-dev/sbx/internal/egress/ca"
+	"github.com/sbx-dev/sbx/internal/egress/netstack"
+	"github.com/sbx-dev/sbx/internal/egress/secretsrc"
+	"github.com/sbx-dev/sbx/internal/guest/agentproto"
+	"github.com/sbx-dev/sbx/machine"
+	"github.com/sbx-dev/sbx/policy"
+)
+
+// GuestInterface is the guest's one network interface.
+const GuestInterface = "eth0"
+
+// Options configure New.
+type Options struct {
+	// Sandbox names the sandbox in audit entries.
+	Sandbox string
+	// Policy is the sandbox's effective policy.
+	Policy policy.Sandbox
+	// Secrets holds the value of every secret Policy binds, by name
+	// (ResolveSecrets).
+	Secrets map[string][]byte
+	// AuditDir is where the audit log (audit.File) is written; empty
+	// means none.
+	AuditDir string
+	// CA mints the certificates the guest sees; nil means the user's
+	// (ca.LoadOrCreate in ca.DefaultDir).
+	CA *ca.Authority
+	// Upstream tunes how the host reaches upstream servers.
+	Upstream egress.UpstreamOptions
+	// Logger receives what goes wrong; nil discards it.
+	Logger *slog.Logger
+}
+
+// Net is one sandbox's network. Its methods are safe for concurrent use.
+type Net struct {
+	eng  *egress.Engine
+	ns   *netstack.Network
+	aud  *audit.Writer
+	auth *ca.Authority
+
+	mu           sync.Mutex
+	placeholders map[string]string // secret name → placeholder
+	envs         map[string]string // secret name → its env variable
+}
+
+// New builds the network for a sandbox. A secret of the policy without a
+// value in opts.Secrets is an error.
+func New(opts Options) (*Net, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	auth := opts.CA
+	if auth == nil {
+		dir, err := ca.DefaultDir()
+		if err != nil {
+			return nil, fmt.Errorf("sandbox network: %w", err)
+		}
+		if auth, err = ca.LoadOrCreate(dir); err != nil {
+			return nil, fmt.Errorf("sandbox network: %w", err)
+		}
+	}
+	n := &Net{auth: auth, placeholders: map[string]string{}, envs: map[string]string{}}
+	pol, err := n.compile(opts.Policy, opts.Secrets)
+	if err != nil {
+		return nil, err
+	}
+	if opts.AuditDir != "" {
+		if n.aud, err = audit.Open(opts.AuditDir, audit.Options{Sandbox: opts.Sandbox}); err != nil {
+			return nil, fmt.Errorf("sandbox network: %w", err)
+		}
+	}
+	n.eng, err = egress.NewEngine(pol, egress.Options{CA: auth, Audit: n.aud, Upstream: opts.Upstream, Logger: log})
+	if err != nil {
+		n.closeAudit()
+		return nil, fmt.Errorf("sandbox network: %w", err)
+	}
+	n.ns, err = netstack.New(netstack.Options{
+		Resolve: func(name string) bool { return n.eng.Policy().Resolves(name) },
+		Accept:  func(name string, port uint16) bool { return n.eng.Policy().Accepts(name, port) },
+		Handle: func(ctx context.Context, f netstack.Flow, conn net.Conn) {
+			n.eng.ServeFlow(ctx, f.Name, f.Port, conn)
+		},
+		Deny: n.denied,
+	})
+	if err != nil {
+		n.eng.Close()
+		n.closeAudit()
+		return nil, fmt.Errorf("sandbox network: %w", err)
+	}
+	return n, nil
+}
+
+// compile compiles p with the secrets' values, giving each secret a
+// placeholder the first time it is seen and keeping it after.
+func (n *Net) compile(p policy.Sandbox, values map[string][]byte) (*egress.Policy, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ph := map[string]string{}
+	envs := map[string]string{}
+	for _, s := range p.Secrets {
+		if _, ok := values[s.Name]; !ok {
+			return nil, fmt.Errorf("sandbox network: secret.%s has no value", s.Name)
+		}
+		v, ok := n.placeholders[s.Name]
+		if !ok {
+			var err error
+			if v, err = secretsrc.Placeholder(s.Name); err != nil {
+				return nil, fmt.Errorf("sandbox network: %w", err)
+			}
+		}
+		ph[s.Name] = v
+		envs[s.Name] = s.Env
+	}
+	pol, err := egress.Compile(p, values, ph)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox network: %w", err)
+	}
+	n.placeholders, n.envs = ph, envs
+	return pol, nil
+}
+
+// denied writes what the stack refused to the audit log.
+func (n *Net) denied(d netstack.Denial) {
+	if n.aud == nil {
+		return
+	}
+	e := audit.Entry{Time: d.Time, Proto: d.Proto, Name: d.Name, Decision: audit.DecisionDeny, Reason: d.Reason}
+	if d.Dst.IsValid() {
+		e.Dst = d.Dst.Addr().String()
+		e.Port = d.Dst.Port()
+	}
+	n.aud.Log(e)
+}
+
+// Network is the machine's network device's backend.
+func (n *Net) Network() machine.Network { return n.ns }
+
+// CA is the authority whose certificate the guest trusts.
+func (n *Net) CA() *ca.Authority { return n.auth }
+
+// Configure is what the guest agent must be told: the interface's
+// address, route and resolver, the CA, and each secret's placeholder in
+// its variable.
+func (n *Net) Configure() agentproto.Configure {
+	gc := n.ns.GuestConfig()
+	cfg := agentproto.Configure{
+		Net: &agentproto.NetConfig{
+			Interface: GuestInterface,
+			Addr:      gc.Addr.String(),
+			Gateway:   gc.Gateway.String(),
+			DNS:       gc.DNS.String(),
+			MTU:       gc.MTU,
+		},
+		CACertPEM: n.auth.CertPEM(),
+	}
+	n.mu.Lock()
+	for name, ph := range n.placeholders {
+		cfg.Env = append(cfg.Env, n.envs[name]+"="+ph)
+	}
+	n.mu.Unlock()
+	slices.Sort(cfg.Env)
+	return cfg
+}
+
+// Placeholder returns the placeholder the guest sees for secret name.
+func (n *Net) Placeholder(name string) (string, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	v, ok := n.placeholders[name]
+	return v, ok
+}
+
+// Update makes p, with the secrets' values, the policy of new connections
+// and requests at once; connections to hosts p no longer allows are
+// closed. It reports whether the guest must be configured again (a
+// secret was added or its variable renamed, so the environment of new
+// execs changes); the placeholders of secrets that stay are kept.
+func (n *Net) Update(p policy.Sandbox, values map[string][]byte) (reconfigure bool, err error) {
+	n.mu.Lock()
+	oldEnvs := n.envs
+	n.mu.Unlock()
+	pol, err := n.compile(p, values)
+	if err != nil {
+		return false, err
+	}
+	n.eng.Update(pol)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if len(oldEnvs) != len(n.envs) {
+		return true, nil
+	}
+	for name, env := range n.envs {
+		if oldEnvs[name] != env {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// Close ends every connection and closes the audit log.
+func (n *Net) Close() error {
+	err := n.eng.Close()
+	return errors.Join(err, n.closeAudit())
+}
+
+func (n *Net) closeAudit() error {
+	if n.aud == nil {
+		return nil
+	}
+	return n.aud.Close()
+}
+
+// ResolveSecrets reads the value of each secret of p on the host, from
+// its source (secretsrc.Resolve: env: from environ, file: relative to
+// dir, command: run in dir). The first that fails is the error, naming
+// the secret; a value never appears in an error.
+func ResolveSecrets(ctx context.Context, p policy.Sandbox, dir string, environ []string) (map[string][]byte, error) {
+	values := make(map[string][]byte, len(p.Secrets))
+	for _, s := range p.Secrets {
+		v, err := secretsrc.Resolve(ctx, s.Source, secretsrc.Options{Dir: dir, Environ: environ})
+		if err != nil {
+			where := ""
+			if s.Origin.File != "" {
+				where = fmt.Sprintf(" (%s:%d)", s.Origin.File, s.Origin.Line)
+			}
+			return nil, fmt.Errorf("secret.%s%s: %w", s.Name, where, err)
+		}
+		values[s.Name] = v
+	}
+	return values, nil
+}
