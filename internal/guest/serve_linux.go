@@ -11,6 +11,7 @@ import (
 
 	"github.com/sbx-dev/sbx/internal/guest/bootproto"
 	"github.com/sbx-dev/sbx/internal/guest/execsrv"
+	"github.com/sbx-dev/sbx/internal/guest/guestcfg"
 	"golang.org/x/sys/unix"
 )
 
@@ -62,7 +63,11 @@ func serve(ctx context.Context, root string, console *lockedWriter, reaper execs
 		}
 	}()
 
-	opts := execsrv.Options{Root: root, Reaper: reaper, Software: software}
+	// One configuration for every connection: the supervisor that
+	// configures the guest may reconnect, and its placeholders and
+	// network must stay.
+	cfg := guestcfg.New(guestcfg.Options{Root: root})
+	opts := execsrv.Options{Root: root, Reaper: reaper, Software: software, Configurer: cfg}
 	for ctx.Err() == nil {
 		f, err := reopenPort(ctx, agent, console)
 		if err != nil {

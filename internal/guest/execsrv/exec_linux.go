@@ -375,7 +375,11 @@ func (e *execSession) command() (cmd *exec.Cmd, closeAfterStart, closeAfterExit 
 		}
 		return nil, nil, nil, pe
 	}
-	env := environ(u, req)
+	var defaults []string
+	if e.s.opts.Configurer != nil {
+		defaults = e.s.opts.Configurer.Env()
+	}
+	env := environ(u, defaults, req)
 	path, err := lookPath(req.Args[0], getenv(env, "PATH"))
 	if err != nil {
 		return nil, nil, nil, err
@@ -460,8 +464,9 @@ func (e *execSession) command() (cmd *exec.Cmd, closeAfterStart, closeAfterExit 
 }
 
 // environ builds the process environment: the defaults for the user, then
-// the request's entries, later ones winning.
-func environ(u User, req agentproto.Exec) []string {
+// the configured defaults, then the request's entries, later ones
+// winning.
+func environ(u User, defaults []string, req agentproto.Exec) []string {
 	env := []string{"PATH=" + DefaultPath, "HOME=" + u.Home}
 	if u.Name != "" {
 		env = append(env, "USER="+u.Name, "LOGNAME="+u.Name)
@@ -476,6 +481,7 @@ func environ(u User, req agentproto.Exec) []string {
 		}
 		env = append(env, "TERM="+term)
 	}
+	env = append(env, defaults...)
 	env = append(env, req.Env...)
 	// Keep the last entry of each key, in first-seen order.
 	last := map[string]int{}

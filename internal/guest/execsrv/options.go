@@ -1,9 +1,12 @@
 package execsrv
 
 import (
+	"context"
 	"log/slog"
 	"syscall"
 	"time"
+
+	"github.com/sbx-dev/sbx/internal/guest/agentproto"
 )
 
 // Options configure Serve.
@@ -30,6 +33,12 @@ type Options struct {
 	MaxSessions int
 	// Software names the agent in its hello, such as "sbx-guest v0.3.0".
 	Software string
+	// Configurer applies the host's configure requests and gives every
+	// exec the defaults they set; nil refuses them (code
+	// "unsupported") and leaves "configure" out of the hello. The
+	// agent passes the same one to every connection, so a new
+	// connection keeps what an earlier one configured.
+	Configurer Configurer
 	// WaitDelay is how long output may stay silent, once the process
 	// has exited, before Serve stops waiting for its end and reports the
 	// exit: a background process that inherited stdout would otherwise
@@ -42,6 +51,16 @@ const (
 	DefaultMaxSessions = 64
 	DefaultWaitDelay   = time.Second
 )
+
+// Configurer applies configure requests (agentproto.Configure) and holds
+// the environment they set. *guestcfg.State is the agent's.
+type Configurer interface {
+	// Configure applies a request; its error goes back to the host.
+	Configure(ctx context.Context, req agentproto.Configure) error
+	// Env returns the "KEY=value" defaults of every exec, which come
+	// after the user's (PATH, HOME...) and before the exec's own Env.
+	Env() []string
+}
 
 // Reaper starts processes and hands back their exit statuses. It exists
 // because the guest agent is PID 1: it must reap every orphan that the

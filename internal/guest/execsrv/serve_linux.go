@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 
@@ -14,7 +15,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Capabilities are what Serve announces in its hello.
+// Capabilities are what Serve announces in its hello, with
+// agentproto.CapConfigure when Options.Configurer is set.
 var Capabilities = []string{agentproto.CapExec, agentproto.CapPTY, agentproto.CapSignal, agentproto.CapUser, agentproto.CapFile}
 
 // Serve speaks the agent protocol (package guest/agentproto) on conn until
@@ -166,8 +168,16 @@ func (s *server) hello() error {
 	return s.conn.WriteJSON(agentproto.TypeHello, 0, &agentproto.Hello{
 		Version:      v,
 		Software:     s.opts.Software,
-		Capabilities: Capabilities,
+		Capabilities: s.capabilities(),
 	})
+}
+
+func (s *server) capabilities() []string {
+	caps := slices.Clone(Capabilities)
+	if s.opts.Configurer != nil {
+		caps = append(caps, agentproto.CapConfigure)
+	}
+	return caps
 }
 
 func (s *server) dispatch(f agentproto.Frame) error {
@@ -188,7 +198,7 @@ func (s *server) dispatch(f agentproto.Frame) error {
 		return protocolf("%s frame on stream 0", f.Type)
 	}
 	switch f.Type {
-	case agentproto.TypeExec, agentproto.TypeFilePut, agentproto.TypeFileGet:
+	case agentproto.TypeExec, agentproto.TypeFilePut, agentproto.TypeFileGet, agentproto.TypeConfigure:
 		return s.open(f)
 	}
 	s.mu.Lock()
@@ -246,6 +256,14 @@ func (s *server) open(f agentproto.Frame) error {
 		}
 		g := newGetSession(s, f.Stream, req)
 		sess, run = g, g.run
+	case agentproto.TypeConfigure:
+		if busy {
+			return s.refuse(f, agentproto.TypeResult, &agentproto.Result{Error: s.busyError()})
+		}
+		// A request the agent cannot read is answered, not a reason to
+		// drop the connection: the host learns what it got wrong.
+		c := newConfigureSession(s, f.Stream, f.Payload)
+		sess, run = c, c.run
 	}
 	s.mu.Lock()
 	s.sessions[f.Stream] = sess

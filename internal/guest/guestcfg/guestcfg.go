@@ -1,0 +1,230 @@
+package guestcfg
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/sbx-dev/sbx/internal/guest/agentproto"
+	"github.com/sbx-dev/sbx/internal/guest/netcfg"
+)
+
+// Files the configuration writes, besides agentproto.CACertPath and
+// agentproto.CABundlePath.
+const (
+	ResolvConfPath = "/etc/resolv.conf"
+	HostsPath      = "/etc/hosts"
+)
+
+// ResolvOptions are the resolver options /etc/resolv.conf gets: the
+// host's resolver answers at once or never, so a client must not wait
+// for glibc's default 5 seconds times 2 attempts per name.
+const ResolvOptions = "options timeout:2 attempts:2"
+
+// Options configure a State.
+type Options struct {
+	// Root is the guest's root directory: "/" in the guest, a
+	// temporary directory in tests.
+	Root string
+	// Hostname names the machine in /etc/hosts; empty means
+	// os.Hostname (the agent set it at boot).
+	Hostname string
+	// Net configures the interface; nil means netcfg.Apply in the
+	// agent's network namespace. Tests replace it.
+	Net func(ctx context.Context, nc agentproto.NetConfig) error
+}
+
+// State applies configure requests and holds the exec defaults they set.
+// It is safe for concurrent use; requests apply one at a time.
+type State struct {
+	opts Options
+
+	apply sync.Mutex // one Configure at a time
+
+	mu  sync.Mutex
+	env []string
+}
+
+// New returns a State that has applied nothing: execs get no defaults
+// from it until a Configure.
+func New(opts Options) *State {
+	if opts.Root == "" {
+		opts.Root = "/"
+	}
+	if opts.Net == nil {
+		opts.Net = func(ctx context.Context, nc agentproto.NetConfig) error {
+			return netcfg.Apply(ctx, nc, netcfg.Options{})
+		}
+	}
+	return &State{opts: opts}
+}
+
+// Env returns the "KEY=value" entries the last successful Configure set
+// as defaults for every exec: the CA variables when it named a CA, then
+// its Env.
+func (s *State) Env() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.env)
+}
+
+// Configure applies req: validated whole first (an invalid request
+// changes nothing), then the files (the CA, /etc/hosts, resolv.conf),
+// the exec defaults and last the network interface, whose driver may
+// still be binding it. An error from the network step leaves the rest
+// applied.
+func (s *State) Configure(ctx context.Context, req agentproto.Configure) error {
+	if err := req.Validate(); err != nil {
+		return err
+	}
+	var ca []byte
+	if len(req.CACertPEM) > 0 {
+		ca, _ = agentproto.ParseCACerts(req.CACertPEM)
+	}
+	s.apply.Lock()
+	defer s.apply.Unlock()
+
+	if err := s.installCA(ca); err != nil {
+		return err
+	}
+	if req.Net != nil || len(req.Hosts) > 0 {
+		if err := s.writeHosts(req.Hosts); err != nil {
+			return err
+		}
+	}
+	if req.Net != nil && req.Net.DNS != "" {
+		body := "# written by sbx-guest from the host's configuration\nnameserver " + req.Net.DNS + "\n" + ResolvOptions + "\n"
+		if err := s.write(ResolvConfPath, []byte(body), 0o644); err != nil {
+			return err
+		}
+	}
+	var env []string
+	if ca != nil {
+		env = agentproto.CAEnv()
+	}
+	env = append(env, req.Env...)
+	s.mu.Lock()
+	s.env = env
+	s.mu.Unlock()
+
+	if req.Net != nil {
+		if err := s.opts.Net(ctx, *req.Net); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *State) path(p string) string {
+	return filepath.Join(s.opts.Root, filepath.FromSlash(p))
+}
+
+// installCA puts ca (canonical PEM, or nil for none) in CACertPath and,
+// once, at the end of the system bundle, taking out the CA an earlier
+// Configure put there: the bundle is the image's roots plus at most the
+// current sandbox CA, however many times it is configured.
+func (s *State) installCA(ca []byte) error {
+	old, err := os.ReadFile(s.path(agentproto.CACertPath))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("guestcfg: reading the previous CA: %w", err)
+	}
+	bundlePath := s.path(agentproto.CABundlePath)
+	bundle, err := os.ReadFile(bundlePath)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("guestcfg: reading the CA bundle: %w", err)
+	}
+	orig := bundle
+	for _, c := range [][]byte{old, ca} {
+		if len(c) > 0 {
+			bundle = bytes.ReplaceAll(bundle, c, nil)
+		}
+	}
+	if ca != nil {
+		if len(bundle) > 0 && bundle[len(bundle)-1] != '\n' {
+			bundle = append(bundle, '\n')
+		}
+		bundle = append(bundle, ca...)
+	}
+	if !bytes.Equal(bundle, orig) {
+		mode := fs.FileMode(0o644)
+		if fi, err := os.Stat(bundlePath); err == nil {
+			mode = fi.Mode().Perm()
+		}
+		if err := s.write(agentproto.CABundlePath, bundle, mode); err != nil {
+			return err
+		}
+	}
+	if ca == nil {
+		if err := os.Remove(s.path(agentproto.CACertPath)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("guestcfg: %w", err)
+		}
+		return nil
+	}
+	return s.write(agentproto.CACertPath, ca, 0o644)
+}
+
+// writeHosts writes /etc/hosts: localhost, the machine's name, and the
+// host's extra lines.
+func (s *State) writeHosts(extra []string) error {
+	name := s.opts.Hostname
+	if name == "" {
+		var err error
+		if name, err = os.Hostname(); err != nil {
+			return fmt.Errorf("guestcfg: %w", err)
+		}
+	}
+	var b strings.Builder
+	b.WriteString("# written by sbx-guest from the host's configuration\n")
+	b.WriteString("127.0.0.1\tlocalhost\n")
+	b.WriteString("::1\tlocalhost ip6-localhost ip6-loopback\n")
+	fmt.Fprintf(&b, "127.0.1.1\t%s\n", name)
+	for _, line := range extra {
+		b.WriteString(line + "\n")
+	}
+	return s.write(HostsPath, []byte(b.String()), 0o644)
+}
+
+// write replaces a file whole: a temporary file beside it, synced, then
+// renamed over it, so a reader sees the old content or the new, never a
+// mix, and a crash leaves one of the two. Missing directories are made.
+func (s *State) write(p string, data []byte, mode fs.FileMode) error {
+	dest := s.path(p)
+	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
+		return fmt.Errorf("guestcfg: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(dest), ".sbx-cfg-*")
+	if err != nil {
+		return fmt.Errorf("guestcfg: writing %s: %w", p, err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if _, err := tmp.Write(data); err != nil {
+		return fmt.Errorf("guestcfg: writing %s: %w", p, err)
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		return fmt.Errorf("guestcfg: writing %s: %w", p, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("guestcfg: writing %s: %w", p, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("guestcfg: writing %s: %w", p, err)
+	}
+	if err := os.Rename(tmp.Name(), dest); err != nil {
+		return fmt.Errorf("guestcfg: writing %s: %w", p, err)
+	}
+	ok = true
+	return nil
+}
