@@ -263,7 +263,9 @@ func checkInterface(s string) error {
 	return nil
 }
 
-func isSpace(r rune) bool { return r == ' ' || r == '\t' || r == '\n' || r == '\r' || r == '\v' || r == '\f' }
+func isSpace(r rune) bool {
+	return r == ' ' || r == '\t' || r == '\n' || r == '\r' || r == '\v' || r == '\f'
+}
 
 // ParseCACerts reads Configure.CACertPEM: one or more CERTIFICATE blocks
 // of CA certificates and nothing else but white space. It returns them
