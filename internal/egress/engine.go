@@ -432,7 +432,7 @@ func (e *Engine) serveHTTP(ctx context.Context, f *flow, conn net.Conn, isTLS bo
 		BaseContext: func(net.Listener) context.Context { return ctx },
 		ErrorLog:    slog.NewLogLogger(e.opts.Logger.Handler(), slog.LevelDebug),
 		HTTP2: &http.HTTP2Config{
-			MaxConcurrentStreams: 128,
+			MaxConcurrentStreams:      128,
 			MaxDecoderHeaderTableSize: 64 << 10,
 			MaxEncoderHeaderTableSize: 64 << 10,
 			MaxReadFrameSize:          1 << 20,

@@ -57,9 +57,12 @@ func (e *Engine) handle(w http.ResponseWriter, r *http.Request, f *flow, isTLS b
 		if en.Status == 0 {
 			en.Status = cw.status
 		}
+		// The guest may type a value it learnt anywhere; the log keeps none.
+		en.Path, en.Reason = pol.maskString(en.Path), pol.maskString(en.Reason)
 		e.audit(en)
 	}()
 	deny := func(status int, reason string, rule policy.Origin) {
+		reason = pol.maskString(reason)
 		en = withOrigin(en, rule)
 		en.Decision, en.Reason, en.Status = audit.DecisionDeny, reason, status
 		writeDenial(cw, status, reason)

@@ -188,10 +188,10 @@ func (p *Policy) Accepts(name string, port uint16) bool {
 type flowKind int
 
 const (
-	kindDeny flowKind = iota
-	kindHTTP          // terminated and inspected (TLS or plain)
-	kindPassthrough   // TLS spliced after its SNI is checked
-	kindTCP           // raw TCP spliced
+	kindDeny        flowKind = iota
+	kindHTTP                 // terminated and inspected (TLS or plain)
+	kindPassthrough          // TLS spliced after its SNI is checked
+	kindTCP                  // raw TCP spliced
 )
 
 func (k flowKind) String() string {

@@ -94,7 +94,7 @@ var nonPublic = []netip.Prefix{
 	netip.MustParsePrefix("198.51.100.0/24"),
 	netip.MustParsePrefix("203.0.113.0/24"),
 	netip.MustParsePrefix("240.0.0.0/4"),
-	netip.MustParsePrefix("64:ff9b::/96"),  // NAT64 can reach any IPv4 address
+	netip.MustParsePrefix("64:ff9b::/96"), // NAT64 can reach any IPv4 address
 	netip.MustParsePrefix("64:ff9b:1::/48"),
 	netip.MustParsePrefix("2001:db8::/32"),
 	netip.MustParsePrefix("2002::/16"), // 6to4 embeds IPv4 addresses
