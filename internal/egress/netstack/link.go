@@ -1,0 +1,121 @@
+package netstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"gvisor.dev/gvisor/pkg/buffer"
+	"gvisor.dev/gvisor/pkg/tcpip/link/channel"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+
+	"github.com/sbx-dev/sbx/internal/machine/netstream"
+)
+
+// wire moves Ethernet frames between a stream connection, framed as in
+// package netstream, and a channel link endpoint under an ethernet
+// endpoint: what is read from conn is injected into the stack (if admit
+// lets it through), what the stack queues is written to conn. The same
+// wire serves the sandbox's network and, in tests, the stack playing the
+// guest.
+type wire struct {
+	conn  net.Conn
+	ch    *channel.Endpoint
+	admit func(frame []byte) bool // nil: every frame
+	count func(n int)             // nil: not counted
+
+	wmu sync.Mutex
+	w   *netstream.Writer
+}
+
+func newWire(conn net.Conn, ch *channel.Endpoint) *wire {
+	return &wire{conn: conn, ch: ch, w: netstream.NewWriter(conn)}
+}
+
+// writeFrame writes one frame; safe for concurrent use.
+func (w *wire) writeFrame(frame []byte) error {
+	w.wmu.Lock()
+	defer w.wmu.Unlock()
+	return w.w.WriteFrame(frame)
+}
+
+// run moves frames both ways until conn ends or fails or ctx is done. It
+// returns nil when conn ended between two frames, ctx's error when ctx is
+// done, and otherwise the first failure.
+func (w *wire) run(ctx context.Context) error {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { w.conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+
+	wdone := make(chan error, 1)
+	go func() {
+		err := w.send(sctx)
+		if sctx.Err() == nil {
+			// A write failed: stop reading too.
+			w.conn.SetReadDeadline(time.Unix(1, 0))
+		}
+		wdone <- err
+	}()
+	rerr := w.receive()
+	cancel()
+	werr := <-wdone
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case werr != nil && !errors.Is(werr, context.Canceled):
+		return werr
+	case rerr == io.EOF:
+		return nil
+	default:
+		return rerr
+	}
+}
+
+// receive reads frames from conn into the stack until conn ends (io.EOF)
+// or fails.
+func (w *wire) receive() error {
+	r := netstream.NewReader(w.conn)
+	for {
+		frame, err := r.ReadFrame()
+		if err != nil {
+			if err == io.EOF {
+				return io.EOF
+			}
+			return fmt.Errorf("guest network: %w", err)
+		}
+		if w.count != nil {
+			w.count(len(frame))
+		}
+		if w.admit != nil && !w.admit(frame) {
+			continue
+		}
+		pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{
+			Payload: buffer.MakeWithData(append([]byte(nil), frame...)),
+		})
+		w.ch.InjectInbound(0, pkt) // the ethernet endpoint reads the type
+		pkt.DecRef()
+	}
+}
+
+// send writes what the stack queues to conn until ctx is done or a write
+// fails.
+func (w *wire) send(ctx context.Context) error {
+	for {
+		pkt := w.ch.ReadContext(ctx)
+		if pkt == nil {
+			return ctx.Err()
+		}
+		v := pkt.ToView()
+		err := w.writeFrame(v.AsSlice())
+		v.Release()
+		pkt.DecRef()
+		if err != nil {
+			return fmt.Errorf("guest network: %w", err)
+		}
+	}
+}
