@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Defaults for Options.
@@ -37,7 +39,10 @@ type Options struct {
 // own. Log is safe for concurrent use and never waits for the disk.
 type Writer struct {
 	opts Options
-	root *os.Root
+	// dir is the directory the log was opened in: every later open and
+	// rename is relative to it, so a directory swapped for a link after
+	// Open changes nothing.
+	dir *os.File
 
 	mu     sync.RWMutex // guards closed against Log sending on a closed ch
 	closed bool
@@ -60,18 +65,18 @@ func Open(dir string, opts Options) (*Writer, error) {
 	if opts.Buffer <= 0 {
 		opts.Buffer = DefaultBuffer
 	}
-	root, err := os.OpenRoot(dir)
+	d, err := os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("opening audit log: %w", err)
 	}
-	f, size, err := openLog(root)
+	f, size, err := openLog(d)
 	if err != nil {
-		root.Close()
+		d.Close()
 		return nil, err
 	}
 	w := &Writer{
 		opts: opts,
-		root: root,
+		dir:  d,
 		ch:   make(chan Entry, opts.Buffer),
 		done: make(chan struct{}),
 	}
@@ -79,16 +84,20 @@ func Open(dir string, opts Options) (*Writer, error) {
 	return w, nil
 }
 
-// openLog opens the current log file in root for appending.
-func openLog(root *os.Root) (*os.File, int64, error) {
-	path := filepath.Join(root.Name(), File)
-	f, err := root.OpenFile(File, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
+// openLog opens the current log file in dir for appending. O_NOFOLLOW
+// refuses a link at the name (os.Root would follow one that stays
+// inside the directory); O_NONBLOCK keeps a FIFO there from hanging the
+// supervisor until it is refused as not a regular file.
+func openLog(dir *os.File) (*os.File, int64, error) {
+	path := filepath.Join(dir.Name(), File)
+	fd, err := unix.Openat(int(dir.Fd()), File, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o600)
 	if err != nil {
-		if fi, lerr := root.Lstat(File); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		if err == unix.ELOOP {
 			return nil, 0, fmt.Errorf("opening audit log %s: refusing a symbolic link", path)
 		}
-		return nil, 0, fmt.Errorf("opening audit log: %w", err)
+		return nil, 0, fmt.Errorf("opening audit log %s: %w", path, err)
 	}
+	f := os.NewFile(uintptr(fd), path)
 	fi, err := f.Stat()
 	if err == nil {
 		err = checkOurs(fi)
@@ -150,7 +159,7 @@ func (w *Writer) Close() error {
 
 func (w *Writer) run(f *os.File, size int64) {
 	defer close(w.done)
-	defer w.root.Close()
+	defer w.dir.Close()
 	bw := bufio.NewWriterSize(f, 64<<10)
 	var reported int64 // dropped count already written in summaries
 	fail := func(err error) {
@@ -221,8 +230,9 @@ func (w *Writer) run(f *os.File, size int64) {
 // rotate renames the current file to File.1, replacing the previous
 // one, and opens a new current file.
 func (w *Writer) rotate() (*os.File, int64, error) {
-	if err := w.root.Rename(File, File+".1"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	dfd := int(w.dir.Fd())
+	if err := unix.Renameat(dfd, File, dfd, File+".1"); err != nil && err != unix.ENOENT {
 		return nil, 0, fmt.Errorf("rotating audit log: %w", err)
 	}
-	return openLog(w.root)
+	return openLog(w.dir)
 }
