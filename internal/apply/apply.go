@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/sbx-dev/sbx/addrs"
 	"github.com/sbx-dev/sbx/builders/image"
+	"github.com/sbx-dev/sbx/internal/sandboxnet"
 	"github.com/sbx-dev/sbx/internal/state"
 	"github.com/sbx-dev/sbx/internal/supervisor"
 	"github.com/sbx-dev/sbx/lang"
@@ -138,7 +140,7 @@ func Apply(ctx context.Context, opts Options) (Result, error) {
 		if ctx.Err() != nil {
 			break
 		}
-		a.update(c)
+		a.update(ctx, c)
 	}
 	a.res.Skipped = max(total-a.res.Applied-a.res.Failed, 0)
 	err := errors.Join(a.errs...)
@@ -406,7 +408,13 @@ func (a *applier) spawn(ctx context.Context, c *plan.ResourceChange) (*state.Run
 	if err := supervisor.Remove(context.WithoutCancel(ctx), dir, 0, 0); err != nil {
 		return nil, err
 	}
-	st, err := supervisor.Spawn(ctx, dir, supervisor.SandboxSpec(a.opts.Config, sb, img), a.opts.Spawn)
+	secrets, err := a.secrets(ctx, sb)
+	if err != nil {
+		return nil, err
+	}
+	spawn := a.opts.Spawn
+	spawn.Secrets = secrets
+	st, err := supervisor.Spawn(ctx, dir, supervisor.SandboxSpec(a.opts.Config, sb, img), spawn)
 	if err != nil {
 		return nil, err
 	}
@@ -419,9 +427,11 @@ func (a *applier) spawn(ctx context.Context, c *plan.ResourceChange) (*state.Run
 	}, nil
 }
 
-// update records a sandbox's new policy. The running sandbox keeps its
-// runtime.
-func (a *applier) update(c *plan.ResourceChange) {
+// update makes the running sandbox enforce its new policy (a reload of
+// its supervisor: new connections and requests follow it at once, with
+// the secrets' values read again) and records it. The running sandbox
+// keeps its runtime.
+func (a *applier) update(ctx context.Context, c *plan.ResourceChange) {
 	began := time.Now()
 	a.event(Event{Addr: c.Addr, Action: c.Action})
 	rec := *c.After
@@ -429,11 +439,41 @@ func (a *applier) update(c *plan.ResourceChange) {
 	if c.Before != nil && c.Before.Sandbox != nil {
 		attrs.Runtime = c.Before.Sandbox.Runtime
 	}
-	rec.Sandbox = &attrs
-	a.mu.Lock()
-	a.put(&rec)
-	a.mu.Unlock()
-	a.finish(c, began, nil, nil, true)
+	err := a.reload(ctx, c.Addr.Name)
+	if err == nil {
+		rec.Sandbox = &attrs
+		a.mu.Lock()
+		a.put(&rec)
+		a.mu.Unlock()
+	}
+	a.finish(c, began, err, nil, true)
+}
+
+// reload sends sandbox name's policy and secrets to its supervisor.
+func (a *applier) reload(ctx context.Context, name string) error {
+	sb := a.opts.Config.Sandboxes[name]
+	if sb == nil {
+		return fmt.Errorf("sandbox.%s is not in the configuration", name)
+	}
+	secrets, err := a.secrets(ctx, sb)
+	if err != nil {
+		return err
+	}
+	dir, err := a.sandboxDir(name)
+	if err != nil {
+		return err
+	}
+	return supervisor.Reload(ctx, dir, sb.Policy, secrets)
+}
+
+// secrets reads the values of sb's secrets on this host, from the
+// environment the supervisors get.
+func (a *applier) secrets(ctx context.Context, sb *lang.Sandbox) (map[string][]byte, error) {
+	environ := a.opts.Spawn.Env
+	if environ == nil {
+		environ = os.Environ()
+	}
+	return sandboxnet.ResolveSecrets(ctx, sb.Policy, a.opts.Config.Dir, environ)
 }
 
 func (a *applier) sandboxDir(name string) (string, error) {

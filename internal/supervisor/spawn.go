@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -39,6 +40,10 @@ type SpawnOptions struct {
 	// ReadyTimeout bounds the wait for the sandbox to run; zero means
 	// DefaultReadyTimeout.
 	ReadyTimeout time.Duration
+	// Secrets holds the value of each secret the spec's policy binds, by
+	// name. They reach the supervisor through a pipe it inherits, never
+	// through a file or its command line.
+	Secrets map[string][]byte
 }
 
 // maxLog is the size past which Spawn starts a new supervisor log.
@@ -95,13 +100,32 @@ func Spawn(ctx context.Context, dir string, spec Spec, opts SpawnOptions) (*Stat
 	cmd := exec.Command(argv[0], append(argv[1:len(argv):len(argv)], abs)...)
 	cmd.Dir = abs
 	cmd.Env = opts.Env
+	if cmd.Env == nil {
+		cmd.Env = os.Environ()
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	secretsR, secretsW, err := os.Pipe()
+	if err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("supervisor: %w", err)
+	}
+	cmd.ExtraFiles = []*os.File{secretsR} // descriptor 3
+	cmd.Env = append(slices.Clone(cmd.Env), secretsFDEnv+"=3")
 	err = cmd.Start()
 	logf.Close()
+	secretsR.Close()
 	if err != nil {
+		secretsW.Close()
 		return nil, fmt.Errorf("supervisor: starting %s: %w", argv[0], err)
 	}
+	// The pipe holds far more than a policy's secrets: the write does not
+	// wait for the supervisor to read.
+	go func() {
+		b, _ := json.Marshal(opts.Secrets)
+		secretsW.Write(b)
+		secretsW.Close()
+	}()
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 
@@ -198,7 +222,11 @@ func RunDir(ctx context.Context, dir string, opts Options) error {
 	if err != nil {
 		return err
 	}
-	opts.Dir, opts.Spec = dir, *spec
+	secrets, err := readSecrets()
+	if err != nil {
+		return err
+	}
+	opts.Dir, opts.Spec, opts.Secrets = dir, *spec, secrets
 	return Run(ctx, opts)
 }
 
@@ -209,6 +237,7 @@ func RunDir(ctx context.Context, dir string, opts Options) error {
 // with it.
 func SandboxSpec(cfg *lang.Config, sb *lang.Sandbox, img *image.Result) Spec {
 	return Spec{
+		Policy:    sb.Policy,
 		Name:      sb.Name,
 		ConfigDir: cfg.Dir,
 		Image:     img,

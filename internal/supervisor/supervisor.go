@@ -20,8 +20,10 @@ import (
 	"github.com/sbx-dev/sbx/guestconn"
 	"github.com/sbx-dev/sbx/internal/atomicfile"
 	"github.com/sbx-dev/sbx/internal/providers/qemu"
+	"github.com/sbx-dev/sbx/internal/sandboxnet"
 	"github.com/sbx-dev/sbx/internal/supervisor/router"
 	"github.com/sbx-dev/sbx/machine"
+	"github.com/sbx-dev/sbx/policy"
 )
 
 // Names of the files in a supervisor's directory.
@@ -60,6 +62,11 @@ type Spec struct {
 	// zero means machine's defaults.
 	BootTimeout time.Duration `json:"boot_timeout,omitempty"`
 	StopTimeout time.Duration `json:"stop_timeout,omitempty"`
+	// Policy is the sandbox's egress, secret and mount policy. The
+	// supervisor enforces its egress on the machine's network device
+	// (package sandboxnet); the secrets' values are never in the spec
+	// (Options.Secrets). Reload replaces it in a running supervisor.
+	Policy policy.Sandbox `json:"policy"`
 }
 
 // State is where a supervisor is in its life.
@@ -104,6 +111,10 @@ type Options struct {
 	Host *qemu.Host
 	// Logger receives the supervisor's progress; nil discards it.
 	Logger *slog.Logger
+	// Secrets holds the value of each secret Spec.Policy binds, by name.
+	// Spawn hands them to the supervisor process through a pipe, never a
+	// file.
+	Secrets map[string][]byte
 }
 
 // guestWait bounds how long Run tries to take over the agent port from
@@ -150,7 +161,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 		}
 	}()
 
-	m, err := machine.Start(ctx, machine.Options{
+	m, snet, err := sandboxnet.Start(ctx, machine.Options{
 		Name:        opts.Spec.Name,
 		Image:       opts.Spec.Image,
 		CPUs:        opts.Spec.CPUs,
@@ -160,6 +171,12 @@ func Run(ctx context.Context, opts Options) (err error) {
 		BootTimeout: opts.Spec.BootTimeout,
 		StopTimeout: opts.Spec.StopTimeout,
 		KeepConsole: filepath.Join(dir, ConsoleFile),
+	}, sandboxnet.Options{
+		Sandbox:  opts.Spec.Name,
+		Policy:   opts.Spec.Policy,
+		Secrets:  opts.Secrets,
+		AuditDir: dir,
+		Logger:   log,
 	})
 	if err != nil {
 		return fmt.Errorf("supervisor: %w", err)
@@ -167,7 +184,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	// The machine made its directory inside dir with mode 0700; it holds
 	// the agent's socket.
 	if err := privateDir(m.Dir()); err != nil {
-		return errors.Join(err, m.Stop(context.Background()))
+		return errors.Join(err, m.Stop(context.Background()), snet.Close())
 	}
 	st.QEMUPid, st.Accel, st.Note, st.MachineDir = m.Pid(), string(m.Accel()), m.Host().Note, m.Dir()
 	log.Info("machine started", "sandbox", opts.Spec.Name, "qemu", m.Pid(), "accel", m.Accel(), "boot", m.BootTime())
@@ -183,7 +200,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 		}
 		err := m.Stop(context.Background())
 		os.Remove(sockPath)
-		return err
+		return errors.Join(err, snet.Close())
 	}
 	r, err = takeOver(ctx, m, log)
 	if err == nil {
@@ -214,6 +231,8 @@ func Run(ctx context.Context, opts Options) (err error) {
 		stMu.Lock()
 		defer stMu.Unlock()
 		return st
+	}, reload: func(ctx context.Context, req reloadRequest) error {
+		return reload(ctx, dir, r, snet, req, log)
 	}}
 	go ctl.serve()
 	log.Info("serving", "socket", sockPath)
@@ -293,6 +312,7 @@ type control struct {
 	l      net.Listener
 	stop   chan struct{}
 	status func() Status
+	reload func(context.Context, reloadRequest) error
 
 	mu      sync.Mutex
 	once    sync.Once
@@ -313,13 +333,16 @@ func (c *control) serve() {
 
 func (c *control) handle(conn net.Conn) {
 	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	line, err := bufio.NewReader(conn).ReadString('\n')
+	br := bufio.NewReader(conn)
+	line, err := br.ReadString('\n')
 	if err != nil {
 		conn.Close()
 		return
 	}
 	conn.SetReadDeadline(time.Time{})
 	switch strings.TrimSpace(line) {
+	case "reload":
+		c.handleReload(conn, br)
 	case "stop":
 		c.mu.Lock()
 		if c.done {
