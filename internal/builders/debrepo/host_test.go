@@ -1,4 +1,4 @@
-package debrepo
+package debrepo_test
 
 import (
 	"context"
@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/sbx-dev/sbx/internal/builders/cache"
+	"github.com/sbx-dev/sbx/internal/builders/debrepo"
 )
 
 // TestHostArchiveGitClosure resolves git and ca-certificates against the
 // real Debian archive through the host's own apt sources, as sbx lock
 // does, and checks that the closure holds what git needs at run time.
 func TestHostArchiveGitClosure(t *testing.T) {
-	srcs, err := HostSources("/")
+	srcs, err := debrepo.HostSources("/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,15 +31,15 @@ func TestHostArchiveGitClosure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl := &Client{Cache: c, Arch: runtime.GOARCH}
+	cl := &debrepo.Client{Cache: c, Arch: runtime.GOARCH}
 	start := time.Now()
 	ix, err := cl.Index(ctx, srcs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("index of %d sources in %v", len(srcs), time.Since(start))
-	reqs := []Request{{Name: "git"}, {Name: "ca-certificates"}}
-	pkgs, err := Resolve(ix, reqs, ResolveOptions{Essential: true})
+	reqs := []debrepo.Request{{Name: "git"}, {Name: "ca-certificates"}}
+	pkgs, err := debrepo.Resolve(ix, reqs, debrepo.ResolveOptions{Essential: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +55,7 @@ func TestHostArchiveGitClosure(t *testing.T) {
 			t.Errorf("closure lacks %s", want)
 		}
 	}
-	again, err := Resolve(ix, reqs, ResolveOptions{Essential: true})
+	again, err := debrepo.Resolve(ix, reqs, debrepo.ResolveOptions{Essential: true})
 	if err != nil {
 		t.Fatal(err)
 	}

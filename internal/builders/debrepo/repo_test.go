@@ -1,4 +1,4 @@
-package debrepo
+package debrepo_test
 
 import (
 	"bytes"
@@ -8,25 +8,27 @@ import (
 
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/sbx-dev/sbx/internal/builders/cache"
+	"github.com/sbx-dev/sbx/internal/builders/debrepo"
+	"github.com/sbx-dev/sbx/internal/builders/debrepo/debrepotest"
 )
 
-func pkg(name, version string, fields map[string]string) fixturePkg {
-	return fixturePkg{name: name, version: version, arch: "amd64", fields: fields,
-		files: map[string]string{"usr/share/doc/" + name + "/copyright": name + " " + version + "\n"}}
+func pkg(name, version string, fields map[string]string) debrepotest.Package {
+	return debrepotest.Package{Name: name, Version: version, Arch: "amd64", Fields: fields,
+		Files: map[string]string{"usr/share/doc/" + name + "/copyright": name + " " + version + "\n"}}
 }
 
 // resolveNames resolves reqs over ix and returns "name=version" strings.
-func resolveNames(t *testing.T, ix *Index, opts ResolveOptions, reqs ...string) ([]string, error) {
+func resolveNames(t *testing.T, ix *debrepo.Index, opts debrepo.ResolveOptions, reqs ...string) ([]string, error) {
 	t.Helper()
-	var rs []Request
+	var rs []debrepo.Request
 	for _, s := range reqs {
-		r, err := ParseRequest(s)
+		r, err := debrepo.ParseRequest(s)
 		if err != nil {
 			t.Fatal(err)
 		}
 		rs = append(rs, r)
 	}
-	pkgs, err := Resolve(ix, rs, opts)
+	pkgs, err := debrepo.Resolve(ix, rs, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +46,7 @@ func wantSet(t *testing.T, got []string, want ...string) {
 	}
 }
 
-var resolverRepo = []fixturePkg{
+var resolverRepo = []debrepotest.Package{
 	// Alternatives: the first satisfiable one, unless another is chosen.
 	pkg("editor-user", "1.0", map[string]string{"Depends": "nonexistent | vim-tiny | nano"}),
 	pkg("vim-tiny", "9.0", nil),
@@ -72,36 +74,36 @@ var resolverRepo = []fixturePkg{
 	// Architecture qualifiers and arch: all.
 	pkg("any-user", "1.0", map[string]string{"Depends": "perlish:any, noarch"}),
 	pkg("perlish", "5.36", map[string]string{"Multi-Arch": "allowed"}),
-	{name: "noarch", version: "1", arch: "all"},
-	{name: "foreign", version: "1", arch: "arm64"},
+	{Name: "noarch", Version: "1", Arch: "all"},
+	{Name: "foreign", Version: "1", Arch: "arm64"},
 	pkg("foreign-user", "1.0", map[string]string{"Depends": "nano:arm64"}),
 	// Essential packages.
 	pkg("base-sh", "1.0", map[string]string{"Essential": "yes", "Depends": "libfoo"}),
 }
 
 func TestResolveClosure(t *testing.T) {
-	ix := newFixtureRepo(t, resolverRepo).index(t)
+	ix := debrepotest.NewRepo(t, resolverRepo).Index(t)
 	for _, tc := range []struct {
 		name string
 		reqs []string
-		opts ResolveOptions
+		opts debrepo.ResolveOptions
 		want []string
 	}{
-		{"first satisfiable alternative", []string{"editor-user"}, ResolveOptions{}, []string{"editor-user=1.0", "vim-tiny=9.0"}},
-		{"an alternative already chosen is kept", []string{"editor-user", "nano-user"}, ResolveOptions{}, []string{"editor-user=1.0", "nano=7.2", "nano-user=1.0"}},
-		{"an installed alternative adds nothing", []string{"editor-user"}, ResolveOptions{Installed: []*Package{ix.Versions("nano")[0]}}, []string{"editor-user=1.0"}},
-		{"versioned depends takes the newest that fits", []string{"new-app"}, ResolveOptions{}, []string{"libfoo=2.1-1", "new-app=1.0"}},
-		{"pre-depends upper bound", []string{"old-app"}, ResolveOptions{}, []string{"libfoo=1.0-1", "old-app=1.0"}},
-		{"request with a version", []string{"libfoo (<< 2)"}, ResolveOptions{}, []string{"libfoo=1.0-1"}},
-		{"exact request", []string{"libfoo=1.0-1"}, ResolveOptions{}, []string{"libfoo=1.0-1"}},
-		{"preferred version kept", []string{"libfoo"}, ResolveOptions{Prefer: map[string]string{"libfoo": "1.0-1"}}, []string{"libfoo=1.0-1"}},
-		{"preferred version that no longer fits moves", []string{"new-app"}, ResolveOptions{Prefer: map[string]string{"libfoo": "1.0-1"}}, []string{"libfoo=2.1-1", "new-app=1.0"}},
-		{"virtual package: first provider by name", []string{"mailer"}, ResolveOptions{}, []string{"exim4=4.96", "mailer=1.0"}},
-		{"virtual package: a chosen provider is kept", []string{"mailer", "postfix"}, ResolveOptions{}, []string{"mailer=1.0", "postfix=3.7"}},
-		{"versioned provides", []string{"api-user"}, ResolveOptions{}, []string{"api-user=1.0", "libapi-three=1.0"}},
-		{":any and arch all", []string{"any-user"}, ResolveOptions{}, []string{"any-user=1.0", "noarch=1", "perlish=5.36"}},
-		{"essential packages without a dpkg database", []string{"nano"}, ResolveOptions{Essential: true}, []string{"base-sh=1.0", "libfoo=2.1-1", "nano=7.2"}},
-		{"essential packages the base has are not added", []string{"nano"}, ResolveOptions{Essential: true, Installed: []*Package{ix.Versions("base-sh")[0]}}, []string{"nano=7.2"}},
+		{"first satisfiable alternative", []string{"editor-user"}, debrepo.ResolveOptions{}, []string{"editor-user=1.0", "vim-tiny=9.0"}},
+		{"an alternative already chosen is kept", []string{"editor-user", "nano-user"}, debrepo.ResolveOptions{}, []string{"editor-user=1.0", "nano=7.2", "nano-user=1.0"}},
+		{"an installed alternative adds nothing", []string{"editor-user"}, debrepo.ResolveOptions{Installed: []*debrepo.Package{ix.Versions("nano")[0]}}, []string{"editor-user=1.0"}},
+		{"versioned depends takes the newest that fits", []string{"new-app"}, debrepo.ResolveOptions{}, []string{"libfoo=2.1-1", "new-app=1.0"}},
+		{"pre-depends upper bound", []string{"old-app"}, debrepo.ResolveOptions{}, []string{"libfoo=1.0-1", "old-app=1.0"}},
+		{"request with a version", []string{"libfoo (<< 2)"}, debrepo.ResolveOptions{}, []string{"libfoo=1.0-1"}},
+		{"exact request", []string{"libfoo=1.0-1"}, debrepo.ResolveOptions{}, []string{"libfoo=1.0-1"}},
+		{"preferred version kept", []string{"libfoo"}, debrepo.ResolveOptions{Prefer: map[string]string{"libfoo": "1.0-1"}}, []string{"libfoo=1.0-1"}},
+		{"preferred version that no longer fits moves", []string{"new-app"}, debrepo.ResolveOptions{Prefer: map[string]string{"libfoo": "1.0-1"}}, []string{"libfoo=2.1-1", "new-app=1.0"}},
+		{"virtual package: first provider by name", []string{"mailer"}, debrepo.ResolveOptions{}, []string{"exim4=4.96", "mailer=1.0"}},
+		{"virtual package: a chosen provider is kept", []string{"mailer", "postfix"}, debrepo.ResolveOptions{}, []string{"mailer=1.0", "postfix=3.7"}},
+		{"versioned provides", []string{"api-user"}, debrepo.ResolveOptions{}, []string{"api-user=1.0", "libapi-three=1.0"}},
+		{":any and arch all", []string{"any-user"}, debrepo.ResolveOptions{}, []string{"any-user=1.0", "noarch=1", "perlish=5.36"}},
+		{"essential packages without a dpkg database", []string{"nano"}, debrepo.ResolveOptions{Essential: true}, []string{"base-sh=1.0", "libfoo=2.1-1", "nano=7.2"}},
+		{"essential packages the base has are not added", []string{"nano"}, debrepo.ResolveOptions{Essential: true, Installed: []*debrepo.Package{ix.Versions("base-sh")[0]}}, []string{"nano=7.2"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := resolveNames(t, ix, tc.opts, tc.reqs...)
@@ -124,7 +126,7 @@ func TestResolveClosure(t *testing.T) {
 }
 
 func TestResolveErrors(t *testing.T) {
-	ix := newFixtureRepo(t, resolverRepo).index(t)
+	ix := debrepotest.NewRepo(t, resolverRepo).Index(t)
 	for _, tc := range []struct {
 		name string
 		reqs []string
@@ -142,7 +144,7 @@ func TestResolveErrors(t *testing.T) {
 		{"two requests that cannot both hold", []string{"libfoo (<< 2)", "new-app"}, []string{"new-app 1.0 (amd64) depends libfoo (>= 2.0)", "libfoo 1.0-1 was chosen"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := resolveNames(t, ix, ResolveOptions{}, tc.reqs...)
+			got, err := resolveNames(t, ix, debrepo.ResolveOptions{}, tc.reqs...)
 			if err == nil {
 				t.Fatalf("resolved %v, want an error", got)
 			}
@@ -163,14 +165,14 @@ func TestParseRequest(t *testing.T) {
 		"libc6>=2.36":              "libc6 (>= 2.36)",
 		" ca-certificates (<< 9) ": "ca-certificates (<< 9)",
 	} {
-		r, err := ParseRequest(in)
+		r, err := debrepo.ParseRequest(in)
 		if err != nil || r.String() != want {
-			t.Errorf("ParseRequest(%q) = %v, %v; want %s", in, r, err, want)
+			t.Errorf("debrepo.ParseRequest(%q) = %v, %v; want %s", in, r, err, want)
 		}
 	}
 	for _, bad := range []string{"", "G", "git ~ 2", "git (>= )", "git>=a b", "-x", "git; rm"} {
-		if r, err := ParseRequest(bad); err == nil {
-			t.Errorf("ParseRequest(%q) = %v, want an error", bad, r)
+		if r, err := debrepo.ParseRequest(bad); err == nil {
+			t.Errorf("debrepo.ParseRequest(%q) = %v, want an error", bad, r)
 		}
 	}
 }
@@ -179,37 +181,37 @@ func TestParseRequest(t *testing.T) {
 // whose signed text was altered, is rejected, and nothing of the
 // repository is used.
 func TestBadSignature(t *testing.T) {
-	repo := newFixtureRepo(t, resolverRepo[:3])
-	good := repo.get("/dists/stable/InRelease")
+	repo := debrepotest.NewRepo(t, resolverRepo[:3])
+	good := repo.Get("/dists/stable/InRelease")
 	other, err := openpgp.NewEntity("someone else", "", "x@test.invalid", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b, _ := splitSigned(good)
 	for name, data := range map[string][]byte{
-		"signed by another key": repo.sign(t, b, other),
+		"signed by another key": repo.Sign(t, b, other),
 		"text altered":          bytes.Replace(good, []byte("Suite: stable"), []byte("Suite: stablE"), 1),
 		"not signed":            b,
 	} {
 		t.Run(name, func(t *testing.T) {
-			repo.set("/dists/stable/InRelease", data)
-			_, err := repo.client(t).Index(testCtx(t), []Source{repo.source()})
+			repo.Set("/dists/stable/InRelease", data)
+			_, err := repo.Client(t).Index(debrepotest.Ctx(t), []debrepo.Source{repo.Source()})
 			if err == nil || !strings.Contains(err.Error(), "InRelease") {
 				t.Fatalf("Index = %v, want an InRelease error", err)
 			}
 		})
 	}
 	// The same key given as a keyring file (armored) verifies.
-	repo.set("/dists/stable/InRelease", good)
+	repo.Set("/dists/stable/InRelease", good)
 	var arm bytes.Buffer
-	if err := repo.key.Serialize(&arm); err != nil {
+	if err := repo.Key.Serialize(&arm); err != nil {
 		t.Fatal(err)
 	}
-	src := repo.source()
-	src.SignedBy = writeFile(t, "test.gpg", arm.Bytes())
-	c := repo.client(t)
+	src := repo.Source()
+	src.SignedBy = debrepotest.WriteFile(t, "test.gpg", arm.Bytes())
+	c := repo.Client(t)
 	c.Keyring = openpgp.EntityList{other}
-	if _, err := c.Index(testCtx(t), []Source{src}); err != nil {
+	if _, err := c.Index(debrepotest.Ctx(t), []debrepo.Source{src}); err != nil {
 		t.Fatalf("Signed-By keyring: %v", err)
 	}
 }
@@ -223,12 +225,12 @@ func splitSigned(inrelease []byte) (text []byte, sig []byte) {
 // TestTamperedIndex: a Packages index whose bytes differ from what the
 // signed InRelease lists is rejected.
 func TestTamperedIndex(t *testing.T) {
-	repo := newFixtureRepo(t, resolverRepo[:3])
+	repo := debrepotest.NewRepo(t, resolverRepo[:3])
 	p := "/dists/stable/main/binary-amd64/Packages.xz"
-	data := append([]byte(nil), repo.get(p)...)
+	data := append([]byte(nil), repo.Get(p)...)
 	data[len(data)/2] ^= 1
-	repo.set(p, data)
-	_, err := repo.client(t).Index(testCtx(t), []Source{repo.source()})
+	repo.Set(p, data)
+	_, err := repo.Client(t).Index(debrepotest.Ctx(t), []debrepo.Source{repo.Source()})
 	if err == nil || !strings.Contains(err.Error(), "InRelease says") {
 		t.Fatalf("Index = %v, want a hash mismatch", err)
 	}
@@ -237,14 +239,14 @@ func TestTamperedIndex(t *testing.T) {
 // TestTamperedPackage: a .deb whose bytes differ from the pin is an error
 // naming the package, and nothing enters the cache.
 func TestTamperedPackage(t *testing.T) {
-	repo := newFixtureRepo(t, resolverRepo[:3])
-	ix := repo.index(t)
+	repo := debrepotest.NewRepo(t, resolverRepo[:3])
+	ix := repo.Index(t)
 	p := ix.Versions("vim-tiny")[0]
-	deb := append([]byte(nil), repo.get("/"+p.Filename)...)
+	deb := append([]byte(nil), repo.Get("/"+p.Filename)...)
 	deb[len(deb)-3] ^= 0x20
-	repo.set("/"+p.Filename, deb)
-	c := repo.client(t)
-	_, err := c.Download(testCtx(t), []Source{repo.source()}, PinOf(p))
+	repo.Set("/"+p.Filename, deb)
+	c := repo.Client(t)
+	_, err := c.Download(debrepotest.Ctx(t), []debrepo.Source{repo.Source()}, debrepo.PinOf(p))
 	if err == nil || !strings.Contains(err.Error(), "vim-tiny 9.0") || !strings.Contains(err.Error(), "does not match the lock") {
 		t.Fatalf("Download = %v, want a mismatch naming vim-tiny", err)
 	}
@@ -253,9 +255,9 @@ func TestTamperedPackage(t *testing.T) {
 	}
 	// A pin whose file name leaves the repository is refused before any
 	// request.
-	bad := PinOf(p)
+	bad := debrepo.PinOf(p)
 	bad.Filename = "pool/../../etc/passwd"
-	if _, err := c.Download(testCtx(t), []Source{repo.source()}, bad); err == nil || !strings.Contains(err.Error(), "not a path inside a repository") {
+	if _, err := c.Download(debrepotest.Ctx(t), []debrepo.Source{repo.Source()}, bad); err == nil || !strings.Contains(err.Error(), "not a path inside a repository") {
 		t.Fatalf("Download(%q) = %v", bad.Filename, err)
 	}
 }
@@ -263,13 +265,13 @@ func TestTamperedPackage(t *testing.T) {
 // TestOfflineFromCache: once a source was verified, a lock without
 // network uses the cached InRelease and index.
 func TestOfflineFromCache(t *testing.T) {
-	repo := newFixtureRepo(t, resolverRepo[:3])
-	c := repo.client(t)
-	if _, err := c.Index(testCtx(t), []Source{repo.source()}); err != nil {
+	repo := debrepotest.NewRepo(t, resolverRepo[:3])
+	c := repo.Client(t)
+	if _, err := c.Index(debrepotest.Ctx(t), []debrepo.Source{repo.Source()}); err != nil {
 		t.Fatal(err)
 	}
-	repo.srv.Close()
-	ix, err := c.Index(testCtx(t), []Source{repo.source()})
+	repo.Srv.Close()
+	ix, err := c.Index(debrepotest.Ctx(t), []debrepo.Source{repo.Source()})
 	if err != nil {
 		t.Fatalf("offline Index: %v", err)
 	}
@@ -277,30 +279,30 @@ func TestOfflineFromCache(t *testing.T) {
 		t.Fatal("the cached index lacks nano")
 	}
 	// Without the cache the same is an error.
-	c2 := repo.client(t)
+	c2 := repo.Client(t)
 	c2.Cache, _ = cache.Open(t.TempDir())
-	if _, err := c2.Index(testCtx(t), []Source{repo.source()}); err == nil {
+	if _, err := c2.Index(debrepotest.Ctx(t), []debrepo.Source{repo.Source()}); err == nil {
 		t.Fatal("Index without network or cache succeeded")
 	}
 }
 
 func TestParseSources(t *testing.T) {
 	one := "# comment\ndeb [arch=amd64 signed-by=/k.gpg] https://repo.test/debian bookworm main contrib\ndeb-src https://repo.test/debian bookworm main\n"
-	s, err := ParseSources([]byte(one), false)
+	s, err := debrepo.ParseSources([]byte(one), false)
 	if err != nil || len(s) != 1 || s[0].SignedBy != "/k.gpg" || s[0].Suite != "bookworm" || len(s[0].Components) != 2 || s[0].Architectures[0] != "amd64" {
 		t.Fatalf("one-line: %+v %v", s, err)
 	}
 	d822 := "Types: deb deb-src\nURIs: https://a.test/debian https://b.test/debian/\nSuites: bookworm bookworm-updates\nComponents: main\nSigned-By: /usr/share/keyrings/k.gpg\n\nTypes: deb\nEnabled: no\nURIs: https://c.test/\nSuites: x\nComponents: main\n"
-	s, err = ParseSources([]byte(d822), true)
+	s, err = debrepo.ParseSources([]byte(d822), true)
 	if err != nil || len(s) != 4 || s[1].URI != "https://a.test/debian" || s[1].Suite != "bookworm-updates" || s[3].URI != "https://b.test/debian" {
 		t.Fatalf("deb822: %+v %v", s, err)
 	}
 	for _, bad := range []string{"deb cdrom:[x]/ stable main\n", "deb https://x.test/ ./\n", "rpm https://x.test stable main\n"} {
-		if _, err := ParseSources([]byte(bad), false); err == nil {
-			t.Errorf("ParseSources(%q) succeeded", bad)
+		if _, err := debrepo.ParseSources([]byte(bad), false); err == nil {
+			t.Errorf("debrepo.ParseSources(%q) succeeded", bad)
 		}
 	}
-	if _, err := ParseSources([]byte("Types: deb\nURIs: https://x.test\nSuites: s\nComponents: main\nSigned-By:\n -----BEGIN PGP PUBLIC KEY BLOCK-----\n .\n"), true); err == nil || !errors.Is(err, err) || !strings.Contains(err.Error(), "inline") {
+	if _, err := debrepo.ParseSources([]byte("Types: deb\nURIs: https://x.test\nSuites: s\nComponents: main\nSigned-By:\n -----BEGIN PGP PUBLIC KEY BLOCK-----\n .\n"), true); err == nil || !errors.Is(err, err) || !strings.Contains(err.Error(), "inline") {
 		t.Errorf("inline key: %v", err)
 	}
 }

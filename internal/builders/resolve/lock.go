@@ -39,6 +39,9 @@ type LockChange struct {
 // dropped. An image keeps its recorded outputs only when its input hash
 // is unchanged.
 //
+// An image with packages gets its package pins from lockPackages: they
+// are kept while the request is unchanged, and otherwise resolved again.
+//
 // Changes lists every pin that differs, sorted by image and key. Errors
 // are diagnostics at the source's range; the lock returned with errors is
 // partial (failed inputs are missing and their images have no input hash)
@@ -114,11 +117,35 @@ func (s *Set) Lock(ctx context.Context, cfg *lang.Config, old *lockfiles.Lock, u
 				changes = append(changes, LockChange{Image: name, Key: in.Key, Old: clonePin(oldPin), New: clonePin(pin)})
 			}
 		}
-		if prev != nil {
-			wanted := map[string]bool{}
-			for _, in := range inputs {
-				wanted[in.Key] = true
+		wanted := map[string]bool{}
+		for _, in := range inputs {
+			wanted[in.Key] = true
+		}
+		if len(img.Packages.Requests) > 0 {
+			pins, err := s.lockPackages(ctx, img, prev, upgrade)
+			if err != nil {
+				diags = append(diags, &hcl.Diagnostic{
+					Severity: hcl.DiagError,
+					Summary:  "Cannot resolve packages",
+					Detail:   fmt.Sprintf("packages of image.%s: %v", name, err),
+					Subject:  rangeOrNil(img.Packages.Range),
+				})
+				failed = true
 			}
+			for _, key := range sortedKeys(pins) {
+				pin := pins[key]
+				wanted[key] = true
+				li.Inputs[key] = pin
+				var oldPin *lockfiles.Pin
+				if prev != nil {
+					oldPin = prev.Inputs[key]
+				}
+				if oldPin == nil || *oldPin != *pin {
+					changes = append(changes, LockChange{Image: name, Key: key, Old: clonePin(oldPin), New: clonePin(pin)})
+				}
+			}
+		}
+		if prev != nil {
 			for key, p := range prev.Inputs {
 				if !wanted[key] {
 					changes = append(changes, LockChange{Image: name, Key: key, Old: clonePin(p)})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/sbx-dev/sbx/internal/builders/debrepo"
 	"github.com/sbx-dev/sbx/internal/builders/recipe"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/lockfiles"
@@ -59,6 +60,13 @@ type Options struct {
 	// recipe.InputHash. The lock keeps an image's outputs only while its
 	// input hash is unchanged.
 	InputHash func(img *lang.Image, pins map[string]*lockfiles.Pin) (string, error)
+	// AptRoot is the root of the apt configuration whose sources images
+	// with packages but no repositories use; "" means "/".
+	AptRoot string
+	// DebRepo is the template of the client package sets are resolved
+	// with (its Arch is set per image); nil means one with HTTPClient and
+	// the default cache.
+	DebRepo *debrepo.Client
 }
 
 // Set pins sources of every kind, dispatching on lang.SourceKind.
@@ -66,6 +74,10 @@ type Set struct {
 	resolvers map[lang.SourceKind]Resolver
 	log       *slog.Logger
 	inputHash func(img *lang.Image, pins map[string]*lockfiles.Pin) (string, error)
+	dir       string
+	aptRoot   string
+	http      *http.Client
+	debRepo   *debrepo.Client
 }
 
 var _ Resolver = (*Set)(nil)
@@ -103,6 +115,10 @@ func New(opts Options) *Set {
 		},
 		log:       opts.Logger,
 		inputHash: ih,
+		dir:       opts.Dir,
+		aptRoot:   opts.AptRoot,
+		http:      opts.HTTPClient,
+		debRepo:   opts.DebRepo,
 	}
 }
 

@@ -1,4 +1,9 @@
-package debrepo
+// Package debrepotest builds signed Debian repositories for tests: .deb
+// files made in Go (ar, control.tar.gz, data.tar.xz), a Packages.xz index
+// and an InRelease signed with an OpenPGP key made for the test, served
+// over TLS on loopback by net/http/httptest. Production code never
+// imports it.
+package debrepotest
 
 import (
 	"archive/tar"
@@ -21,50 +26,51 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/clearsign"
 	"github.com/sbx-dev/sbx/internal/builders/cache"
+	"github.com/sbx-dev/sbx/internal/builders/debrepo"
 	"github.com/ulikunitz/xz"
 )
 
-// fixturePkg is one package of a test repository.
-type fixturePkg struct {
-	name, version, arch string
-	// fields are extra control fields (Depends, Provides, Conflicts…).
-	fields map[string]string
-	// files are the data tree: path (without leading /) to content. A
+// Package is one package of a test repository.
+type Package struct {
+	Name, Version, Arch string
+	// Fields are extra control fields (Depends, Provides, Conflicts…).
+	Fields map[string]string
+	// Files are the data tree: path (without leading /) to content. A
 	// content starting with "->" makes a symbolic link; a path ending in
 	// "/" a directory.
-	files map[string]string
-	// control are extra members of control.tar (md5sums, postinst…).
-	control map[string]string
+	Files map[string]string
+	// Control are extra members of control.tar (md5sums, postinst…).
+	Control map[string]string
 }
 
-// fixtureRepo is a signed Debian repository served over TLS on
+// Repo is a signed Debian repository served over TLS on
 // loopback, built entirely by the test.
-type fixtureRepo struct {
-	srv  *httptest.Server
-	key  *openpgp.Entity
+type Repo struct {
+	Srv  *httptest.Server
+	Key  *openpgp.Entity
 	mu   sync.Mutex
 	file map[string][]byte // URL path -> content
 	hits map[string]int
 }
 
-const fixtureSuite = "stable"
+const Suite = "stable"
 
-func newFixtureRepo(t *testing.T, pkgs []fixturePkg) *fixtureRepo {
+func NewRepo(t testing.TB, pkgs []Package) *Repo {
 	t.Helper()
 	key, err := openpgp.NewEntity("sbx test archive", "", "archive@test.invalid", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &fixtureRepo{key: key, file: map[string][]byte{}, hits: map[string]int{}}
+	r := &Repo{Key: key, file: map[string][]byte{}, hits: map[string]int{}}
 	var index bytes.Buffer
 	for _, p := range pkgs {
-		deb := buildDeb(t, p)
-		pool := fmt.Sprintf("pool/main/%s/%s_%s_%s.deb", p.name[:1], p.name, strings.ReplaceAll(p.version, ":", "%3a"), p.arch)
+		deb := BuildDeb(t, p)
+		pool := fmt.Sprintf("pool/main/%s/%s_%s_%s.deb", p.Name[:1], p.Name, strings.ReplaceAll(p.Version, ":", "%3a"), p.Arch)
 		r.file["/"+pool] = deb
 		sum := sha256.Sum256(deb)
-		fmt.Fprintf(&index, "Package: %s\nVersion: %s\nArchitecture: %s\n", p.name, p.version, p.arch)
-		for _, k := range sortedMapKeys(p.fields) {
-			fmt.Fprintf(&index, "%s: %s\n", k, p.fields[k])
+		fmt.Fprintf(&index, "Package: %s\nVersion: %s\nArchitecture: %s\n", p.Name, p.Version, p.Arch)
+		for _, k := range sortedMapKeys(p.Fields) {
+			fmt.Fprintf(&index, "%s: %s\n", k, p.Fields[k])
 		}
 		fmt.Fprintf(&index, "Filename: %s\nSize: %d\nSHA256: %s\n\n", pool, len(deb), hex.EncodeToString(sum[:]))
 	}
@@ -76,8 +82,8 @@ func newFixtureRepo(t *testing.T, pkgs []fixturePkg) *fixtureRepo {
 	xw.Write(index.Bytes())
 	xw.Close()
 	r.file["/dists/stable/main/binary-amd64/Packages.xz"] = xzb.Bytes()
-	r.file["/dists/stable/InRelease"] = r.sign(t, r.releaseText(map[string][]byte{"main/binary-amd64/Packages.xz": xzb.Bytes(), "main/binary-amd64/Packages": index.Bytes()}), key)
-	r.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	r.file["/dists/stable/InRelease"] = r.Sign(t, r.releaseText(map[string][]byte{"main/binary-amd64/Packages.xz": xzb.Bytes(), "main/binary-amd64/Packages": index.Bytes()}), key)
+	r.Srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.mu.Lock()
 		data, ok := r.file[req.URL.EscapedPath()]
 		r.hits[req.URL.Path]++
@@ -88,13 +94,13 @@ func newFixtureRepo(t *testing.T, pkgs []fixturePkg) *fixtureRepo {
 		}
 		w.Write(data)
 	}))
-	t.Cleanup(r.srv.Close)
+	t.Cleanup(r.Srv.Close)
 	return r
 }
 
-func (r *fixtureRepo) releaseText(files map[string][]byte) []byte {
+func (r *Repo) releaseText(files map[string][]byte) []byte {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "Origin: test\nSuite: %s\nCodename: %s\nArchitectures: amd64\nComponents: main\nSHA256:\n", fixtureSuite, fixtureSuite)
+	fmt.Fprintf(&b, "Origin: test\nSuite: %s\nCodename: %s\nArchitectures: amd64\nComponents: main\nSHA256:\n", Suite, Suite)
 	for _, k := range sortedMapKeys(files) {
 		sum := sha256.Sum256(files[k])
 		fmt.Fprintf(&b, " %s %d %s\n", hex.EncodeToString(sum[:]), len(files[k]), k)
@@ -102,7 +108,7 @@ func (r *fixtureRepo) releaseText(files map[string][]byte) []byte {
 	return b.Bytes()
 }
 
-func (r *fixtureRepo) sign(t *testing.T, text []byte, key *openpgp.Entity) []byte {
+func (r *Repo) Sign(t testing.TB, text []byte, key *openpgp.Entity) []byte {
 	t.Helper()
 	var out bytes.Buffer
 	w, err := clearsign.Encode(&out, key.PrivateKey, nil)
@@ -116,45 +122,45 @@ func (r *fixtureRepo) sign(t *testing.T, text []byte, key *openpgp.Entity) []byt
 	return out.Bytes()
 }
 
-func (r *fixtureRepo) set(path string, data []byte) {
+func (r *Repo) Set(path string, data []byte) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.file[path] = data
 }
 
-func (r *fixtureRepo) get(path string) []byte {
+func (r *Repo) Get(path string) []byte {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.file[path]
 }
 
-func (r *fixtureRepo) source() Source {
-	return Source{URI: r.srv.URL, Suite: fixtureSuite, Components: []string{"main"}}
+func (r *Repo) Source() debrepo.Source {
+	return debrepo.Source{URI: r.Srv.URL, Suite: Suite, Components: []string{"main"}}
 }
 
 // client returns a Client that trusts the repository's key and TLS
 // certificate, with its own cache.
-func (r *fixtureRepo) client(t *testing.T) *Client {
+func (r *Repo) Client(t testing.TB) *debrepo.Client {
 	t.Helper()
 	c, err := cache.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	hc := r.srv.Client()
+	hc := r.Srv.Client()
 	hc.Timeout = 30 * time.Second
-	return &Client{HTTP: hc, Cache: c, Keyring: openpgp.EntityList{r.key}, Arch: "amd64"}
+	return &debrepo.Client{HTTP: hc, Cache: c, Keyring: openpgp.EntityList{r.Key}, Arch: "amd64"}
 }
 
-func (r *fixtureRepo) index(t *testing.T) *Index {
+func (r *Repo) Index(t testing.TB) *debrepo.Index {
 	t.Helper()
-	ix, err := r.client(t).Index(testCtx(t), []Source{r.source()})
+	ix, err := r.Client(t).Index(Ctx(t), []debrepo.Source{r.Source()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return ix
 }
 
-func testCtx(t *testing.T) context.Context {
+func Ctx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	return ctx
@@ -162,14 +168,14 @@ func testCtx(t *testing.T) context.Context {
 
 // buildDeb writes a .deb the way dpkg-deb does: an ar archive of
 // debian-binary, control.tar.gz and data.tar.xz.
-func buildDeb(t *testing.T, p fixturePkg) []byte {
+func BuildDeb(t testing.TB, p Package) []byte {
 	t.Helper()
-	ctl := fmt.Sprintf("Package: %s\nVersion: %s\nArchitecture: %s\nMaintainer: test <t@test.invalid>\nDescription: test package %s\n", p.name, p.version, p.arch, p.name)
-	for _, k := range sortedMapKeys(p.fields) {
-		ctl += fmt.Sprintf("%s: %s\n", k, p.fields[k])
+	ctl := fmt.Sprintf("Package: %s\nVersion: %s\nArchitecture: %s\nMaintainer: test <t@test.invalid>\nDescription: test package %s\n", p.Name, p.Version, p.Arch, p.Name)
+	for _, k := range sortedMapKeys(p.Fields) {
+		ctl += fmt.Sprintf("%s: %s\n", k, p.Fields[k])
 	}
 	cfiles := map[string]string{"./control": ctl}
-	for k, v := range p.control {
+	for k, v := range p.Control {
 		cfiles["./"+k] = v
 	}
 	var cgz bytes.Buffer
@@ -177,7 +183,7 @@ func buildDeb(t *testing.T, p fixturePkg) []byte {
 	writeTar(t, gw, cfiles)
 	gw.Close()
 	dfiles := map[string]string{}
-	for k, v := range p.files {
+	for k, v := range p.Files {
 		dfiles["./"+k] = v
 	}
 	var dxz bytes.Buffer
@@ -202,7 +208,7 @@ func buildDeb(t *testing.T, p fixturePkg) []byte {
 	return ar.Bytes()
 }
 
-func writeTar(t *testing.T, w interface{ Write([]byte) (int, error) }, files map[string]string) {
+func writeTar(t testing.TB, w interface{ Write([]byte) (int, error) }, files map[string]string) {
 	t.Helper()
 	tw := tar.NewWriter(w)
 	// Parents first, as dpkg-deb writes them.
@@ -255,7 +261,7 @@ func sortedMapKeys[V any](m map[string]V) []string {
 }
 
 // writeFile is a helper for keyring files.
-func writeFile(t *testing.T, name string, data []byte) string {
+func WriteFile(t testing.TB, name string, data []byte) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), name)
 	if err := os.WriteFile(p, data, 0o644); err != nil {
