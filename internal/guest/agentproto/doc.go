@@ -19,10 +19,11 @@
 //	9       N     payload
 //
 // Stream 0 is the connection itself (TypeHello, TypePing, TypePong,
-// TypeError). Every other stream is one session, an exec or a file
-// transfer, opened by the host with TypeExec, TypeFilePut or TypeFileGet
-// on a stream id it has not used before on this connection, and ended by
-// the guest with TypeExit (exec) or TypeResult (file transfer). Frames for
+// TypeError). Every other stream is one session, an exec, a file
+// transfer or a configure request, opened by the host with TypeExec,
+// TypeFilePut, TypeFileGet or TypeConfigure on a stream id it has not
+// used before on this connection, and ended by the guest with TypeExit
+// (exec) or TypeResult (file transfer, configure). Frames for
 // a stream that has ended are ignored: they cross the end on the wire.
 //
 // Control payloads are JSON objects (the message types in this package);
@@ -63,9 +64,18 @@
 // TypeFileInfo (a FileInfo), the content on ChanStdout and TypeResult, or
 // TypeResult with an Error alone.
 //
+// Configure: the host sends TypeConfigure (a Configure) and the guest
+// answers TypeResult once it has applied it, or with an Error. A guest
+// that cannot read the request answers with an Error too (code
+// CodeProtocol) rather than closing the connection. Only guests whose
+// hello lists CapConfigure take it; the version stays 1, since older
+// guests simply do not announce it.
+//
 // The connection begins with version negotiation: the host sends TypeHello
 // (a Hello listing the versions it speaks), the guest answers TypeHello
 // with the version chosen, or TypeError and closes.
 //
-// The entry points are Conn (framing), the message types, Credit and Inbox.
+// The entry points are Conn (framing), the message types, Credit and
+// Inbox; Configure.Validate is the one check both ends make of a
+// configure request.
 package agentproto
