@@ -3,7 +3,7 @@
 
 image "quickstart" {
   platform   = "linux/amd64"
-  input_hash = "sha256:3c4779b0450431333b951447fc9a20634f9d9c7f3360576baae3e780fc329a25"
+  input_hash = "sha256:0cde37a5597b4c7c8749205bceab72b07378c9f09a2928c8c3151f53b48efc59"
 
   input "artifact.busybox_static" {
     source   = "deb:busybox-static"
