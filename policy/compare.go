@@ -37,7 +37,9 @@ type Change struct {
 	// Op says whether the rule was added, removed or modified. It is not
 	// the direction: removing a hide rule widens.
 	Op Op `json:"op"`
-	// Kind is the rule kind: "allow", "tcp", "hosts", "secret",
+	// Kind is the rule kind: "allow", "allow.passthrough",
+	// "allow.methods", "allow.paths", "allow.git_push", "tcp", "hosts",
+	// "ca", "secret",
 	// "secret.source", "secret.hosts", "secret.env", "mount",
 	// "mount.host", "mount.access", "mount.hide", "mount.readonly",
 	// "mount.tmpfs", "mount.owner". Compare lists changes in this order.
@@ -55,7 +57,8 @@ type Change struct {
 
 // kinds is the order Compare lists changes in.
 var kinds = []string{
-	"allow", "tcp", "hosts",
+	"allow", "allow.passthrough", "allow.methods", "allow.paths", "allow.git_push",
+	"tcp", "hosts", "ca",
 	"secret", "secret.source", "secret.hosts", "secret.env",
 	"mount", "mount.host", "mount.access", "mount.hide", "mount.readonly", "mount.tmpfs", "mount.owner",
 	"image.input",
@@ -78,12 +81,19 @@ func kindRank(k string) int {
 // Host patterns are compared by coverage, not by spelling: a new pattern
 // that an old one already covers widens nothing, and replacing
 // "*.example.com" with "api.example.com" is a single narrowing change.
-// Secrets are matched by name and mounts by guest path.
+// Secrets are matched by name, mounts by guest path and CAs by path.
+//
+// Passthrough and request rules are compared between the rules that
+// govern each pattern's hosts before and after (see compareRuleModes), so
+// that adding "api.example.com" with request rules beside an unrestricted
+// "*.example.com" shows as the narrowing it is.
 func Compare(old, new Sandbox) []Change {
 	var cs []Change
 	cs = append(cs, compareAllow(old.Allow, new.Allow)...)
+	cs = append(cs, compareRuleModes(old.Allow, new.Allow)...)
 	cs = append(cs, compareTCP(old.TCP, new.TCP)...)
 	cs = append(cs, compareHosts(old.Hosts, new.Hosts)...)
+	cs = append(cs, compareCAs(old.CAs, new.CAs)...)
 	cs = append(cs, compareSecrets(old.Secrets, new.Secrets)...)
 	cs = append(cs, compareMounts(old.Mounts, new.Mounts)...)
 	sort.SliceStable(cs, func(i, j int) bool {
@@ -220,23 +230,26 @@ func describeHosts(p HostPattern) string {
 
 func compareAllow(old, new []AllowRule) []Change {
 	origins := map[HostPattern]Origin{}
+	rules := map[HostPattern]AllowRule{}
 	var op, np []HostPattern
 	for _, r := range old {
 		op = append(op, r.Pattern)
 		origins[r.Pattern] = r.Origin
+		rules[r.Pattern] = r
 	}
 	for _, r := range new {
 		np = append(np, r.Pattern)
 		origins[r.Pattern] = r.Origin // a pattern on both sides takes the new origin
+		rules[r.Pattern] = r
 	}
 	var cs []Change
 	for _, pc := range comparePatterns(op, np) {
 		c := Change{Direction: pc.dir, Op: pc.op, Kind: "allow", Subject: pc.pattern.String(), Origin: origins[pc.pattern]}
 		switch {
 		case pc.dir == Widen && len(pc.related) > 0:
-			c.Detail = fmt.Sprintf("broadens %s to %s", joinPatterns(pc.related), pc.pattern)
+			c.Detail = fmt.Sprintf("broadens %s to %s", joinPatterns(pc.related), pc.pattern) + describeMode(rules[pc.pattern])
 		case pc.dir == Widen:
-			c.Detail = "adds " + describeHosts(pc.pattern)
+			c.Detail = "adds " + describeHosts(pc.pattern) + describeMode(rules[pc.pattern])
 		case pc.dir == Narrow && len(pc.related) > 0:
 			c.Detail = fmt.Sprintf("narrows %s to %s", pc.pattern, joinPatterns(pc.related))
 		case pc.dir == Narrow:

@@ -1,0 +1,258 @@
+package policy
+
+import (
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// compareRuleModes classifies what changes for the hosts of each allow
+// pattern besides whether they are allowed: passthrough and the request
+// rules. For every pattern on either side, the rule that governs its hosts
+// before (GoverningRule over old) is compared with the one that governs
+// them after; a pattern allowed on one side only is compareAllow's.
+//
+//   - passthrough turned on widens (requests are no longer seen, so
+//     request rules and secrets no longer apply and a client may front
+//     another domain); turned off narrows. When the new rule is
+//     passthrough its (empty) request lists are not compared.
+//   - a request list (methods, paths, git_push) that was empty and is not
+//     narrows; one that empties widens; otherwise each added entry widens
+//     and each removed one narrows (set comparison, as written: "/v1/**"
+//     replacing "/v1/models" is one widening and one narrowing).
+func compareRuleModes(old, new []AllowRule) []Change {
+	seen := map[HostPattern]bool{}
+	var pats []HostPattern
+	for _, r := range append(append([]AllowRule(nil), old...), new...) {
+		if !seen[r.Pattern] {
+			seen[r.Pattern] = true
+			pats = append(pats, r.Pattern)
+		}
+	}
+	var cs []Change
+	for _, p := range pats {
+		o, okOld := GoverningRule(old, p)
+		n, okNew := GoverningRule(new, p)
+		if !okOld || !okNew {
+			continue
+		}
+		if o.Pattern != p && n.Pattern != p {
+			// Both sides govern p's hosts by a broader rule, which is
+			// compared under its own pattern.
+			continue
+		}
+		cs = append(cs, compareModes(p, o, n)...)
+	}
+	return cs
+}
+
+// requestList describes one request list of a rule for change details.
+type requestList struct {
+	kind  string
+	get   func(AllowRule) []string
+	limit string // "requests to %s limited to %s"
+	more  string // "%s may also %s"
+	less  string // "%s may no longer %s"
+}
+
+var requestLists = []requestList{
+	{"allow.methods", func(r AllowRule) []string { return r.Methods }, "methods", "use", "use"},
+	{"allow.paths", func(r AllowRule) []string { return r.Paths }, "paths", "go to", "go to"},
+	{"allow.git_push", func(r AllowRule) []string { return r.GitPush }, "refs", "update", "update"},
+}
+
+// compareModes compares the rule o that governed the hosts of p with the
+// rule n that governs them now.
+func compareModes(p HostPattern, o, n AllowRule) []Change {
+	var cs []Change
+	change := func(dir Direction, op Op, kind, detail string) {
+		cs = append(cs, Change{Direction: dir, Op: op, Kind: kind, Subject: p.String(), Detail: detail, Origin: n.Origin})
+	}
+	switch {
+	case !o.Passthrough && n.Passthrough:
+		detail := fmt.Sprintf("requests to %s are no longer inspected (passthrough): the guest's TLS goes to the server as it is, so request rules and secrets no longer apply and domain fronting becomes possible", describeHosts(p))
+		if o.Restricted() {
+			detail += "; dropped: " + describeRestrictions(o)
+		}
+		change(Widen, RuleModified, "allow.passthrough", detail)
+		return cs
+	case o.Passthrough && !n.Passthrough:
+		change(Narrow, RuleModified, "allow.passthrough",
+			fmt.Sprintf("requests to %s are inspected again: each is checked against the host its connection was opened to", describeHosts(p)))
+	case n.Passthrough:
+		return cs
+	}
+	for _, l := range requestLists {
+		before, after := l.get(o), l.get(n)
+		switch {
+		case len(before) == 0 && len(after) == 0:
+		case len(before) == 0:
+			change(Narrow, RuleAdded, l.kind, fmt.Sprintf("%s limited to %s", subjectOf(l, p), describeList(l, after)))
+		case len(after) == 0:
+			change(Widen, RuleRemoved, l.kind, fmt.Sprintf("%s no longer limited to %s", subjectOf(l, p), describeList(l, before)))
+		default:
+			b, a := toSet(before), toSet(after)
+			var added, removed []string
+			for _, s := range after {
+				if !b[s] {
+					added = append(added, s)
+				}
+			}
+			for _, s := range before {
+				if !a[s] {
+					removed = append(removed, s)
+				}
+			}
+			if len(added) > 0 {
+				change(Widen, RuleAdded, l.kind, fmt.Sprintf("%s may also %s %s", subjectOf(l, p), l.more, describeList(l, added)))
+			}
+			if len(removed) > 0 {
+				change(Narrow, RuleRemoved, l.kind, fmt.Sprintf("%s may no longer %s %s", subjectOf(l, p), l.less, describeList(l, removed)))
+			}
+		}
+	}
+	return cs
+}
+
+// subjectOf says whose requests a list limits: "requests to host x" or
+// "git pushes to host x".
+func subjectOf(l requestList, p HostPattern) string {
+	if l.kind == "allow.git_push" {
+		return "git pushes to " + describeHosts(p)
+	}
+	return "requests to " + describeHosts(p)
+}
+
+// describeList renders entries of a list: methods bare ("methods GET,
+// POST"), patterns quoted ("paths "/v1/**"").
+func describeList(l requestList, items []string) string {
+	items = append([]string(nil), items...)
+	sort.Strings(items)
+	if l.kind != "allow.methods" {
+		for i, s := range items {
+			items[i] = strconv.Quote(s)
+		}
+	}
+	noun := l.limit
+	if len(items) == 1 {
+		noun = strings.TrimSuffix(noun, "s")
+	}
+	return noun + " " + strings.Join(items, ", ")
+}
+
+// describeRestrictions summarizes a rule's request lists: `methods GET;
+// paths "/v1/**"; git push refs "refs/heads/agent/*"`.
+func describeRestrictions(r AllowRule) string {
+	var parts []string
+	for _, l := range requestLists {
+		if items := l.get(r); len(items) > 0 {
+			s := describeList(l, items)
+			if l.kind == "allow.git_push" {
+				s = "git push " + s
+			}
+			parts = append(parts, s)
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// describeMode is what an added rule's detail says beyond its hosts: that
+// it is passthrough, or what its request rules let through.
+func describeMode(r AllowRule) string {
+	switch {
+	case r.Passthrough:
+		return ", not inspected (passthrough: request rules and secrets do not apply, domain fronting is possible)"
+	case r.Restricted():
+		return " (" + describeRestrictions(r) + ")"
+	}
+	return ""
+}
+
+// compareCAs classifies changes to the upstream CAs. CAs are matched by
+// path: a new CA widens (the host trusts more servers) and a removed one
+// narrows; a file whose certificates changed widens (the host trusts
+// servers it did not, whatever it stopped trusting). A CA whose
+// certificates another file already brought is neutral, and removing one
+// that another file still brings is not a change.
+func compareCAs(old, new []CA) []Change {
+	oldByPath, newByPath := map[string]CA{}, map[string]CA{}
+	oldByFP, newByFP := map[string]CA{}, map[string]CA{}
+	for _, c := range old {
+		oldByPath[c.Path] = c
+		oldByFP[c.Fingerprint()] = c
+	}
+	for _, c := range new {
+		newByPath[c.Path] = c
+		newByFP[c.Fingerprint()] = c
+	}
+	var cs []Change
+	for path, c := range newByPath {
+		o, ok := oldByPath[path]
+		switch {
+		case ok && o.PEM == c.PEM:
+		case ok:
+			cs = append(cs, Change{Direction: Widen, Op: RuleModified, Kind: "ca", Subject: path,
+				Detail: fmt.Sprintf("the host trusts %s for upstream TLS instead of %s", describeCA(c), describeCAContent(o)), Origin: c.Origin})
+		default:
+			if same, ok := oldByFP[c.Fingerprint()]; ok {
+				cs = append(cs, Change{Direction: Neutral, Op: RuleAdded, Kind: "ca", Subject: path,
+					Detail: fmt.Sprintf("%s holds the certificates of %s, already trusted", path, same.Path), Origin: c.Origin})
+				continue
+			}
+			cs = append(cs, Change{Direction: Widen, Op: RuleAdded, Kind: "ca", Subject: path,
+				Detail: fmt.Sprintf("the host trusts %s for upstream TLS", describeCA(c)), Origin: c.Origin})
+		}
+	}
+	for path, o := range oldByPath {
+		if _, ok := newByPath[path]; ok {
+			continue
+		}
+		if _, ok := newByFP[o.Fingerprint()]; ok {
+			continue // still trusted, from another file
+		}
+		cs = append(cs, Change{Direction: Narrow, Op: RuleRemoved, Kind: "ca", Subject: path,
+			Detail: fmt.Sprintf("the host no longer trusts %s for upstream TLS", describeCA(o)), Origin: o.Origin})
+	}
+	return cs
+}
+
+// describeCA names a CA file with what it holds: `certs/corp.pem
+// (CN "Corp Root", sha256:0123456789ab…)`.
+func describeCA(c CA) string {
+	return c.Path + " (" + describeCAContent(c) + ")"
+}
+
+// describeCAContent names the certificates of a CA by the subject of the
+// first and the fingerprint of the whole PEM.
+func describeCAContent(c CA) string {
+	fp := c.Fingerprint()
+	short := fp[:len("sha256:")+12] + "…"
+	var names []string
+	rest := []byte(c.PEM)
+	for len(names) < 8 {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			break
+		}
+		cert, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			continue
+		}
+		name := cert.Subject.CommonName
+		if name == "" {
+			name = cert.Subject.String()
+		}
+		names = append(names, name)
+	}
+	switch len(names) {
+	case 0:
+		return short
+	case 1:
+		return fmt.Sprintf("%q, %s", names[0], short)
+	}
+	return fmt.Sprintf("%q and %d more, %s", names[0], len(names)-1, short)
+}
