@@ -1,0 +1,267 @@
+package vfs
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+
+	"github.com/hugelgupf/p9/p9"
+	"golang.org/x/sys/unix"
+)
+
+// 9P2000.L message types the framing layer looks at.
+const (
+	msgRlerror      = 7
+	msgTxattrwalk   = 30
+	msgTxattrcreate = 32
+	msgTreaddir     = 40
+	msgTversion     = 100
+	msgTread        = 116
+)
+
+const headerLen = 7 // size[4] type[1] tag[2]
+
+// conn is the framing layer between a guest connection and the 9P
+// server. The server library decodes and dispatches; this layer makes
+// what a hostile guest can cost bounded before a message reaches it:
+//
+//   - every message is read whole into one buffer of at most Msize bytes;
+//     a larger or shorter one ends the connection;
+//   - Tversion's msize is lowered to Msize, and Tread's and Treaddir's
+//     counts to what fits in one reply, so no reply buffer exceeds it;
+//   - at most Requests requests are in flight: the next is not read until
+//     one is answered, and a request reusing a tag in flight is dropped
+//     (the library would drop it too, but silently hold its slot);
+//   - extended attributes are answered here (ENODATA, EOPNOTSUPP): the
+//     library would buffer a Txattrcreate's declared size, which the
+//     guest chooses, and open a fid per Txattrwalk outside the count of
+//     files.
+type conn struct {
+	rw    io.ReadWriteCloser
+	lim   Limits
+	log   *slog.Logger
+	slots chan struct{}
+
+	tagMu    sync.Mutex
+	inflight map[uint16]bool
+
+	// wmu is held from the first byte of a reply to its last, so that
+	// the replies this layer writes itself never split one.
+	wmu sync.Mutex
+	w   *bufio.Writer
+}
+
+func newConn(rw io.ReadWriteCloser, lim Limits, log *slog.Logger) *conn {
+	return &conn{
+		rw: rw, lim: lim, log: log,
+		slots:    make(chan struct{}, lim.Requests),
+		inflight: map[uint16]bool{},
+		w:        bufio.NewWriterSize(rw, 64<<10),
+	}
+}
+
+func (c *conn) serve(ctx context.Context, srv *p9.Server) error {
+	pr, pw := io.Pipe()
+	rw := &replyWriter{c: c}
+	handled := make(chan struct{})
+	go func() {
+		defer close(handled)
+		srv.Handle(pr, rw)
+	}()
+	stop := context.AfterFunc(ctx, func() { c.rw.Close() })
+	err := c.readLoop(ctx, pw)
+	stop()
+	// The library answers what it holds, then returns; replies to a
+	// closed connection fail at once.
+	pw.Close()
+	c.rw.Close()
+	<-handled
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// readLoop reads the guest's messages and hands them to the library
+// through w until the connection ends.
+func (c *conn) readLoop(ctx context.Context, w io.Writer) error {
+	r := bufio.NewReaderSize(c.rw, 64<<10)
+	buf := make([]byte, c.lim.Msize)
+	for {
+		if _, err := io.ReadFull(r, buf[:headerLen]); err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe) || isClosed(err) {
+				return nil
+			}
+			return err
+		}
+		size := binary.LittleEndian.Uint32(buf[0:4])
+		typ := buf[4]
+		tag := binary.LittleEndian.Uint16(buf[5:7])
+		if size < headerLen || size > c.lim.Msize {
+			return fmt.Errorf("9P: the guest sent a message of %d bytes; at most %d are allowed", size, c.lim.Msize)
+		}
+		msg := buf[:size]
+		if _, err := io.ReadFull(r, msg[headerLen:]); err != nil {
+			return fmt.Errorf("9P: truncated message: %w", err)
+		}
+		body := msg[headerLen:]
+		switch typ {
+		case msgTversion:
+			if len(body) >= 4 && binary.LittleEndian.Uint32(body) > c.lim.Msize {
+				binary.LittleEndian.PutUint32(body, c.lim.Msize)
+			}
+		case msgTread, msgTreaddir:
+			// fid[4] offset[8] count[4]; a reply is header, count[4], data.
+			if len(body) >= 16 {
+				limit := c.lim.Msize - headerLen - 4
+				if binary.LittleEndian.Uint32(body[12:16]) > limit {
+					binary.LittleEndian.PutUint32(body[12:16], limit)
+				}
+			}
+		case msgTxattrwalk, msgTxattrcreate:
+			errno := unix.EOPNOTSUPP
+			// Txattrwalk: fid[4] newfid[4] name[s]; a named attribute
+			// is simply absent (exec asks for security.capability).
+			if typ == msgTxattrwalk && len(body) >= 10 && binary.LittleEndian.Uint16(body[8:10]) > 0 {
+				errno = unix.ENODATA
+			}
+			if err := c.answer(tag, errno); err != nil {
+				return err
+			}
+			continue
+		}
+		if !c.take(tag) {
+			c.log.Debug("9P: dropped a request whose tag is in flight", "tag", tag)
+			continue
+		}
+		select {
+		case c.slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil
+		}
+		if _, err := w.Write(msg); err != nil {
+			return nil
+		}
+	}
+}
+
+// take marks tag in flight, or reports that it already is.
+func (c *conn) take(tag uint16) bool {
+	c.tagMu.Lock()
+	defer c.tagMu.Unlock()
+	if c.inflight[tag] {
+		return false
+	}
+	c.inflight[tag] = true
+	return true
+}
+
+// answered frees tag's slot once its reply is on its way.
+func (c *conn) answered(tag uint16) {
+	c.tagMu.Lock()
+	ok := c.inflight[tag]
+	delete(c.inflight, tag)
+	c.tagMu.Unlock()
+	if ok {
+		<-c.slots
+	}
+}
+
+// answer writes an Rlerror for tag, unless tag is in flight.
+func (c *conn) answer(tag uint16, errno unix.Errno) error {
+	c.tagMu.Lock()
+	busy := c.inflight[tag]
+	c.tagMu.Unlock()
+	if busy {
+		return nil
+	}
+	var m [headerLen + 4]byte
+	binary.LittleEndian.PutUint32(m[0:4], uint32(len(m)))
+	m[4] = msgRlerror
+	binary.LittleEndian.PutUint16(m[5:7], tag)
+	binary.LittleEndian.PutUint32(m[7:11], uint32(errno))
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if _, err := c.w.Write(m[:]); err != nil {
+		return err
+	}
+	return c.w.Flush()
+}
+
+// replyWriter receives the library's replies, which it writes in pieces
+// (header, body, payload) but one reply at a time, and passes them on
+// whole.
+type replyWriter struct {
+	c      *conn
+	hdr    [headerLen]byte
+	nhdr   int
+	left   uint32
+	broken error
+}
+
+func (w *replyWriter) Write(p []byte) (int, error) {
+	if w.broken != nil {
+		return 0, w.broken
+	}
+	total := len(p)
+	for len(p) > 0 {
+		if w.nhdr == 0 {
+			w.c.wmu.Lock()
+		}
+		var k int
+		if w.nhdr < headerLen {
+			k = copy(w.hdr[w.nhdr:], p)
+			w.nhdr += k
+			if w.nhdr == headerLen {
+				size := binary.LittleEndian.Uint32(w.hdr[0:4])
+				if size < headerLen {
+					return w.fail(errors.New("9P: reply shorter than its header"))
+				}
+				w.left = size - headerLen
+				w.c.answered(binary.LittleEndian.Uint16(w.hdr[5:7]))
+			}
+		} else {
+			k = len(p)
+			if uint32(k) > w.left {
+				k = int(w.left)
+			}
+			w.left -= uint32(k)
+		}
+		if _, err := w.c.w.Write(p[:k]); err != nil {
+			return w.fail(err)
+		}
+		p = p[k:]
+		if w.nhdr == headerLen && w.left == 0 {
+			err := w.c.w.Flush()
+			w.nhdr = 0
+			w.c.wmu.Unlock()
+			if err != nil {
+				w.broken = err
+				return total - len(p), err
+			}
+		}
+	}
+	return total, nil
+}
+
+func (w *replyWriter) fail(err error) (int, error) {
+	w.broken = err
+	w.nhdr = 0
+	w.c.wmu.Unlock()
+	return 0, err
+}
+
+// Close implements io.Closer for the library, which closes its writer
+// when a connection ends.
+func (w *replyWriter) Close() error { return w.c.rw.Close() }
+
+func isClosed(err error) bool {
+	return errors.Is(err, io.ErrClosedPipe) || errors.Is(err, unix.EBADF) ||
+		errors.Is(err, unix.ECONNRESET) || errors.Is(err, net.ErrClosed)
+}

@@ -1,0 +1,41 @@
+// Package vfs is the host's file server for a sandbox's mounts: it
+// serves one host directory per mount over 9P2000.L to the guest's
+// kernel, with the mount's path rules (policy.Mount) enforced on every
+// operation.
+//
+// The guest is hostile root and may speak the protocol directly, so the
+// server trusts nothing it names:
+//
+//   - Paths are checked against the rules (Rules) as the guest names them,
+//     relative to the mount's root: hidden paths do not exist (ENOENT on
+//     lookup, absent from listings, EACCES on create, rename or link onto
+//     them); read-only paths, and everything in an "ro" mount, refuse
+//     every change with EROFS; tmpfs paths live in the server's memory,
+//     start empty and never reach the host.
+//   - A path is resolved on the host with openat2(RESOLVE_NO_SYMLINKS |
+//     RESOLVE_BENEATH) from the root's descriptor, so no symbolic link is
+//     ever followed on the host (host_linux.go says why os.Root is not
+//     enough). Links are served as links; the guest's kernel resolves
+//     them through the server, path by path, like any other name.
+//   - Renaming a directory is refused when a path under it would change
+//     class (a hidden file coming into view, a file moving into a hidden
+//     or read-only path), and a hard link to a read-only file is refused.
+//   - What a guest can make the server hold is bounded (Limits): message
+//     size, requests in flight, files, open host files, listing and
+//     tmpfs memory. The framing layer (conn.go) enforces the per-message
+//     bounds before the 9P library sees a message.
+//
+// Every file appears owned by the mount's owner (Options.UID, GID);
+// files created on the host belong to the user running the server, and
+// set-user-ID bits never reach it. Ownership changes are accepted and
+// ignored.
+//
+// The transport is the caller's: Serve takes any connection, in sbx the
+// host end of a virtio-serial port named vfsproto.PortName(i), which the
+// guest agent (package guest/vfsmount) relays to its kernel's 9p client.
+// Deciding which mounts a sandbox has, and the owner's numbers, is the
+// supervisor's; the rules' language is package lang's.
+//
+// The server needs Linux 5.6 or later (openat2). The entry points are
+// New and Server.Serve; CompileRules is the pure rule engine.
+package vfs
