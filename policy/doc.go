@@ -1,8 +1,11 @@
 // Package policy holds the effective policy of one sandbox — which hosts it
 // may reach, which credentials are brokered for it and what host files it
 // sees — as plain data, and the pure functions over that data: host pattern
-// matching, canonical hashing, and classifying a change between two policies
-// as widening or narrowing what the sandbox may do.
+// matching, the request rules of an allow rule (method, path and git ref
+// patterns: checked by lang, matched by the egress engine, both through
+// the functions here), which rule governs a host, canonical hashing, and
+// classifying a change between two policies as widening or narrowing what
+// the sandbox may do.
 //
 // Package lang builds a Sandbox policy from a configuration; package plan
 // compares the desired policy with the last-applied one; the host-side

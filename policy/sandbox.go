@@ -23,9 +23,11 @@ type CA struct {
 	// Path is the PEM file as the spec names it, relative to the
 	// configuration directory.
 	Path string `json:"path"`
-	// PEM is the file's content, read when the configuration is loaded:
-	// certificates are public, and the supervisor needs them without
-	// reading the checkout again.
+	// PEM holds the file's certificates, read when the configuration is
+	// loaded and re-encoded (package lang refuses a file with anything
+	// but certificates in it): certificates are public, and the
+	// supervisor needs them without reading the checkout again. Its
+	// sha256 (Fingerprint) is the CA's identity in Hash and Compare.
 	PEM    string `json:"pem"`
 	Origin Origin `json:"origin"`
 }
@@ -48,9 +50,12 @@ type Origin struct {
 // Methods, Paths and GitPush narrow what requests may do: when Methods is
 // not empty only those HTTP methods pass; when Paths is not empty only
 // request paths matching one of its patterns ("/v1/**", "*" within a
-// segment, "**" across segments); when GitPush is not empty a git
-// smart-HTTP push (git-receive-pack) may update only refs matching one of
-// its patterns ("refs/heads/agent/*").
+// segment, "**" across segments; see CheckPathPattern and MatchPath); when
+// GitPush is not empty a git smart-HTTP push (git-receive-pack) may update
+// only refs matching one of its patterns ("refs/heads/agent/*"; MatchRef).
+// AllowsRequest and AllowsPushRef apply them. A policy holds at most one
+// rule per pattern; when patterns overlap, RuleFor says which rule governs
+// a host (the most specific).
 type AllowRule struct {
 	Pattern     HostPattern `json:"pattern"`
 	Passthrough bool        `json:"passthrough,omitempty"`
