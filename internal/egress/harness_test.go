@@ -276,3 +276,18 @@ func newPlainUpstream(t testing.TB, h http.Handler) string {
 	t.Cleanup(s.Close)
 	return serverAddr(s)
 }
+
+// waitIdle waits (up to 5 s) until the engine serves no connection.
+func (h *harness) waitIdle() {
+	h.t.Helper()
+	for i := 0; i < 250; i++ {
+		h.eng.mu.Lock()
+		n := len(h.eng.flows)
+		h.eng.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	h.t.Fatal("connections still served after 5s")
+}
