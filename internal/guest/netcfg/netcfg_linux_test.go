@@ -213,3 +213,40 @@ func TestApplyRefusesBadConfig(t *testing.T) {
 		}
 	})
 }
+
+func TestApplyIPv6(t *testing.T) {
+	inNetns(t, func() {
+		tap(t, "eth0")
+		nc := agentproto.NetConfig{Interface: "eth0", Addr: "fd00:83::2/64", Gateway: "fd00:83::1", MTU: 1400}
+		if err := netcfg.Apply(context.Background(), nc, netcfg.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		ifi, err := net.InterfaceByName("eth0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs, _ := ifi.Addrs()
+		var got []string
+		for _, a := range addrs {
+			got = append(got, a.String())
+		}
+		if !strings.Contains(strings.Join(got, " "), "fd00:83::2/64") {
+			t.Errorf("eth0's addresses: %v; want fd00:83::2/64", got)
+		}
+		b, err := os.ReadFile("/proc/thread-self/net/ipv6_route")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Destination ::/0 via fd00:83::1 on eth0.
+		found := false
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if len(f) == 10 && f[0] == strings.Repeat("0", 32) && f[1] == "00" && f[4] == "fd000083000000000000000000000001" && f[9] == "eth0" {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no default route via fd00:83::1 on eth0:\n%s", b)
+		}
+	})
+}
