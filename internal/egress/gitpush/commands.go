@@ -40,8 +40,8 @@ func ParseCommands(r io.Reader, limit int) (cmds []Command, consumed []byte, cap
 		if len(consumed)+4 > limit {
 			return nil, consumed, nil, fmt.Errorf("push commands longer than %d bytes", limit)
 		}
-		if _, err := io.ReadFull(r, hdr[:]); err != nil {
-			return nil, consumed, nil, fmt.Errorf("reading push commands: %w", noEOF(err))
+		if got, err := io.ReadFull(r, hdr[:]); err != nil {
+			return nil, append(consumed, hdr[:got]...), nil, fmt.Errorf("reading push commands: %w", noEOF(err))
 		}
 		consumed = append(consumed, hdr[:]...)
 		n, err := strconv.ParseUint(string(hdr[:]), 16, 16)
@@ -62,8 +62,8 @@ func ParseCommands(r io.Reader, limit int) (cmds []Command, consumed []byte, cap
 		}
 		start := len(consumed)
 		consumed = append(consumed, make([]byte, n-4)...)
-		if _, err := io.ReadFull(r, consumed[start:]); err != nil {
-			return nil, consumed, nil, fmt.Errorf("reading push commands: %w", noEOF(err))
+		if got, err := io.ReadFull(r, consumed[start:]); err != nil {
+			return nil, consumed[:start+got], nil, fmt.Errorf("reading push commands: %w", noEOF(err))
 		}
 		line := consumed[start:]
 		line = bytes.TrimSuffix(line, []byte("\n"))
