@@ -131,6 +131,10 @@ func (e *Engine) handle(w http.ResponseWriter, r *http.Request, f *flow, isTLS b
 		// that a value in them is seen.
 		r.Header.Set("Accept-Encoding", "identity")
 	}
+	// Request trailers would go upstream unchecked; nothing a guest needs
+	// sends them.
+	r.Trailer = nil
+	cw.mask = rs.mask
 	cr := &countingReader{r: r.Body}
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = cr
@@ -313,11 +317,21 @@ type countingWriter struct {
 	http.ResponseWriter
 	n      atomic.Int64
 	status int
+	// mask, when set, masks the headers of informational (1xx) responses,
+	// which ReverseProxy passes on before ModifyResponse sees anything.
+	mask *replacer
 }
 
 func (c *countingWriter) WriteHeader(code int) {
 	if c.status == 0 || c.status < 200 {
 		c.status = code
+	}
+	if code < 200 && c.mask != nil {
+		for _, vals := range c.Header() {
+			for i, v := range vals {
+				vals[i] = c.mask.replaceString(v)
+			}
+		}
 	}
 	c.ResponseWriter.WriteHeader(code)
 }

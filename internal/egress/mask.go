@@ -41,6 +41,11 @@ func (r *replacer) replaceString(s string) string {
 // that could be the start of an old string continued by input not read
 // yet: that tail is returned, to be prefixed to the next input. With
 // final, nothing is held back.
+//
+// It replaces as strings.Replacer does (leftmost match first; at one
+// position, the earliest pair), so a stream masks exactly like the whole
+// text would: a complete match is not taken while an old string that
+// could still match from the same place or earlier needs more input.
 func (r *replacer) process(dst, in []byte, final bool) (out, rest []byte) {
 	for {
 		at, which := -1, -1
@@ -50,18 +55,18 @@ func (r *replacer) process(dst, in []byte, final bool) (out, rest []byte) {
 				at, which = j, i
 			}
 		}
+		if !final {
+			if h := len(in) - r.heldTail(in); at < 0 || h <= at {
+				return append(dst, in[:h]...), in[h:]
+			}
+		}
 		if at < 0 {
-			break
+			return append(dst, in...), nil
 		}
 		dst = append(dst, in[:at]...)
 		dst = append(dst, r.new[which]...)
 		in = in[at+len(r.old[which]):]
 	}
-	if final {
-		return append(dst, in...), nil
-	}
-	hold := r.heldTail(in)
-	return append(dst, in[:len(in)-hold]...), in[len(in)-hold:]
 }
 
 // heldTail is the length of the longest suffix of b that is a proper
