@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -296,5 +297,64 @@ func mustSymlink(t *testing.T, target, link string) {
 	t.Helper()
 	if err := os.Symlink(target, link); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestEgressShadowWarnings: a passthrough or request rule that a broader
+// pattern of the same sandbox makes moot is warned about, since the
+// engine lets a request through when any matching rule admits it and
+// splices a connection only when every matching rule is passthrough.
+func TestEgressShadowWarnings(t *testing.T) {
+	dir := writeDir(t, map[string]string{
+		"image.hcl": egressImage,
+		"main.hcl": `egress "wide" {
+  allow = ["*.example.com", "*.pinned.test"]
+}
+egress "narrow" {
+  allow       = ["api.example.com", "x.pinned.test"]
+  passthrough = ["pinned.example.com", "y.pinned.test"]
+  request "api.example.com" {
+    methods = ["GET"]
+  }
+}
+egress "fine" {
+  allow       = ["api.other.test"]
+  passthrough = ["*.pinned.other.test", "*.other.example"]
+  request "api.other.test" {
+    methods = ["GET"]
+  }
+}
+sandbox "s" {
+  image  = image.agent
+  egress = [egress.wide, egress.narrow]
+}
+sandbox "t" {
+  image  = image.agent
+  egress = [egress.narrow, egress.fine]
+}
+`,
+	})
+	_, diags := Load(dir, Options{})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	var got []string
+	for _, d := range diags {
+		if d.Severity == hcl.DiagWarning && d.Subject != nil {
+			got = append(got, fmt.Sprintf("%d: %s: %s", d.Subject.Start.Line, d.Summary, d.Detail))
+		}
+	}
+	want := []string{
+		`20: Request rules have no effect: In sandbox.s, egress.narrow (main.hcl:7) narrows the requests to api.example.com, but *.example.com (main.hcl:2) allows every request to it`,
+		`20: Passthrough has no effect: In sandbox.s, egress.narrow makes pinned.example.com passthrough, but *.example.com (main.hcl:2) also allows it and is inspected`,
+		`20: Passthrough has no effect: In sandbox.s, egress.narrow makes y.pinned.test passthrough, but *.pinned.test (main.hcl:2) also allows it and is inspected`,
+	}
+	if len(got) != len(want) {
+		t.Fatalf("warnings:\n%s\nwant %d", strings.Join(got, "\n"), len(want))
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("warning %d:\n got %s\nwant %s…", i, got[i], want[i])
+		}
 	}
 }

@@ -254,6 +254,7 @@ func (l *loader) sandboxPolicy(sb *Sandbox, egress, secrets, vfs []blockRef, env
 		}
 	}
 	pol.Allow = l.mergeAllow(sb, egress, pol.Allow)
+	l.warnShadowed(sb, egress, pol.Allow)
 	sort.SliceStable(pol.CAs, func(i, j int) bool { return pol.CAs[i].Path < pol.CAs[j].Path })
 	pol.CAs = uniqueBy(pol.CAs, func(c policy.CA) string { return c.Path })
 	sort.SliceStable(pol.TCP, func(i, j int) bool { return pol.TCP[i].Dest.String() < pol.TCP[j].Dest.String() })
@@ -298,10 +299,10 @@ func (l *loader) sandboxPolicy(sb *Sandbox, egress, secrets, vfs []blockRef, env
 				s.Name, strings.Join(unreachable, ", "), sb.Name, egressList(egress), pronoun(len(unreachable)))
 		}
 		for _, h := range hosts {
-			if g, ok := policy.GoverningRule(pol.Allow, h); ok && g.Passthrough {
+			if g, ok := policy.Effective(pol.Allow, h); ok && g.Passthrough {
 				l.errorf(r.rng, "Secret host is passthrough",
-					"secret.%s is sent to %s, but %s (%s:%d) lets %s through without inspection, so the host never sees its requests and cannot put the secret in them. Remove %s from passthrough, or narrow the secret's hosts.",
-					s.Name, h, g.Origin.Block, g.Origin.File, g.Origin.Line, g.Pattern, g.Pattern)
+					"secret.%s is sent to %s, but the egress of sandbox.%s lets it through without inspection (passthrough, as in %s, %s:%d), so the host never sees its requests and cannot put the secret in them. Take it out of passthrough, or narrow the secret's hosts.",
+					s.Name, h, sb.Name, g.Origin.Block, g.Origin.File, g.Origin.Line)
 			}
 		}
 	}
@@ -372,6 +373,41 @@ func (l *loader) mergeAllow(sb *Sandbox, egress []blockRef, rules []policy.Allow
 		*prev = merged
 	}
 	return out
+}
+
+// warnShadowed warns about passthrough and request rules that the engine
+// cannot apply because a broader pattern of the same sandbox covers theirs
+// (policy.RulesFor): a passthrough host that a broader inspected rule
+// matches is inspected anyway, and request rules under a broader rule
+// without any let every request through anyway. Each is said once, at the
+// sandbox's reference to the narrower rule's block.
+func (l *loader) warnShadowed(sb *Sandbox, egress []blockRef, allow []policy.AllowRule) {
+	refRange := map[string]hcl.Range{}
+	for _, r := range egress {
+		refRange["egress."+r.name] = r.rng
+	}
+	for _, r := range allow {
+		if !r.Passthrough && !r.Restricted() {
+			continue
+		}
+		for _, c := range allow {
+			if c.Pattern == r.Pattern || !c.Pattern.Covers(r.Pattern) {
+				continue
+			}
+			if r.Passthrough && !c.Passthrough {
+				l.warnf(refRange[r.Origin.Block], "Passthrough has no effect",
+					"In sandbox.%s, %s makes %s passthrough, but %s (%s:%d) also allows it and is inspected; a connection is spliced without inspection only when every rule matching its host says passthrough. Make %s passthrough too, or leave %s out of passthrough.",
+					sb.Name, r.Origin.Block, r.Pattern, c.Pattern, c.Origin.File, c.Origin.Line, c.Pattern, r.Pattern)
+				break
+			}
+			if !r.Passthrough && !c.Restricted() {
+				l.warnf(refRange[r.Origin.Block], "Request rules have no effect",
+					"In sandbox.%s, %s (%s:%d) narrows the requests to %s, but %s (%s:%d) allows every request to it; a request passes when any rule matching its host admits it. Give %s request rules too, or narrow its pattern.",
+					sb.Name, r.Origin.Block, r.Origin.File, r.Origin.Line, r.Pattern, c.Pattern, c.Origin.File, c.Origin.Line, c.Pattern)
+				break
+			}
+		}
+	}
 }
 
 func allowCovers(allow []policy.AllowRule, h policy.HostPattern) bool {

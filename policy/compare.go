@@ -83,10 +83,10 @@ func kindRank(k string) int {
 // "*.example.com" with "api.example.com" is a single narrowing change.
 // Secrets are matched by name, mounts by guest path and CAs by path.
 //
-// Passthrough and request rules are compared between the rules that
-// govern each pattern's hosts before and after (see compareRuleModes), so
-// that adding "api.example.com" with request rules beside an unrestricted
-// "*.example.com" shows as the narrowing it is.
+// Passthrough and request rules are compared by how each pattern's hosts
+// are treated before and after (see compareRuleModes and Effective), so
+// that adding a passthrough "pinned.example.com" beside an inspected
+// "*.example.com" shows no change: the engine still inspects it.
 func Compare(old, new Sandbox) []Change {
 	var cs []Change
 	cs = append(cs, compareAllow(old.Allow, new.Allow)...)
@@ -230,26 +230,23 @@ func describeHosts(p HostPattern) string {
 
 func compareAllow(old, new []AllowRule) []Change {
 	origins := map[HostPattern]Origin{}
-	rules := map[HostPattern]AllowRule{}
 	var op, np []HostPattern
 	for _, r := range old {
 		op = append(op, r.Pattern)
 		origins[r.Pattern] = r.Origin
-		rules[r.Pattern] = r
 	}
 	for _, r := range new {
 		np = append(np, r.Pattern)
 		origins[r.Pattern] = r.Origin // a pattern on both sides takes the new origin
-		rules[r.Pattern] = r
 	}
 	var cs []Change
 	for _, pc := range comparePatterns(op, np) {
 		c := Change{Direction: pc.dir, Op: pc.op, Kind: "allow", Subject: pc.pattern.String(), Origin: origins[pc.pattern]}
 		switch {
 		case pc.dir == Widen && len(pc.related) > 0:
-			c.Detail = fmt.Sprintf("broadens %s to %s", joinPatterns(pc.related), pc.pattern) + describeMode(rules[pc.pattern])
+			c.Detail = fmt.Sprintf("broadens %s to %s", joinPatterns(pc.related), pc.pattern) + describeMode(effective(new, pc.pattern))
 		case pc.dir == Widen:
-			c.Detail = "adds " + describeHosts(pc.pattern) + describeMode(rules[pc.pattern])
+			c.Detail = "adds " + describeHosts(pc.pattern) + describeMode(effective(new, pc.pattern))
 		case pc.dir == Narrow && len(pc.related) > 0:
 			c.Detail = fmt.Sprintf("narrows %s to %s", pc.pattern, joinPatterns(pc.related))
 		case pc.dir == Narrow:

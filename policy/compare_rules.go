@@ -11,14 +11,16 @@ import (
 
 // compareRuleModes classifies what changes for the hosts of each allow
 // pattern besides whether they are allowed: passthrough and the request
-// rules. For every pattern on either side, the rule that governs its hosts
-// before (GoverningRule over old) is compared with the one that governs
-// them after; a pattern allowed on one side only is compareAllow's.
+// rules. For every pattern on either side, how the old rules treat its
+// hosts is compared with how the new ones do (Effective, which follows the
+// engine: any matching rule may admit a request, and a connection is
+// passthrough only when every matching rule is); a pattern allowed on one
+// side only is compareAllow's.
 //
 //   - passthrough turned on widens (requests are no longer seen, so
 //     request rules and secrets no longer apply and a client may front
-//     another domain); turned off narrows. When the new rule is
-//     passthrough its (empty) request lists are not compared.
+//     another domain); turned off narrows. When the new treatment is
+//     passthrough the request lists are not compared.
 //   - a request list (methods, paths, git_push) that was empty and is not
 //     narrows; one that empties widens; otherwise each added entry widens
 //     and each removed one narrows (set comparison, as written: "/v1/**"
@@ -34,14 +36,9 @@ func compareRuleModes(old, new []AllowRule) []Change {
 	}
 	var cs []Change
 	for _, p := range pats {
-		o, okOld := GoverningRule(old, p)
-		n, okNew := GoverningRule(new, p)
+		o, okOld := Effective(old, p)
+		n, okNew := Effective(new, p)
 		if !okOld || !okNew {
-			continue
-		}
-		if o.Pattern != p && n.Pattern != p {
-			// Both sides govern p's hosts by a broader rule, which is
-			// compared under its own pattern.
 			continue
 		}
 		cs = append(cs, compareModes(p, o, n)...)
@@ -64,8 +61,8 @@ var requestLists = []requestList{
 	{"allow.git_push", func(r AllowRule) []string { return r.GitPush }, "refs", "update", "update"},
 }
 
-// compareModes compares the rule o that governed the hosts of p with the
-// rule n that governs them now.
+// compareModes compares how the hosts of p were treated (o) with how they
+// are now (n).
 func compareModes(p HostPattern, o, n AllowRule) []Change {
 	var cs []Change
 	change := func(dir Direction, op Op, kind, detail string) {
@@ -255,4 +252,10 @@ func describeCAContent(c CA) string {
 		return fmt.Sprintf("%q, %s", names[0], short)
 	}
 	return fmt.Sprintf("%q and %d more, %s", names[0], len(names)-1, short)
+}
+
+// effective is Effective for a pattern the rules are known to cover.
+func effective(rules []AllowRule, q HostPattern) AllowRule {
+	r, _ := Effective(rules, q)
+	return r
 }

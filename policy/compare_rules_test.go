@@ -151,23 +151,36 @@ func TestCompareRequestRules(t *testing.T) {
 		{name: "restricted host removed",
 			old: pol(rule("github.com", methods("GET"))), new: pol(),
 			want: []short{{N, R, "allow", "github.com", "removes host github.com"}}},
-		{name: "exact rule narrows a wildcard's host",
+		// A request passes when any matching rule admits it, and a
+		// connection is passthrough only when every matching rule is: a
+		// narrower rule under an unrestricted, inspected one changes
+		// nothing (lang warns about it).
+		{name: "exact restricted rule under an unrestricted wildcard",
 			old: pol(rule("*.example.com", nil)), new: pol(rule("*.example.com", nil), rule("api.example.com", methods("GET"))),
+			want: []short{{Z, A, "allow", "api.example.com", "adds api.example.com, already allowed by *.example.com"}}},
+		{name: "exact passthrough under an inspected wildcard",
+			old: pol(rule("*.example.com", nil)), new: pol(rule("*.example.com", nil), rule("pinned.example.com", passthrough)),
+			want: []short{{Z, A, "allow", "pinned.example.com", "adds pinned.example.com, already allowed by *.example.com"}}},
+		{name: "exact restricted rule removed from under an unrestricted wildcard",
+			old: pol(rule("*.example.com", nil), rule("api.example.com", methods("GET"))), new: pol(rule("*.example.com", nil)),
+			want: []short{{Z, R, "allow", "api.example.com", "removes api.example.com, still allowed by *.example.com"}}},
+		{name: "exact rule adds to a restricted wildcard's methods",
+			old: pol(rule("*.example.com", methods("GET"))), new: pol(rule("*.example.com", methods("GET")), rule("api.example.com", methods("POST"))),
 			want: []short{
 				{Z, A, "allow", "api.example.com", "adds api.example.com, already allowed by *.example.com"},
-				{N, A, "allow.methods", "api.example.com", "requests to host api.example.com limited to method GET"},
+				{W, A, "allow.methods", "api.example.com", "requests to host api.example.com may also use method POST"},
 			}},
-		{name: "exact passthrough beside an inspected wildcard",
-			old: pol(rule("*.example.com", nil)), new: pol(rule("*.example.com", nil), rule("pinned.example.com", passthrough)),
+		{name: "exact unrestricted rule under a restricted wildcard",
+			old: pol(rule("*.example.com", methods("GET"))), new: pol(rule("*.example.com", methods("GET")), rule("api.example.com", nil)),
 			want: []short{
-				{Z, A, "allow", "pinned.example.com", "adds pinned.example.com, already allowed by *.example.com"},
-				{W, M, "allow.passthrough", "pinned.example.com", "requests to host pinned.example.com are no longer inspected (passthrough): the guest's TLS goes to the server as it is, so request rules and secrets no longer apply and domain fronting becomes possible"},
-			}},
-		{name: "exact restricted rule removed, wildcard governs",
-			old: pol(rule("*.example.com", nil), rule("api.example.com", methods("GET"))), new: pol(rule("*.example.com", nil)),
-			want: []short{
-				{Z, R, "allow", "api.example.com", "removes api.example.com, still allowed by *.example.com"},
+				{Z, A, "allow", "api.example.com", "adds api.example.com, already allowed by *.example.com"},
 				{W, R, "allow.methods", "api.example.com", "requests to host api.example.com no longer limited to method GET"},
+			}},
+		{name: "passthrough wildcard over a passthrough exact rule",
+			old: pol(rule("*.example.com", passthrough)), new: pol(rule("*.example.com", passthrough), rule("api.example.com", nil)),
+			want: []short{
+				{Z, A, "allow", "api.example.com", "adds api.example.com, already allowed by *.example.com"},
+				{N, M, "allow.passthrough", "api.example.com", "requests to host api.example.com are inspected again: each is checked against the host its connection was opened to"},
 			}},
 		{name: "wildcard restricted, exact keeps its own rule",
 			old: pol(rule("*.example.com", nil), rule("api.example.com", nil)), new: pol(rule("*.example.com", methods("GET")), rule("api.example.com", nil)),

@@ -277,47 +277,68 @@ func (r AllowRule) AllowsPushRef(ref string) bool {
 	return false
 }
 
-// RuleFor returns the allow rule that governs host: the rule whose pattern
-// is host exactly, or else the matching wildcard with the longest suffix.
-// The most specific rule decides alone, so "api.example.com" with request
-// rules narrows that host even beside an unrestricted "*.example.com", and
-// a passthrough wildcard does not make an exact rule's host passthrough.
-func (p Sandbox) RuleFor(host string) (AllowRule, bool) {
-	var best AllowRule
-	found := false
+// RulesFor returns the allow rules whose patterns match host. This is how
+// the egress engine applies a policy: a request to host passes when any of
+// them admits it (a rule without request lists admits every request), and
+// an HTTPS connection to host is spliced without inspection only when
+// every one of them is passthrough. So a narrower pattern cannot restrict
+// what a broader unrestricted one allows, nor make its hosts passthrough
+// beside a broader inspected one.
+func (p Sandbox) RulesFor(host string) []AllowRule {
+	var out []AllowRule
 	for _, r := range p.Allow {
-		if !r.Pattern.Match(host) {
-			continue
-		}
-		if !r.Pattern.Wildcard {
-			return r, true
-		}
-		if !found || len(r.Pattern.Suffix) > len(best.Pattern.Suffix) {
-			best, found = r, true
+		if r.Pattern.Match(host) {
+			out = append(out, r)
 		}
 	}
-	return best, found
+	return out
 }
 
-// GoverningRule returns the rule in rules that governs the hosts of q,
-// as RuleFor does for one host: the rule for q itself, or else the most
-// specific rule whose pattern covers q. (A more specific rule than q may
-// still govern some of q's hosts.)
-func GoverningRule(rules []AllowRule, q HostPattern) (AllowRule, bool) {
-	var best AllowRule
-	found := false
+// Effective returns one rule describing how rules treat the hosts of q,
+// by the rules whose patterns cover q (see RulesFor): passthrough when
+// every one of them is; unrestricted when one of them has no request
+// lists; otherwise their lists united one by one (which, when they
+// restrict in different respects, describes more than passes). Its
+// origin is the rule for q itself if there is one, else the most specific
+// covering rule that decides. ok is false when no rule covers q. Rules
+// more specific than q may treat some of its hosts differently.
+func Effective(rules []AllowRule, q HostPattern) (eff AllowRule, ok bool) {
+	var cover []AllowRule
 	for _, r := range rules {
-		if r.Pattern == q {
-			return r, true
-		}
-		if !r.Pattern.Covers(q) {
-			continue
-		}
-		if !found || len(r.Pattern.Suffix) > len(best.Pattern.Suffix) {
-			best, found = r, true
+		if r.Pattern.Covers(q) {
+			cover = append(cover, r)
 		}
 	}
-	return best, found
+	if len(cover) == 0 {
+		return AllowRule{}, false
+	}
+	// Most specific first, so that the origin is the closest rule.
+	sort.SliceStable(cover, func(i, j int) bool {
+		a, b := cover[i].Pattern, cover[j].Pattern
+		if (a == q) != (b == q) {
+			return a == q
+		}
+		return len(a.Suffix) > len(b.Suffix)
+	})
+	eff = AllowRule{Pattern: q, Passthrough: true, Origin: cover[0].Origin}
+	for _, r := range cover {
+		eff.Passthrough = eff.Passthrough && r.Passthrough
+	}
+	if eff.Passthrough {
+		return eff, true
+	}
+	for _, r := range cover {
+		if !r.Restricted() {
+			return AllowRule{Pattern: q, Origin: r.Origin}, true
+		}
+	}
+	eff.Methods, eff.Paths, eff.GitPush = cover[0].Methods, cover[0].Paths, cover[0].GitPush
+	for _, r := range cover[1:] {
+		eff.Methods = unionLists(eff.Methods, r.Methods)
+		eff.Paths = unionLists(eff.Paths, r.Paths)
+		eff.GitPush = unionLists(eff.GitPush, r.GitPush)
+	}
+	return eff, true
 }
 
 // MergeAllow merges two rules for the same pattern, as when two egress

@@ -226,29 +226,69 @@ func TestAllowsRequest(t *testing.T) {
 	}
 }
 
-func TestRuleFor(t *testing.T) {
+func TestRulesForAndEffective(t *testing.T) {
 	p := policy.Sandbox{Allow: []policy.AllowRule{
-		rule("*.example.com", nil),
-		rule("*.api.example.com", methods("GET")),
+		rule("*.example.com", methods("GET")),
+		rule("*.api.example.com", paths("/v1/**")),
 		rule("pinned.api.example.com", passthrough),
-		rule("example.com", paths("/x")),
+		rule("*.pinned.test", passthrough),
+		rule("a.pinned.test", passthrough),
+		rule("*.open.test", nil),
+		rule("x.open.test", methods("GET")),
 	}}
 	for host, want := range map[string]string{
-		"example.com":            "example.com",
+		"example.com":            "",
 		"www.example.com":        "*.example.com",
-		"v1.api.example.com":     "*.api.example.com",
-		"PINNED.api.example.com": "pinned.api.example.com",
-		"api.example.com":        "*.example.com",
+		"v1.api.example.com":     "*.example.com *.api.example.com",
+		"PINNED.api.example.com": "*.example.com *.api.example.com pinned.api.example.com",
+		"x.open.test":            "*.open.test x.open.test",
 		"other.test":             "",
 	} {
-		r, ok := p.RuleFor(host)
-		got := ""
-		if ok {
-			got = r.Pattern.String()
+		var got []string
+		for _, r := range p.RulesFor(host) {
+			got = append(got, r.Pattern.String())
 		}
-		if got != want {
-			t.Errorf("RuleFor(%q) = %q, want %q", host, got, want)
+		if strings.Join(got, " ") != want {
+			t.Errorf("RulesFor(%q) = %q, want %q", host, got, want)
 		}
+	}
+	for _, c := range []struct {
+		pattern string
+		want    policy.AllowRule // Pattern is set from pattern
+		origin  string           // the pattern of the rule named as origin
+	}{
+		// A passthrough rule under an inspected one is inspected, and
+		// admits every request.
+		{"pinned.api.example.com", policy.AllowRule{}, "pinned.api.example.com"},
+		// GET anywhere or anything under /v1: united list by list, that
+		// is everything (Effective says more than passes here).
+		{"*.api.example.com", policy.AllowRule{}, "*.api.example.com"},
+		{"*.example.com", policy.AllowRule{Methods: []string{"GET"}}, "*.example.com"},
+		{"a.pinned.test", policy.AllowRule{Passthrough: true}, "a.pinned.test"},
+		{"b.pinned.test", policy.AllowRule{Passthrough: true}, "*.pinned.test"},
+		// Request rules under an unrestricted rule restrict nothing.
+		{"x.open.test", policy.AllowRule{}, "*.open.test"},
+	} {
+		q := policy.MustHostPattern(c.pattern)
+		got, ok := policy.Effective(p.Allow, q)
+		if !ok {
+			t.Errorf("Effective(%s): no rule", c.pattern)
+			continue
+		}
+		c.want.Pattern = q
+		if diff := cmp.Diff(c.want, got, cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".Origin" }, cmp.Ignore())); diff != "" {
+			t.Errorf("Effective(%s) (-want +got):\n%s", c.pattern, diff)
+		}
+		if got.Origin.Line != 0 && c.origin != "" {
+			// rule() gives every rule the same origin; check instead that
+			// the decision is explained by a covering rule.
+			if !policy.MustHostPattern(c.origin).Covers(q) {
+				t.Errorf("bad test: %s does not cover %s", c.origin, c.pattern)
+			}
+		}
+	}
+	if _, ok := policy.Effective(p.Allow, policy.MustHostPattern("example.com")); ok {
+		t.Error("Effective found a rule for example.com, which only *.example.com's subdomains match")
 	}
 }
 
