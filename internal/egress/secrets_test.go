@@ -5,6 +5,8 @@ import (
 	"compress/gzip"
 	"encoding/base64"
 	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
 	"os"
 	"path/filepath"
 	"strings"
@@ -154,6 +156,11 @@ func TestEchoedValueMasked(t *testing.T) {
 		case "/brotli":
 			w.Header().Set("Content-Encoding", "br")
 			w.Write([]byte("opaque"))
+		case "/early":
+			w.Header().Set("Link", "</x>; rel=preload; t="+auth)
+			w.WriteHeader(http.StatusEarlyHints)
+			w.Header().Del("Link")
+			w.Write([]byte("after hints"))
 		case "/basic":
 			w.Write([]byte(auth))
 		default:
@@ -195,7 +202,19 @@ func TestEchoedValueMasked(t *testing.T) {
 		if res.StatusCode != http.StatusBadGateway || !strings.Contains(body, "br-encoded") {
 			t.Errorf("h2=%v brotli: %d %q", h2, res.StatusCode, body)
 		}
-		req := mustRequest(t, "GET", "https://api.test/basic", "")
+		var hints []string
+		req := mustRequest(t, "GET", "https://api.test/early", "")
+		req.Header.Set("Authorization", "Bearer "+tokenPH)
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+			Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+				hints = append(hints, h.Get("Link"))
+				return nil
+			},
+		}))
+		if _, body := do(t, c, req); body != "after hints" || len(hints) != 1 || hints[0] != "</x>; rel=preload; t=Bearer "+tokenPH {
+			t.Errorf("h2=%v early hints %q, body %q", h2, hints, body)
+		}
+		req = mustRequest(t, "GET", "https://api.test/basic", "")
 		req.SetBasicAuth("user", tokenPH)
 		res, body = do(t, c, req)
 		want := "Basic " + base64.StdEncoding.EncodeToString([]byte("user:"+tokenPH))
