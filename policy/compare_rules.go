@@ -70,7 +70,7 @@ func compareModes(p HostPattern, o, n AllowRule) []Change {
 	}
 	switch {
 	case !o.Passthrough && n.Passthrough:
-		detail := fmt.Sprintf("requests to %s are no longer inspected (passthrough): the guest's TLS goes to the server as it is, so request rules and secrets no longer apply and domain fronting becomes possible", describeHosts(p))
+		detail := fmt.Sprintf("requests to %s are no longer inspected (passthrough): request rules and secrets stop applying, and domain fronting becomes possible", describeHosts(p))
 		if o.Restricted() {
 			detail += "; dropped: " + describeRestrictions(o)
 		}
@@ -78,7 +78,7 @@ func compareModes(p HostPattern, o, n AllowRule) []Change {
 		return cs
 	case o.Passthrough && !n.Passthrough:
 		change(Narrow, RuleModified, "allow.passthrough",
-			fmt.Sprintf("requests to %s are inspected again: each is checked against the host its connection was opened to", describeHosts(p)))
+			fmt.Sprintf("requests to %s are inspected again (no longer passthrough)", describeHosts(p)))
 	case n.Passthrough:
 		return cs
 	}
@@ -161,7 +161,7 @@ func describeRestrictions(r AllowRule) string {
 func describeMode(r AllowRule) string {
 	switch {
 	case r.Passthrough:
-		return ", not inspected (passthrough: request rules and secrets do not apply, domain fronting is possible)"
+		return ", passthrough: not inspected, so domain fronting is possible"
 	case r.Restricted():
 		return " (" + describeRestrictions(r) + ")"
 	}
