@@ -220,10 +220,10 @@ func fromCommand(ctx context.Context, command string, opts Options) ([]byte, err
 	// hold Resolve too.
 	cmd.WaitDelay = time.Second
 	err := cmd.Run()
-	if ctx.Err() != nil && (err != nil || errors.Is(ctx.Err(), context.DeadlineExceeded)) {
+	if err != nil && ctx.Err() != nil {
 		clear(stdout.buf.Bytes())
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) && opts.Timeout >= 0 {
-			return nil, fmt.Errorf("timed out after %s", timeout)
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, fmt.Errorf("timed out after %s (the command and its children were killed)", timeout)
 		}
 		return nil, ctx.Err()
 	}
