@@ -1,0 +1,310 @@
+package sandboxnet_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sbx-dev/sbx/guestconn"
+	"github.com/sbx-dev/sbx/internal/egress/audit"
+	"github.com/sbx-dev/sbx/internal/egress/ca"
+	"github.com/sbx-dev/sbx/internal/machine/machinetest"
+	"github.com/sbx-dev/sbx/internal/sandboxnet"
+	"github.com/sbx-dev/sbx/machine"
+	"github.com/sbx-dev/sbx/policy"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	machinetest.Cleanup()
+	os.Exit(code)
+}
+
+// upstreamCA makes a CA and a server certificate it signs for names, as
+// an upstream the host must verify with a CA the spec adds.
+func upstreamCA(t *testing.T, names ...string) (caPEM []byte, cert tls.Certificate) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "upstream test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	leafKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	leaf := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	leafDER, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &leafKey.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		tls.Certificate{Certificate: [][]byte{leafDER}, PrivateKey: leafKey}
+}
+
+// guestClient builds testdata/guestclient for the guest.
+func guestClient(t *testing.T) []byte {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "guestclient")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "./testdata/guestclient")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the guest client: %v\n%s", err, b)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// upstream is the servers the sandbox reaches: every name is mapped to
+// it. It records the Authorization headers it got.
+type upstream struct {
+	mu    sync.Mutex
+	auths []string
+}
+
+func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	u.mu.Lock()
+	u.auths = append(u.auths, r.Header.Get("Authorization"))
+	u.mu.Unlock()
+	// An upstream that echoes what it got, as some error pages do.
+	w.Header().Set("X-Echo", r.Header.Get("Authorization"))
+	fmt.Fprintf(w, "host=%s auth=%s\n", r.Host, r.Header.Get("Authorization"))
+}
+
+func (u *upstream) sawAuth(s string) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, a := range u.auths {
+		if a == s {
+			return true
+		}
+	}
+	return false
+}
+
+// TestSandboxNetwork boots a sandbox whose network is the egress engine
+// and checks from inside the guest — as its user, and as root for the
+// hostile cases — that allowed hosts work over HTTP/1.1 and HTTP/2 with
+// the brokered secret substituted, that the real value never reaches
+// the guest, and that everything else is refused and audited; then that
+// a reload changes what is reachable and rotates the secret at once.
+func TestSandboxNetwork(t *testing.T) {
+	_, _, img := machinetest.Require(t)
+	const secret = "sk-real-value-0123456789abcdef"
+	const rotated = "sk-rotated-value-fedcba9876543210"
+	caPEM, cert := upstreamCA(t, "api.test", "other.test", "late.test")
+	up := &upstream{}
+	srv := httptest.NewUnstartedServer(up)
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	addr := srv.Listener.Addr().String()
+
+	pol := policy.Sandbox{
+		Allow: []policy.AllowRule{{Pattern: policy.MustHostPattern("api.test")}, {Pattern: policy.MustHostPattern("other.test")}},
+		Hosts: []policy.HostMapping{{Name: "api.test", Addr: addr}, {Name: "other.test", Addr: addr}, {Name: "late.test", Addr: addr}},
+		Secrets: []policy.SecretBinding{{Name: "token", Env: "TOKEN", Hosts: []policy.HostPattern{policy.MustHostPattern("api.test")},
+			Source: "env:TOKEN_VALUE", Origin: policy.Origin{Block: "secret.token", File: "sbx.hcl", Line: 7}}},
+		CAs: []policy.CA{{Path: "upstream.pem", PEM: string(caPEM)}},
+	}
+	auth, err := ca.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	auditDir := t.TempDir()
+	mdir, err := os.MkdirTemp("", "sbx-net-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(mdir)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	m, n, err := sandboxnet.Start(ctx, machine.Options{Name: "net", Image: img, Memory: 512 << 20, Dir: mdir}, sandboxnet.Options{
+		Sandbox: "net", Policy: pol, Secrets: map[string][]byte{"token": []byte(secret)},
+		AuditDir: auditDir, CA: auth,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	defer m.Stop(context.Background())
+
+	if err := m.Put(ctx, bytes.NewReader(guestClient(t)), "/bin/gc", 0o755, nil); err != nil {
+		t.Fatal(err)
+	}
+	run := func(user string, args ...string) string {
+		t.Helper()
+		var out bytes.Buffer
+		ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+		defer cancel()
+		st, err := m.Exec(ctx, guestconn.Cmd{Args: args, User: user, Stdout: &out, Stderr: &out})
+		if err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+		if st.Code != 0 {
+			t.Logf("%q exited %d", args, st.Code)
+		}
+		return out.String()
+	}
+	placeholder, ok := n.Placeholder("token")
+	if !ok || strings.Contains(placeholder, secret) {
+		t.Fatalf("placeholder %q", placeholder)
+	}
+
+	// The guest's environment carries the placeholder, never the value.
+	env := run("agent", "env")
+	if !strings.Contains(env, "TOKEN="+placeholder) || strings.Contains(env, secret) {
+		t.Errorf("the guest's environment:\n%s\nwant TOKEN=%s and no real value", env, placeholder)
+	}
+
+	// HTTP/2 and HTTP/1.1 to the secret's host: the upstream gets the
+	// real value, the guest sees the placeholder in the echo.
+	for _, args := range [][]string{{"gc", "get", "-bearer", "TOKEN", "https://api.test/v1"}, {"gc", "get", "-h1", "-bearer", "TOKEN", "https://api.test/v1"}} {
+		out := run("agent", args...)
+		wantProto := "HTTP/2.0"
+		if args[2] == "-h1" {
+			wantProto = "HTTP/1.1"
+		}
+		if !strings.Contains(out, "status 200 "+wantProto) {
+			t.Errorf("%q: %s; want 200 over %s", args, out, wantProto)
+		}
+		if strings.Contains(out, secret) || !strings.Contains(out, "auth=Bearer "+placeholder) {
+			t.Errorf("%q: %s; want the echo masked back to the placeholder", args, out)
+		}
+	}
+	if !up.sawAuth("Bearer " + secret) {
+		t.Error("the upstream never got the real value")
+	}
+
+	// The placeholder to an allowed host that is not the secret's.
+	if out := run("agent", "gc", "get", "-bearer", "TOKEN", "https://other.test/"); !strings.Contains(out, "status 403") || strings.Contains(out, secret) {
+		t.Errorf("placeholder to other.test: %s; want 403", out)
+	}
+	if up.sawAuth("Bearer "+placeholder) || countAuth(up, "Bearer "+secret) != 2 {
+		t.Error("a placeholder or the value reached an upstream it is not for")
+	}
+	// Domain fronting: TLS to api.test, Host other.test.
+	if out := run("root", "gc", "get", "-h1", "-host", "other.test", "https://api.test/"); strings.Contains(out, "status 200") {
+		t.Errorf("domain fronting: %s; want it refused", out)
+	}
+	// Names the policy does not allow do not resolve; raw addresses,
+	// the metadata service and outside resolvers are unreachable.
+	for _, c := range []struct {
+		args []string
+		bad  string
+	}{
+		{[]string{"gc", "get", "https://denied.test/"}, "status"},
+		{[]string{"gc", "dial", "169.254.169.254:80"}, "connected"},
+		{[]string{"gc", "dial", "127.0.0.1:22"}, "connected"},
+		{[]string{"gc", "dial", "10.83.0.1:80"}, "connected"},
+		{[]string{"gc", "dial", "api.test:22"}, "connected"},
+		{[]string{"gc", "udp", "8.8.8.8:53"}, "answered"},
+	} {
+		if out := run("root", c.args...); strings.Contains(out, c.bad) || !strings.Contains(out, "error") {
+			t.Errorf("%q as root: %s; want it refused", c.args, out)
+		}
+	}
+	// Not a hosts-mapped name until the policy allows it.
+	if out := run("agent", "gc", "get", "https://late.test/"); strings.Contains(out, "status 200") {
+		t.Errorf("late.test before the reload: %s", out)
+	}
+
+	// Reload: late.test allowed, the secret rotated; the guest's
+	// placeholder stays.
+	pol2 := pol
+	pol2.Allow = append([]policy.AllowRule{{Pattern: policy.MustHostPattern("late.test")}}, pol.Allow...)
+	if again, err := n.Update(pol2, map[string][]byte{"token": []byte(rotated)}); err != nil || again {
+		t.Fatalf("Update = %v, %v; want no reconfiguration", again, err)
+	}
+	if out := run("agent", "gc", "get", "https://late.test/"); !strings.Contains(out, "status 200") {
+		t.Errorf("late.test after the reload: %s; want 200", out)
+	}
+	if out := run("agent", "gc", "get", "-bearer", "TOKEN", "https://api.test/"); !strings.Contains(out, "status 200") || strings.Contains(out, rotated) {
+		t.Errorf("after rotation: %s", out)
+	}
+	if !up.sawAuth("Bearer " + rotated) {
+		t.Error("the rotated value did not reach the upstream")
+	}
+	if again, err := n.Update(pol, map[string][]byte{"token": []byte(rotated)}); err != nil || again {
+		t.Fatalf("Update = %v, %v", again, err)
+	}
+	if out := run("agent", "gc", "get", "https://late.test/"); strings.Contains(out, "status 200") {
+		t.Errorf("late.test after it was removed: %s; want it refused", out)
+	}
+
+	// Everything refused is in the audit log, with a reason.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		entries, err := audit.Tail(auditDir, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var text strings.Builder
+		for _, e := range entries {
+			text.WriteString(audit.Format(e) + "\n")
+		}
+		s := text.String()
+		missing := ""
+		for _, want := range []string{"169.254.169.254", "8.8.8.8", "denied.test", "other.test", "allow https api.test:443"} {
+			if !strings.Contains(s, want) {
+				missing = want
+			}
+		}
+		if strings.Contains(s, secret) || strings.Contains(s, rotated) {
+			t.Fatalf("the audit log holds a secret's value:\n%s", s)
+		}
+		if missing == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the audit log lacks %q:\n%s", missing, s)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if b := m.Console(); bytes.Contains(b, []byte(secret)) {
+		t.Error("the console holds the secret's value")
+	}
+}
+
+func countAuth(u *upstream, s string) int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	n := 0
+	for _, a := range u.auths {
+		if a == s {
+			n++
+		}
+	}
+	return n
+}
