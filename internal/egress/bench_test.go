@@ -123,8 +123,8 @@ func BenchmarkRequests(b *testing.B) {
 				b.ReportMetric(dRate, "direct-req/s")
 				b.ReportMetric(eRate, "engine-req/s")
 				b.ReportMetric(eRate/dRate, "ratio")
-				b.ReportMetric(float64((e50-d50).Microseconds()), "added-p50-µs")
-				b.ReportMetric(float64((e99-d99).Microseconds()), "added-p99-µs")
+				b.ReportMetric(float64((e50 - d50).Microseconds()), "added-p50-µs")
+				b.ReportMetric(float64((e99 - d99).Microseconds()), "added-p99-µs")
 				b.Logf("%s %d requests: direct %.0f req/s (p50 %v p99 %v), engine %.0f req/s (p50 %v p99 %v), ratio %.2f",
 					name, n, dRate, d50, d99, eRate, e50, e99, eRate/dRate)
 			}
@@ -227,4 +227,3 @@ func BenchmarkTCPSplice(b *testing.B) {
 		b.Logf("tcp %d MiB: direct %.0f MiB/s, spliced %.0f MiB/s, ratio %.2f", size>>20, d, e, e/d)
 	}
 }
-
