@@ -473,3 +473,30 @@ func TestDroppedSummaryWrittenWhileRunning(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// When rotation fails the bound still holds: entries are dropped rather
+// than the current file growing, and Close reports the failure.
+func TestRotationFailureKeepsBound(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, File+".1"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, File+".1", "x"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const max = 2048
+	w, err := Open(dir, Options{MaxSize: max, Buffer: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 500 {
+		w.Log(Entry{Proto: "dns", Name: "r.test", Decision: DecisionDeny, Status: i})
+	}
+	err = w.Close()
+	if err == nil || !strings.Contains(err.Error(), "rotating") {
+		t.Errorf("Close: %v", err)
+	}
+	if size := fileSize(t, filepath.Join(dir, File)); size > max || size == 0 {
+		t.Errorf("size %d, bound %d", size, max)
+	}
+}

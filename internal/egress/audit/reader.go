@@ -32,8 +32,9 @@ type Stats struct {
 	Malformed int
 }
 
-// Tail returns the last n entries of the log in dir, oldest first,
-// reading the rotated file before the current one. Malformed lines are
+// Tail returns the last n entries of the log in dir (all of them if n
+// is negative), oldest first, reading the rotated file before the
+// current one. Malformed lines are
 // skipped (TailStats counts them); missing files are an empty log.
 func Tail(dir string, n int) ([]Entry, error) {
 	return TailStats(dir, n, nil)

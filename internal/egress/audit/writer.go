@@ -169,7 +169,14 @@ func (w *Writer) run(f *os.File, size int64) {
 	}
 	write := func(e Entry) {
 		if f == nil {
-			return
+			// A rotation failed (disk full, a name taken meanwhile): try
+			// again with each entry rather than go quiet for good.
+			var err error
+			if f, size, err = openLog(w.dir); err != nil {
+				f = nil
+				return
+			}
+			bw.Reset(f)
 		}
 		if e.Sandbox == "" {
 			e.Sandbox = w.opts.Sandbox

@@ -85,7 +85,7 @@ func fromParts(certDER []byte, key *ecdsa.PrivateKey) (*Authority, error) {
 	}
 	now := time.Now()
 	if now.After(cert.NotAfter) {
-		return nil, fmt.Errorf("CA certificate expired on %s", cert.NotAfter.UTC().Format(time.DateOnly))
+		return nil, fmt.Errorf("CA certificate expired on %s (remove its directory to make a new one, then restart the sandboxes)", cert.NotAfter.UTC().Format(time.DateOnly))
 	}
 	leafKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {

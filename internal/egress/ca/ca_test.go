@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -332,18 +333,17 @@ func TestLeafConcurrent(t *testing.T) {
 }
 
 func TestDefaultDir(t *testing.T) {
-	t.Setenv("XDG_STATE_HOME", "/x/state")
-	d, err := DefaultDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d != "/x/state/sbx/ca" && filepath.Base(filepath.Dir(d)) != "sbx" {
-		t.Errorf("DefaultDir %s", d)
-	}
-	t.Setenv("XDG_STATE_HOME", "relative")
 	t.Setenv("HOME", "/home/u")
-	if d, _ := DefaultDir(); d != "/home/u/.local/state/sbx/ca" && d != "/home/u/Library/Application Support/sbx/ca" {
-		t.Errorf("DefaultDir %s", d)
+	t.Setenv("XDG_STATE_HOME", "/x/state")
+	want := map[bool]string{true: "/home/u/Library/Application Support/sbx/ca", false: "/x/state/sbx/ca"}[runtime.GOOS == "darwin"]
+	if d, err := DefaultDir(); err != nil || d != want {
+		t.Errorf("DefaultDir = %s, %v; want %s", d, err, want)
+	}
+	// A relative XDG_STATE_HOME is ignored, as the XDG specification says.
+	t.Setenv("XDG_STATE_HOME", "relative")
+	want = map[bool]string{true: want, false: "/home/u/.local/state/sbx/ca"}[runtime.GOOS == "darwin"]
+	if d, err := DefaultDir(); err != nil || d != want {
+		t.Errorf("DefaultDir = %s, %v; want %s", d, err, want)
 	}
 }
 
