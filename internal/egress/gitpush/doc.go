@@ -6,5 +6,9 @@
 //
 // It parses only the pkt-line command list, bounded by a byte limit; it
 // does not read the pack that follows, talk to the upstream or decide
-// which patterns apply (the egress policy does).
+// which patterns apply (the egress policy does). ParseCommands reads the
+// body as the server will: a caller that forwards a body with a
+// Content-Encoding (git gzips some requests) must decode it first and
+// forward the decoded bytes, or refuse it, so that what was checked is
+// what the upstream sees.
 package gitpush
