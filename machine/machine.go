@@ -98,6 +98,40 @@ type Options struct {
 	// of the machine's own, which reads and drops every frame so that
 	// the guest has a device and no network.
 	Network Network
+	// Ports are further virtio-serial ports, by the name the guest finds
+	// them under (bootproto.PortsDir), each served on the host by its
+	// Port from the start of the boot until the machine stops: a
+	// workspace mount's file server, for one. Names are "sbx." and
+	// lower-case letters, digits, dots and dashes, and not the agent's
+	// own ports.
+	Ports map[string]Port
+}
+
+// Port serves one of a machine's extra virtio-serial ports. Serve is given
+// the host's end of the port once QEMU listens on it; what it writes the
+// guest reads from the port's device, and the other way round. It must
+// return once conn ends or ctx is done: Stop cancels ctx and closes conn.
+// Like the network, a port is the guest's way to the host: Serve must
+// treat what it reads as hostile.
+type Port interface {
+	Serve(ctx context.Context, conn net.Conn) error
+}
+
+// checkPortName checks an extra port's name.
+func checkPortName(name string) error {
+	if name == bootproto.AgentPort || name == bootproto.ControlPort {
+		return fmt.Errorf("port %q is the agent's own", name)
+	}
+	rest, ok := strings.CutPrefix(name, "sbx.")
+	if !ok || rest == "" || len(name) > 64 {
+		return fmt.Errorf("port %q: names are \"sbx.\" and up to 60 more characters", name)
+	}
+	for _, c := range rest {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '-') {
+			return fmt.Errorf("port %q: names hold lower-case letters, digits, dots and dashes", name)
+		}
+	}
+	return nil
 }
 
 // Machine is a running sandbox VM.
@@ -120,6 +154,10 @@ type Machine struct {
 
 	stopOnce sync.Once
 	stopErr  error
+
+	ports      []net.Conn // the host's ends of Options.Ports
+	portsStop  context.CancelFunc
+	portsGroup sync.WaitGroup
 }
 
 // Start boots a machine from opts.Image and returns it once the guest
@@ -135,6 +173,11 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 		name = opts.Image.Image
 	}
 	where := fmt.Sprintf("sandbox %s", name)
+	for pname := range opts.Ports {
+		if err := checkPortName(pname); err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+	}
 	for _, out := range []string{image.OutputKernel, image.OutputInitramfs, image.OutputDisk} {
 		if _, ok := opts.Image.Outputs[out]; !ok {
 			return nil, fmt.Errorf("%s: image %s has no %s output", where, opts.Image.Image, out)
@@ -238,7 +281,7 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 		ConsoleSocket: m.console.path,
 		QMPSocket:     filepath.Join(dir, QMPSocket),
 		AgentSocket:   filepath.Join(dir, AgentSocket),
-		Ports:         map[string]string{bootproto.ControlPort: filepath.Join(dir, CtlSocket)},
+		Ports:         portSockets(dir, opts.Ports),
 		NetSocket:     m.net.path,
 		QEMULog:       filepath.Join(dir, QEMULogFile),
 	}
@@ -268,6 +311,9 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 	m.control, err = d.DialContext(bootCtx, "unix", spec.Ports[bootproto.ControlPort])
 	if err != nil {
 		return nil, fmt.Errorf("%s: control port: %w", where, err)
+	}
+	if err := m.servePorts(bootCtx, spec.Ports, opts.Ports); err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	agentConn, err := d.DialContext(bootCtx, "unix", spec.AgentSocket)
 	if err != nil {
@@ -489,6 +535,7 @@ func (m *Machine) kill() {
 	if m.control != nil {
 		m.control.Close()
 	}
+	m.stopPorts()
 	if m.net != nil {
 		m.net.close()
 	}
