@@ -358,3 +358,35 @@ sandbox "t" {
 		}
 	}
 }
+
+// TestEgressCAWithKeyRefused: a CA file that also holds a private key is
+// refused, naming the block type, and neither the key nor the
+// certificate beside it reaches the policy or the diagnostics.
+func TestEgressCAWithKeyRefused(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM := string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}))
+	dir := writeDir(t, map[string]string{
+		"image.hcl":      egressImage,
+		"main.hcl":       "egress \"corp\" {\n  allow = [\"api.example.com\"]\n  ca    = [\"certs/root.pem\"]\n}\n",
+		"certs/root.pem": testCAPEM(t, "root") + keyPEM,
+	})
+	cfg, diags := Load(dir, Options{})
+	if len(diags) != 1 || diags[0].Summary != "Invalid CA file" || diags[0].Subject.Start.Line != 3 ||
+		!strings.Contains(diags[0].Detail, `"EC PRIVATE KEY"`) {
+		t.Fatalf("diagnostics %v, want one \"Invalid CA file\" at line 3 naming the key's block type", diags)
+	}
+	keyLine := strings.Split(keyPEM, "\n")[1]
+	if out := render(t, cfg, diags); strings.Contains(out, keyLine) {
+		t.Errorf("the diagnostics quote the key:\n%s", out)
+	}
+	if cas := cfg.Egress["corp"].CAs; len(cas) != 0 {
+		t.Errorf("CAs = %+v, want none", cas)
+	}
+}
