@@ -312,9 +312,9 @@ func TestFollowAcrossRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Log(Entry{Proto: "dns", Decision: DecisionAllow, Status: -1})
-	time.Sleep(50 * time.Millisecond)
+	waitFor(t, func() bool { return fileSize(t, filepath.Join(dir, File)) > 0 })
 
-	const n = 300
+	const n, batch = 300, 5
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	got := make(chan Entry, n+10)
@@ -324,11 +324,22 @@ func TestFollowAcrossRotation(t *testing.T) {
 		done <- FollowStats(ctx, dir, func(e Entry) error { got <- e; return nil }, &st)
 	}()
 	time.Sleep(30 * time.Millisecond)
-	for i := range n {
-		w.Log(Entry{Proto: "https", Name: "f.test", Decision: DecisionAllow, Status: i})
-		if i%5 == 4 {
-			// Slower than the poll, so no two rotations fall between polls.
-			time.Sleep(20 * time.Millisecond)
+	// Each batch is received before the next is logged, so the writer
+	// never rotates more than once between two polls however slow the
+	// machine (two rotations are TestFollowTwoRotationsBetweenPolls).
+	for i := 0; i < n; i += batch {
+		for j := i; j < i+batch; j++ {
+			w.Log(Entry{Proto: "https", Name: "f.test", Decision: DecisionAllow, Status: j})
+		}
+		for j := i; j < i+batch; j++ {
+			select {
+			case e := <-got:
+				if e.Status != j {
+					t.Fatalf("entry %d has status %d", j, e.Status)
+				}
+			case <-ctx.Done():
+				t.Fatalf("only %d of %d entries followed", j, n)
+			}
 		}
 	}
 	if err := w.Close(); err != nil {
@@ -337,22 +348,79 @@ func TestFollowAcrossRotation(t *testing.T) {
 	if fileSize(t, filepath.Join(dir, File+".1")) == 0 {
 		t.Fatal("the log never rotated")
 	}
-	for i := range n {
-		select {
-		case e := <-got:
-			if e.Status != i {
-				t.Fatalf("entry %d has status %d", i, e.Status)
-			}
-		case <-ctx.Done():
-			t.Fatalf("only %d of %d entries followed", i, n)
-		}
-	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	if st.Malformed != 0 {
 		t.Errorf("malformed %d", st.Malformed)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Two rotations between polls: the file in between is read from .1.
+func TestFollowTwoRotationsBetweenPolls(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, File)
+	w, err := Open(dir, Options{MaxSize: 1000, Buffer: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var got []int
+	fo := &follower{st: new(Stats), fn: func(e Entry) error { got = append(got, e.Status); return nil }}
+	defer fo.close()
+	logged := 0
+	logUntil := func(cond func() bool) {
+		for !cond() {
+			w.Log(Entry{Proto: "dns", Name: "two.test", Decision: DecisionAllow, Status: logged})
+			logged++
+			want := logged
+			waitFor(t, func() bool {
+				all, _ := Tail(dir, -1)
+				return len(all) > 0 && all[len(all)-1].Status == want-1
+			})
+			if logged > 1000 {
+				t.Fatal("no rotation after 1000 entries")
+			}
+		}
+	}
+	logUntil(func() bool { return fileSize(t, path) > 0 })
+	if err := fo.open(path, false); err != nil {
+		t.Fatal(err)
+	}
+	ino := func(p string) uint64 {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return 0
+		}
+		return inode(fi)
+	}
+	first := ino(path)
+	logUntil(func() bool { return ino(path+".1") == first }) // one rotation
+	second := ino(path)
+	logUntil(func() bool { return ino(path+".1") == second }) // and another
+	logUntil(func() bool { return fileSize(t, path) > 0 })
+	if err := fo.poll(path); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != logged {
+		t.Fatalf("followed %d of %d entries", len(got), logged)
+	}
+	for i, s := range got {
+		if s != i {
+			t.Fatalf("entry %d has status %d", i, s)
+		}
 	}
 }
 

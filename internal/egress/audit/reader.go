@@ -246,6 +246,13 @@ func (fo *follower) poll(path string) error {
 			if len(fo.partial) > 0 && !fo.skipping {
 				fo.st.Malformed++
 			}
+			// Rotated twice since the last poll: the file in between is
+			// now the .1 one; read it whole before the current one. (Three
+			// times, and the one in between is gone: Follow cannot see
+			// entries the writer has already rotated away.)
+			if err := fo.readMissed(path+".1", inode(fi)); err != nil {
+				return err
+			}
 			if err := fo.open(path, false); err != nil {
 				if errors.Is(err, fs.ErrNotExist) {
 					return nil
@@ -255,6 +262,22 @@ func (fo *follower) poll(path string) error {
 		}
 	}
 	return nil
+}
+
+// readMissed reads the rotated file at path from its start if it is
+// neither the file just drained nor the current one (cur).
+func (fo *follower) readMissed(path string, cur uint64) error {
+	fi, err := os.Lstat(path)
+	if err != nil || inode(fi) == fo.ino || inode(fi) == cur {
+		return nil
+	}
+	if err := fo.open(path, false); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	return fo.drain()
 }
 
 // drain reads the open file from off to its current end.
