@@ -16,6 +16,7 @@ import (
 	"github.com/sbx-dev/sbx/internal/builders/agentbin"
 	"github.com/sbx-dev/sbx/internal/builders/cache"
 	"github.com/sbx-dev/sbx/internal/builders/ctxio"
+	"github.com/sbx-dev/sbx/internal/builders/debrepo"
 	"github.com/sbx-dev/sbx/internal/builders/fetch"
 	"github.com/sbx-dev/sbx/internal/builders/kernel"
 	"github.com/sbx-dev/sbx/internal/builders/recipe"
@@ -113,6 +114,12 @@ type Options struct {
 	TempDir string
 	// Stage, if set, is called as each stage starts.
 	Stage func(Stage)
+	// AptRoot is the root of the apt configuration that images with
+	// packages but no repositories fetch them from; "" means "/".
+	AptRoot string
+	// DebRepo is the template of the client packages are fetched with
+	// (its cache is the build's); nil means one with Fetch.HTTPClient.
+	DebRepo *debrepo.Client
 }
 
 // Output is one built file.
@@ -236,6 +243,8 @@ type build struct {
 	agent     []byte
 	agentSum  string
 	key       string
+	// packages are the image's fetched packages, once fetched.
+	packages []debrepo.Fetched
 }
 
 // prepare checks what a build needs before anything is fetched and

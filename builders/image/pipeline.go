@@ -38,6 +38,11 @@ func (b *build) run(ctx context.Context, dir string) (*staged, error) {
 	if err != nil {
 		return nil, err
 	}
+	pkgs, err := b.fetchPackages(ctx)
+	if err != nil {
+		return nil, err
+	}
+	b.packages = pkgs
 	s := &staged{files: map[string]string{}, outputs: map[string]Output{}}
 	// The root disk first: mistakes in the spec's artifacts, users and
 	// files show up without waiting for the kernel.
@@ -171,7 +176,7 @@ func writeFile(path string, write func(w *bufio.Writer) error) error {
 // scratch files.
 func (b *build) rootDisk(ctx context.Context, dir string, fetched map[string]fetch.Fetched, s *staged, path, label string, toQcow2 bool) error {
 	b.stage(StageRootfs)
-	tree, err := rootfs.Assemble(ctx, b.img, rootfs.Inputs(fetched), rootfs.Options{InputHash: b.lock.InputHash, TempDir: dir})
+	tree, err := rootfs.Assemble(ctx, b.img, rootfs.Inputs(fetched), rootfs.Options{InputHash: b.lock.InputHash, TempDir: dir, Packages: b.packages})
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,13 @@
 //     /var/tmp (1777). The base image's configured environment (its config's
 //     Env) is kept for step 4.
 //
+//  1b. Packages (Options.Packages, the image's pinned package set, fetched
+//     and verified): installed by debrepo.Install in package-name order —
+//     data trees unpacked without maintainer scripts, the dpkg database
+//     written, the CA bundle rebuilt (docs/packages.md lists what is and
+//     is not reproduced). An image with packages and none given is an
+//     error.
+//
 //  2. Artifacts, sorted by name (recipe.Canonical), each over the ones
 //     before. Without extract, one file goes to dest: the file the
 //     artifact's file names inside the archive (a glob must match exactly
@@ -69,12 +76,21 @@
 //     user; one that the base image already holds is left as it is. /etc/skel
 //     is not copied.
 //
+//  3b. Executables, as declared: each is found by name in the usual
+//     PATH directories or at its absolute path, through links inside the
+//     tree; it must be a regular file with an execute bit, a script's
+//     interpreter must be found the same way, and an ELF file's
+//     interpreter and the closure of its DT_NEEDED libraries must resolve
+//     in the image's library directories; a failure names what is
+//     missing. Executables are checked before file blocks and symlinks.
+//
 //  4. sbx's files in /etc: /etc/hostname (Options.Hostname, or the image's
 //     name made a host name), /etc/hosts (localhost and the host name),
 //     /etc/resolv.conf naming the host network stack's resolver
 //     (imageinfo.DNS), /etc/sbx/image.json (an imageinfo.Info the guest
 //     agent reads at boot: name, platform, input hash, host name,
-//     environment, users, network) and, when the environment is not empty,
+//     environment, users, network, and the installed packages and
+//     checked executables) and, when the environment is not empty,
 //     /etc/environment and /etc/profile.d/sbx.sh. The environment is the
 //     base image's overridden by the spec's env. The per-install CA is not
 //     part of any image: the agent installs it at boot at

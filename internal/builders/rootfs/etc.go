@@ -66,14 +66,16 @@ func checkHostname(h string) error {
 // etc writes the files sbx itself puts in /etc.
 func (a *assembler) etc(hostname string, env map[string]string, users []imageinfo.User) error {
 	info := &imageinfo.Info{
-		Version:   imageinfo.Version,
-		Name:      a.img.Name,
-		Platform:  a.img.Platform.String(),
-		InputHash: a.opts.InputHash,
-		Hostname:  hostname,
-		Users:     users,
-		Network:   imageinfo.DefaultNetwork(),
-		CACert:    imageinfo.CACertPath,
+		Version:     imageinfo.Version,
+		Name:        a.img.Name,
+		Platform:    a.img.Platform.String(),
+		InputHash:   a.opts.InputHash,
+		Hostname:    hostname,
+		Users:       users,
+		Network:     imageinfo.DefaultNetwork(),
+		CACert:      imageinfo.CACertPath,
+		Packages:    a.inventory,
+		Executables: a.execs,
 	}
 	if len(env) > 0 {
 		info.Env = env

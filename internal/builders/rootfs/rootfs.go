@@ -13,6 +13,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/sbx-dev/sbx/internal/builders/debrepo"
 	"github.com/sbx-dev/sbx/internal/builders/ext4"
 	"github.com/sbx-dev/sbx/internal/builders/fetch"
 	"github.com/sbx-dev/sbx/internal/builders/layers"
@@ -38,6 +39,9 @@ type Options struct {
 	// TempDir holds the tree's spill file and scratch copies of OCI
 	// artifacts; empty means the default temporary directory.
 	TempDir string
+	// Packages are the image's pinned packages, fetched and verified
+	// (debrepo.Client.Download); an image with packages needs them.
+	Packages []debrepo.Fetched
 }
 
 // Assemble builds img's root filesystem from its fetched inputs and returns
@@ -82,6 +86,9 @@ func Assemble(ctx context.Context, img *lang.Image, inputs Inputs, opts Options)
 	if err := a.standardDirs(); err != nil {
 		return nil, err
 	}
+	if err := a.packages(ctx); err != nil {
+		return nil, err
+	}
 	homes := a.existingHomes()
 	for _, art := range img.Artifacts {
 		if err := ctx.Err(); err != nil {
@@ -93,6 +100,9 @@ func Assemble(ctx context.Context, img *lang.Image, inputs Inputs, opts Options)
 	}
 	users, err := a.accounts(homes)
 	if err != nil {
+		return nil, err
+	}
+	if err := a.executables(); err != nil {
 		return nil, err
 	}
 	if err := a.etc(hostname, mergeEnv(baseEnv, img.Env), users); err != nil {
@@ -155,6 +165,10 @@ type assembler struct {
 	inputs Inputs
 	opts   Options
 	tree   *layers.Tree
+	// inventory and execs are the installed packages and checked
+	// executables, for image.json.
+	inventory []imageinfo.Package
+	execs     []imageinfo.Executable
 }
 
 // where names a spec block's position as "file:line: ", or "" when the

@@ -66,6 +66,24 @@ type Info struct {
 	// CACert is where the agent installs the per-install CA
 	// (CACertPath).
 	CACert string `json:"caCert"`
+	// Packages are the packages sbx installed from the image's package
+	// set, sorted by name; Executables the executables the build checked.
+	Packages    []Package    `json:"packages,omitempty"`
+	Executables []Executable `json:"executables,omitempty"`
+}
+
+// Package is one installed package.
+type Package struct {
+	Name         string `json:"name"`
+	Version      string `json:"version"`
+	Architecture string `json:"architecture"`
+}
+
+// Executable is a command the build found and checked, and the path it
+// was found at.
+type Executable struct {
+	Name string `json:"name"`
+	Path string `json:"path"`
 }
 
 // User is an account the spec declares.
