@@ -19,7 +19,7 @@
 //     /var/tmp (1777). The base image's configured environment (its config's
 //     Env) is kept for step 4.
 //
-//  1b. Packages (Options.Packages, the image's pinned package set, fetched
+//     Then packages (Options.Packages, the image's pinned package set, fetched
 //     and verified): installed by debrepo.Install in package-name order —
 //     data trees unpacked without maintainer scripts, the dpkg database
 //     written, the CA bundle rebuilt (docs/packages.md lists what is and
@@ -76,7 +76,7 @@
 //     user; one that the base image already holds is left as it is. /etc/skel
 //     is not copied.
 //
-//  3b. Executables, as declared: each is found by name in the usual
+//     Then executables, as declared: each is found by name in the usual
 //     PATH directories or at its absolute path, through links inside the
 //     tree; it must be a regular file with an execute bit, a script's
 //     interpreter must be found the same way, and an ELF file's
