@@ -17,6 +17,7 @@ import (
 
 	"github.com/sbx-dev/sbx/builders/image"
 	"github.com/sbx-dev/sbx/guestconn"
+	"github.com/sbx-dev/sbx/internal/sandboxnet"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/lockfiles"
 	"github.com/sbx-dev/sbx/machine"
@@ -178,12 +179,15 @@ func Start(ctx context.Context, cfg *Config, name string, opts StartOptions) (*S
 
 // cmd applies the sandbox's defaults to c: its user when c names none,
 // and its environment under c's.
-func (s *Sandbox) cmd(c Cmd) Cmd {
+func (s *Sandbox) cmd(c Cmd) (Cmd, error) {
+	if err := sandboxnet.CheckEnv(s.spec.Policy, c.Env); err != nil {
+		return c, err
+	}
 	if c.User == "" {
 		c.User = s.spec.User
 	}
 	c.Env = append(slices.Clone(s.env), c.Env...)
-	return c
+	return c, nil
 }
 
 // Exec runs a command in the sandbox and waits for it, streaming its
@@ -192,13 +196,21 @@ func (s *Sandbox) cmd(c Cmd) Cmd {
 // command's process group is killed and ctx's error returned with the
 // status.
 func (s *Sandbox) Exec(ctx context.Context, c Cmd) (*ExitStatus, error) {
-	return s.m.Exec(ctx, s.cmd(c))
+	c, err := s.cmd(c)
+	if err != nil {
+		return nil, err
+	}
+	return s.m.Exec(ctx, c)
 }
 
 // StartProcess starts a command and returns once it runs; Wait on the
 // process for its end.
 func (s *Sandbox) StartProcess(ctx context.Context, c Cmd) (*guestconn.Process, error) {
-	return s.m.StartProcess(ctx, s.cmd(c))
+	c, err := s.cmd(c)
+	if err != nil {
+		return nil, err
+	}
+	return s.m.StartProcess(ctx, c)
 }
 
 // Put writes r's content to the guest file dest with mode's permission

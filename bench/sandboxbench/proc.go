@@ -1,11 +1,11 @@
 package main
 
 import (
-	"github.com/sbx-dev/sbx/internal/procstat"
 	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/sbx-dev/sbx/internal/procstat"
 	"io"
 	"os"
 	"path/filepath"

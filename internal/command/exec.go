@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/sbx-dev/sbx/guestconn"
+	"github.com/sbx-dev/sbx/internal/sandboxnet"
 	"github.com/sbx-dev/sbx/internal/supervisor"
 )
 
@@ -99,6 +100,10 @@ func (a *execArgs) exec(ctx context.Context, env *Env, c *guestconn.Client, spec
 	user := a.user
 	if user == "" {
 		user = spec.User
+	}
+	if err := sandboxnet.CheckEnv(spec.Policy, a.env); err != nil {
+		fmt.Fprintf(env.Stderr, "sbx exec: -e %s\n", quoteErr(err))
+		return ExitError
 	}
 	vars := append(slices.Clip(spec.Env), a.env...)
 	g := guestCommand{verb: "exec", target: "sandbox." + strings.TrimPrefix(a.sandbox, "sandbox."), stdin: a.stdin, tty: a.tty, timeout: a.timeout}

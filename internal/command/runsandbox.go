@@ -16,6 +16,7 @@ import (
 	"github.com/sbx-dev/sbx/builders/image"
 	"github.com/sbx-dev/sbx/guestconn"
 	"github.com/sbx-dev/sbx/internal/providers/qemu"
+	"github.com/sbx-dev/sbx/internal/sandboxnet"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/lockfiles"
 	"github.com/sbx-dev/sbx/machine"
@@ -150,6 +151,10 @@ func (a *runArgs) exec(ctx context.Context, env *Env, m *machine.Machine, cfg *l
 	user := a.user
 	if user == "" {
 		user = sb.User
+	}
+	if err := sandboxnet.CheckEnv(sb.Policy, a.env); err != nil {
+		fmt.Fprintf(env.Stderr, "sbx run: -e %s\n", quoteErr(err))
+		return ExitError
 	}
 	vars := append(cfg.CommandEnv(sb), a.env...)
 	g := guestCommand{verb: "run", target: sb.Addr().String(), stdin: a.stdin, tty: a.tty, timeout: a.timeout}

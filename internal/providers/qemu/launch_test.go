@@ -3,12 +3,12 @@
 package qemu
 
 import (
-	"github.com/sbx-dev/sbx/internal/procstat"
 	"archive/tar"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/sbx-dev/sbx/internal/procstat"
 	"net"
 	"os"
 	"path/filepath"
