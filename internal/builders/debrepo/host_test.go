@@ -2,6 +2,7 @@ package debrepo_test
 
 import (
 	"context"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/sbx-dev/sbx/internal/builders/cache"
 	"github.com/sbx-dev/sbx/internal/builders/debrepo"
+	"github.com/sbx-dev/sbx/internal/builders/layers"
 )
 
 // TestHostArchiveGitClosure resolves git and ca-certificates against the
@@ -68,4 +70,70 @@ func TestHostArchiveGitClosure(t *testing.T) {
 		}
 	}
 	t.Logf("%d packages", len(pkgs))
+}
+
+// TestHostArchiveInstallGit downloads the git and ca-certificates
+// closure from the host's apt sources, checks every package against its
+// index hash, installs it into an empty tree and checks what a working
+// git needs: the program, its libraries (through the merged /usr links),
+// the dpkg database and the CA bundle.
+func TestHostArchiveInstallGit(t *testing.T) {
+	srcs, err := debrepo.HostSources("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(srcs) == 0 {
+		t.Skip("the host has no apt sources")
+	}
+	if runtime.GOARCH != "amd64" {
+		t.Skip("library paths below are x86-64's")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	root := os.Getenv(cache.EnvRoot)
+	if root == "" {
+		root = t.TempDir()
+	}
+	c, err := cache.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := &debrepo.Client{Cache: c, Arch: "amd64"}
+	ix, err := cl.Index(ctx, srcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkgs, err := debrepo.Resolve(ix, []debrepo.Request{{Name: "git"}, {Name: "ca-certificates"}}, debrepo.ResolveOptions{Essential: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fetched []debrepo.Fetched
+	for _, p := range pkgs {
+		path, err := cl.Download(ctx, srcs, debrepo.PinOf(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fetched = append(fetched, debrepo.Fetched{Pin: debrepo.PinOf(p), Path: path})
+	}
+	tree, err := layers.NewTree(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tree.Close()
+	if err := debrepo.Install(ctx, tree, fetched); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/usr/bin/git", "/usr/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libcurl-gnutls.so.4", "/var/lib/dpkg/info/git.list", "/usr/bin/dash"} {
+		if _, ok := tree.Lookup(p); !ok {
+			t.Errorf("%s is missing", p)
+		}
+	}
+	bundle := readTree(t, tree, "/etc/ssl/certs/ca-certificates.crt")
+	if n := strings.Count(bundle, "BEGIN CERTIFICATE"); n < 100 {
+		t.Errorf("the CA bundle holds %d certificates", n)
+	}
+	status := readTree(t, tree, "/var/lib/dpkg/status")
+	if n := strings.Count(status, "Status: install ok installed"); n != len(pkgs) {
+		t.Errorf("dpkg status lists %d packages, installed %d", n, len(pkgs))
+	}
 }
