@@ -177,6 +177,9 @@ func lockJSON(l *lockfiles.Lock) any {
 		Integrity string `json:"integrity,omitempty"`
 		SHA256    string `json:"sha256,omitempty"`
 		Filename  string `json:"filename,omitempty"`
+		// Architecture and Size are set for deb-package pins only.
+		Architecture string `json:"architecture,omitempty"`
+		Size         string `json:"size,omitempty"`
 	}
 	type image struct {
 		Platform  string            `json:"platform"`
