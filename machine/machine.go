@@ -98,6 +98,11 @@ type Options struct {
 	// of the machine's own, which reads and drops every frame so that
 	// the guest has a device and no network.
 	Network Network
+	// UserNetwork gives the network device QEMU's own user-mode network
+	// instead of Network, for comparisons only: it gives the guest the
+	// host's network with no policy; sandboxes never use it. Setting
+	// both is an error.
+	UserNetwork bool
 	// Ports are further virtio-serial ports, by the name the guest finds
 	// them under (bootproto.PortsDir), each served on the host by its
 	// Port from the start of the boot until the machine stops: a
@@ -173,6 +178,9 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 		name = opts.Image.Image
 	}
 	where := fmt.Sprintf("sandbox %s", name)
+	if opts.UserNetwork && opts.Network != nil {
+		return nil, fmt.Errorf("%s: a Network and the user-mode network both asked for", where)
+	}
 	for pname := range opts.Ports {
 		if err := checkPortName(pname); err != nil {
 			return nil, fmt.Errorf("%s: %w", where, err)
@@ -229,14 +237,16 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 			m.kill()
 		}
 	}()
-	if m.network == nil {
+	if m.network == nil && !opts.UserNetwork {
 		m.network = new(Sink)
 	}
 	// QEMU connects the guest's network device to this socket as it
 	// starts, so it must be listening first.
-	m.net, err = listenNet(filepath.Join(dir, NetSocket), m.network)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", where, err)
+	if !opts.UserNetwork {
+		m.net, err = listenNet(filepath.Join(dir, NetSocket), m.network)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
 	}
 	// So must the console's socket. The host reads the console and
 	// writes it to a log of bounded size itself (package consolelog):
@@ -282,8 +292,11 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 		QMPSocket:     filepath.Join(dir, QMPSocket),
 		AgentSocket:   filepath.Join(dir, AgentSocket),
 		Ports:         portSockets(dir, opts.Ports),
-		NetSocket:     m.net.path,
+		UserNetwork:   opts.UserNetwork,
 		QEMULog:       filepath.Join(dir, QEMULogFile),
+	}
+	if m.net != nil {
+		spec.NetSocket = m.net.path
 	}
 	bootCtx, cancel := context.WithTimeout(ctx, bootTO)
 	defer cancel()
@@ -291,13 +304,16 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
-	if err := m.net.wait(bootCtx, m.proc.Done()); err != nil {
-		if errors.Is(err, errQEMUExited) {
-			if werr := m.proc.Wait(context.Background()); werr != nil {
-				err = fmt.Errorf("%w (%v)", err, werr)
+	// The user-mode network has no socket to wait for.
+	if m.net != nil {
+		if err := m.net.wait(bootCtx, m.proc.Done()); err != nil {
+			if errors.Is(err, errQEMUExited) {
+				if werr := m.proc.Wait(context.Background()); werr != nil {
+					err = fmt.Errorf("%w (%v)", err, werr)
+				}
 			}
+			return nil, fmt.Errorf("%s: %w", where, err)
 		}
-		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	if err := m.console.wait(bootCtx, m.proc.Done()); err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
@@ -460,7 +476,12 @@ func (m *Machine) NetStats() NetStats {
 // machine ran (a Sink's: a stream whose framing broke). It is nil while
 // the Network serves, when Serve returned nil or io.EOF (QEMU closed the
 // connection), and for however Serve ended once Stop was called.
-func (m *Machine) NetErr() error { return m.net.Err() }
+func (m *Machine) NetErr() error {
+	if m.net == nil {
+		return nil
+	}
+	return m.net.Err()
+}
 
 // Done is closed once QEMU has exited.
 func (m *Machine) Done() <-chan struct{} { return m.proc.Done() }
@@ -498,7 +519,9 @@ func (m *Machine) Stop(ctx context.Context) error {
 }
 
 func (m *Machine) stop(ctx context.Context) error {
-	m.net.stop()
+	if m.net != nil {
+		m.net.stop()
+	}
 	var errs []error
 	select {
 	case <-m.proc.Done():

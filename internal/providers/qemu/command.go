@@ -85,6 +85,12 @@ type VMSpec struct {
 	// to it with "-netdev stream" (QEMU 7.2 or later). Empty means the
 	// guest has no network device at all.
 	NetSocket string `json:"net_socket,omitempty"`
+	// UserNetwork gives the network device QEMU's own user-mode network
+	// ("-netdev user") instead of NetSocket: the guest reaches the
+	// host's network, its loopback at 10.0.2.2, with no policy at all.
+	// It is for comparisons only (benchmarks against the baseline users
+	// know); sandboxes never use it. It excludes NetSocket.
+	UserNetwork bool `json:"user_network,omitempty"`
 	// MAC is the network device's address; empty derives a locally
 	// administered one from Name.
 	MAC string `json:"mac,omitempty"`
@@ -129,7 +135,8 @@ var (
 // architecture with no emulator).
 //
 // The machine has no default devices, no display, no user-mode network
-// and no way to reboot: a guest reboot or kernel panic ends QEMU.
+// unless spec.UserNetwork asks for it, and no way to reboot: a guest
+// reboot or kernel panic ends QEMU.
 func Command(spec VMSpec, host Host) ([]string, error) {
 	where := fmt.Sprintf("VM %q", spec.Name)
 	if spec.Name == "" {
@@ -191,11 +198,14 @@ func Command(spec VMSpec, host Host) ([]string, error) {
 		return nil, fmt.Errorf("%s: the network device needs QEMU %d.%d or later for -netdev stream; %s is %s",
 			where, NetStreamMajor, NetStreamMinor, bin.Path, bin.Version)
 	}
+	if spec.UserNetwork && spec.NetSocket != "" {
+		return nil, fmt.Errorf("%s: a network socket and the user-mode network both asked for; the one device has one backend", where)
+	}
 	mac := spec.MAC
 	if mac == "" {
 		mac = defaultMAC(spec.Name)
 	}
-	if spec.NetSocket != "" {
+	if spec.NetSocket != "" || spec.UserNetwork {
 		if hw, err := net.ParseMAC(mac); err != nil || len(hw) != 6 || !macRE.MatchString(strings.ToLower(mac)) {
 			return nil, fmt.Errorf("%s: MAC address %q is not of the form 52:54:00:12:34:56", where, mac)
 		} else if hw[0]&1 != 0 {
@@ -278,9 +288,15 @@ func Command(spec VMSpec, host Host) ([]string, error) {
 		"-object", "rng-random,id=rng0,filename=/dev/urandom",
 		"-device", "virtio-rng-pci,rng=rng0",
 	)
-	if spec.NetSocket == "" {
+	switch {
+	case spec.UserNetwork:
+		argv = append(argv,
+			"-netdev", "user,id=net0",
+			"-device", "virtio-net-pci,netdev=net0,mac="+strings.ToLower(mac),
+		)
+	case spec.NetSocket == "":
 		argv = append(argv, "-nic", "none")
-	} else {
+	default:
 		argv = append(argv,
 			"-netdev", "stream,id=net0,server=off,addr.type=unix,addr.path="+optValue(spec.NetSocket),
 			"-device", "virtio-net-pci,netdev=net0,mac="+strings.ToLower(mac),
