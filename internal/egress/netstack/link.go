@@ -1,6 +1,7 @@
 package netstack
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -29,18 +30,28 @@ type wire struct {
 	count func(n int)             // nil: not counted
 
 	wmu sync.Mutex
-	w   *netstream.Writer
+	bw  *bufio.Writer
+	w   *netstream.Writer // onto bw
 }
+
+// wireBuffer is the size of the wire's read and write buffers: frames
+// are small, and a syscall for each would cap throughput well below what
+// the stacks can do.
+const wireBuffer = 256 << 10
 
 func newWire(conn net.Conn, ch *channel.Endpoint) *wire {
-	return &wire{conn: conn, ch: ch, w: netstream.NewWriter(conn)}
+	bw := bufio.NewWriterSize(conn, wireBuffer)
+	return &wire{conn: conn, ch: ch, bw: bw, w: netstream.NewWriter(bw)}
 }
 
-// writeFrame writes one frame; safe for concurrent use.
+// writeFrame writes one frame and flushes it; safe for concurrent use.
 func (w *wire) writeFrame(frame []byte) error {
 	w.wmu.Lock()
 	defer w.wmu.Unlock()
-	return w.w.WriteFrame(frame)
+	if err := w.w.WriteFrame(frame); err != nil {
+		return err
+	}
+	return w.bw.Flush()
 }
 
 // run moves frames both ways until conn ends or fails or ctx is done. It
@@ -79,7 +90,7 @@ func (w *wire) run(ctx context.Context) error {
 // receive reads frames from conn into the stack until conn ends (io.EOF)
 // or fails.
 func (w *wire) receive() error {
-	r := netstream.NewReader(w.conn)
+	r := netstream.NewReader(bufio.NewReaderSize(w.conn, wireBuffer))
 	for {
 		frame, err := r.ReadFrame()
 		if err != nil {
@@ -103,19 +114,38 @@ func (w *wire) receive() error {
 }
 
 // send writes what the stack queues to conn until ctx is done or a write
-// fails.
+// fails. It writes whatever is queued before flushing, so that a burst
+// of frames costs one write.
 func (w *wire) send(ctx context.Context) error {
 	for {
 		pkt := w.ch.ReadContext(ctx)
 		if pkt == nil {
 			return ctx.Err()
 		}
-		v := pkt.ToView()
-		err := w.writeFrame(v.AsSlice())
-		v.Release()
-		pkt.DecRef()
+		w.wmu.Lock()
+		err := w.queue(pkt)
+		for err == nil {
+			if pkt = w.ch.Read(); pkt == nil {
+				break
+			}
+			err = w.queue(pkt)
+		}
+		if err == nil {
+			err = w.bw.Flush()
+		}
+		w.wmu.Unlock()
 		if err != nil {
 			return fmt.Errorf("guest network: %w", err)
 		}
 	}
+}
+
+// queue writes pkt into the write buffer and releases it; the caller
+// holds wmu.
+func (w *wire) queue(pkt *stack.PacketBuffer) error {
+	v := pkt.ToView()
+	err := w.w.WriteFrame(v.AsSlice())
+	v.Release()
+	pkt.DecRef()
+	return err
 }

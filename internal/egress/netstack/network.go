@@ -427,6 +427,9 @@ func (n *Network) nameOf(a netip.Addr) string {
 }
 
 func (n *Network) deny(proto, name string, dst netip.AddrPort, reason string) {
+	if n.den == nil { // not serving
+		return
+	}
 	n.den.report(Denial{Proto: proto, Name: name, Dst: dst, Reason: reason})
 }
 
