@@ -1,9 +1,12 @@
 package egress
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"encoding/base64"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
@@ -247,5 +250,31 @@ func TestCompileRejects(t *testing.T) {
 		if err != nil && strings.Contains(err.Error(), tokenValue) {
 			t.Errorf("%s: error carries the value", tc.name)
 		}
+	}
+}
+
+// TestRequestTrailersDropped plays a guest that hides a placeholder in a
+// chunked request's trailer, where header checks would not see it.
+func TestRequestTrailersDropped(t *testing.T) {
+	got := make(chan string, 1)
+	h, _ := secretHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		got <- r.Trailer.Get("X-T")
+	}))
+	c, err := h.guestTLS("other.test", 443, "other.test", "http/1.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: other.test\r\nTransfer-Encoding: chunked\r\nTrailer: X-T\r\n\r\n3\r\nabc\r\n0\r\nX-T: %s\r\n\r\n", tokenValue)
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != 200 {
+		t.Fatalf("status %d", res.StatusCode)
+	}
+	if tr := <-got; tr != "" {
+		t.Errorf("upstream got trailer %q", tr)
 	}
 }

@@ -121,6 +121,7 @@ func TestPassthrough(t *testing.T) {
 	}
 	h.waitIdle()
 	var allowed, denied int
+	var noSNI bool
 	for _, e := range h.entries() {
 		if e.Proto == "tls-passthrough" {
 			switch e.Decision {
@@ -128,8 +129,12 @@ func TestPassthrough(t *testing.T) {
 				allowed++
 			case audit.DecisionDeny:
 				denied++
+				noSNI = noSNI || strings.Contains(e.Reason, "names no server")
 			}
 		}
+	}
+	if !noSNI {
+		t.Error("no audit entry says the ClientHello named no server")
 	}
 	if allowed != 1 || denied != 2 {
 		t.Errorf("passthrough entries: %d allowed, %d denied; want 1, 2", allowed, denied)

@@ -130,3 +130,42 @@ func TestUpdateAddsHost(t *testing.T) {
 		t.Fatalf("after the update: %d %q", res.StatusCode, body)
 	}
 }
+
+// TestRequestCheckedAgainstCurrentPolicy checks each request against the
+// policy in force, not the one its connection was opened under, even if
+// the connection was not (yet) closed.
+func TestRequestCheckedAgainstCurrentPolicy(t *testing.T) {
+	pki := newUpstreamPKI(t)
+	up := upstreamTLS(t, pki, echoHandler(), "a.test")
+	s := spec(pki, []policy.AllowRule{allow("a.test", 4)}, mapping("a.test", serverAddr(up)))
+	h := newHarness(t, s, nil, nil)
+	c, err := h.guestTLS("a.test", 443, "a.test", "http/1.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	ask := func() int {
+		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: a.test\r\n\r\n")
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		return res.StatusCode
+	}
+	if code := ask(); code != 200 {
+		t.Fatalf("before: %d", code)
+	}
+	// a.test is now spliced unseen, not inspected: a connection opened
+	// for inspection must not carry on under the new rule.
+	s.Allow[0].Passthrough = true
+	p, err := Compile(s, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.eng.cur.Store(h.eng.newState(p)) // the policy changes, the connection stays
+	if code := ask(); code != 403 {
+		t.Errorf("after: %d, want 403", code)
+	}
+}
