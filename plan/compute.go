@@ -149,7 +149,7 @@ func diffImage(a addrs.Ref, before, after *state.Resource) *ResourceChange {
 	case b.InputHash != n.InputHash:
 		rc.Action = Replace
 		if len(changedInputs) > 0 {
-			rc.Reason = joinClauses(changedInputs) + " changed"
+			rc.Reason = inputsReason(changedInputs, b.Inputs, n.Inputs)
 		} else {
 			rc.Reason = "its recipe changed"
 		}

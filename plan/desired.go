@@ -103,6 +103,7 @@ func desiredImage(img *lang.Image, locked *lockfiles.Image) (*state.Resource, er
 	for _, in := range recipe.Inputs(img) {
 		inputs[in.Key] = in.Source.Raw
 	}
+	packageInputs(inputs, locked)
 	if len(inputs) == 0 {
 		inputs = nil
 	}
