@@ -3,8 +3,10 @@
 // command server (package guest/execsrv), usually the guest agent's
 // virtio-serial port. It runs processes in the guest, streaming their
 // stdin, stdout and stderr under flow control, with signals, terminal
-// resizes and cancellation; it puts and gets files; and it checks the
-// guest is alive. Many calls may run at once on one Client.
+// resizes and cancellation; it puts and gets files; it configures the
+// guest's network, CA trust and exec defaults (Client.Configure, which a
+// sandbox's supervisor sends once it has taken over the agent); and it
+// checks the guest is alive. Many calls may run at once on one Client.
 //
 // The guest is not trusted (docs/security.md): every wait on it ends.
 // When a call's context ends, the call returns and the guest is asked to
@@ -20,5 +22,6 @@
 // portable Go: the host may be Linux or macOS.
 //
 // The entry point is Dial; then Client.Exec (or Client.Start and the
-// Process it returns), Client.Put, Client.Get and Client.Ping.
+// Process it returns), Client.Put, Client.Get, Client.Configure and
+// Client.Ping.
 package guestconn
