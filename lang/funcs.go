@@ -258,7 +258,7 @@ func (l *loader) readConfigFile(p string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := l.root.Open(cp)
+	f, err := l.root.OpenFile(cp, readOnlyFlags, 0)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read %q in the configuration directory: %v", p, pathErrText(err))
 	}
