@@ -3,6 +3,7 @@ package egress
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/cgi"
@@ -152,6 +153,39 @@ func TestGitPushEncodedBodyRefused(t *testing.T) {
 	select {
 	case <-reached:
 		t.Error("the upstream got a push it should not have")
+	default:
+	}
+}
+
+// TestGitPushDisguised plays a guest that dresses a push to main so that
+// a suffix match on the path would miss it.
+func TestGitPushDisguised(t *testing.T) {
+	pki := newUpstreamPKI(t)
+	reached := make(chan string, 10)
+	up := upstreamTLS(t, pki, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached <- r.URL.Path }), "git.test")
+	rule := policy.AllowRule{Pattern: policy.MustHostPattern("git.test"), GitPush: []string{"refs/heads/agent/*"}, Origin: origin("egress.git", 12)}
+	h := newHarness(t, spec(pki, []policy.AllowRule{rule}, mapping("git.test", serverAddr(up))), nil, nil)
+	zero := strings.Repeat("0", 40)
+	line := zero + " " + strings.Repeat("a", 40) + " refs/heads/main\x00report-status side-band-64k\n"
+	body := fmt.Sprintf("%04x%s0000", len(line)+4, line)
+	for _, tc := range []struct{ path, ctype string }{
+		{"/repo.git/git-receive-pack", ""},
+		{"/repo.git/git-receive-pack/", ""},
+		{"/repo.git/GIT-RECEIVE-PACK", ""},
+		{"/repo.git/push", "application/x-git-receive-pack-request"},
+	} {
+		req := mustRequest(t, "POST", "https://git.test"+tc.path, body)
+		if tc.ctype != "" {
+			req.Header.Set("Content-Type", tc.ctype)
+		}
+		res, out := do(t, h.client(false), req)
+		if res.StatusCode != 200 || !strings.Contains(out, "may update only refs/heads/agent/*") {
+			t.Errorf("POST %s (%q): %d %q", tc.path, tc.ctype, res.StatusCode, out)
+		}
+	}
+	select {
+	case p := <-reached:
+		t.Errorf("the upstream got a push to %s", p)
 	default:
 	}
 }
