@@ -228,8 +228,9 @@
 // dropped (a rule declared twice keeps the origin of the first block the
 // sandbox names). Allow rules for one pattern from several egress blocks
 // merge into one, the least restricted winning (policy.MergeAllow), with a
-// warning where that allows more than any of them alone. CAs are sorted by
-// path. Two blocks that map one name to different addresses, or
+// warning where that allows more than any of them alone; it also warns
+// about passthrough and request rules that a broader pattern of the same
+// sandbox makes moot (see policy.RulesFor). CAs are sorted by path. Two blocks that map one name to different addresses, or
 // mount the same guest path, are an error. Each rule's Origin names its
 // block, file (relative to the configuration directory) and line.
 package lang
