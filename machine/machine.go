@@ -181,6 +181,9 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 	if opts.UserNetwork && opts.Network != nil {
 		return nil, fmt.Errorf("%s: a Network and the user-mode network both asked for", where)
 	}
+	if len(opts.Ports) > maxPorts {
+		return nil, fmt.Errorf("%s: %d extra ports; at most %d fit", where, len(opts.Ports), maxPorts)
+	}
 	for pname := range opts.Ports {
 		if err := checkPortName(pname); err != nil {
 			return nil, fmt.Errorf("%s: %w", where, err)

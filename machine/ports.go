@@ -13,13 +13,29 @@ import (
 	"github.com/sbx-dev/sbx/internal/guest/bootproto"
 )
 
+// maxPorts is how many extra ports a machine may have: what fits on its
+// virtio-serial device beside the agent's two.
+const maxPorts = 29
+
+// PortSockets names every socket an extra port may have in a machine's
+// directory, for cleaning one up.
+func PortSockets() []string {
+	names := make([]string, maxPorts)
+	for i := range names {
+		names[i] = portSocket(i)
+	}
+	return names
+}
+
+func portSocket(i int) string { return "port" + strconv.Itoa(i) + ".sock" }
+
 // portSockets names the socket of every virtio-serial port besides the
 // agent's, in the machine's directory dir: the control port's, then one
 // per extra port, numbered in name order.
 func portSockets(dir string, ports map[string]Port) map[string]string {
 	socks := map[string]string{bootproto.ControlPort: filepath.Join(dir, CtlSocket)}
 	for i, name := range slices.Sorted(maps.Keys(ports)) {
-		socks[name] = filepath.Join(dir, "port"+strconv.Itoa(i)+".sock")
+		socks[name] = filepath.Join(dir, portSocket(i))
 	}
 	return socks
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sbx-dev/sbx/internal/egress/audit"
 	"github.com/sbx-dev/sbx/machine"
 	"golang.org/x/sys/unix"
 )
@@ -14,16 +15,16 @@ import (
 // dirFiles are the files sbx makes in a supervisor directory besides its
 // machine directories and sockets (dirSockets); atomicfile's temporary
 // files for them (".NAME.tmp-<digits>") count too.
-var dirFiles = []string{SpecFile, StatusFile, LogFile, LogFile + ".1", ConsoleFile, ConsoleFile + ".1"}
+var dirFiles = []string{SpecFile, StatusFile, LogFile, LogFile + ".1", ConsoleFile, ConsoleFile + ".1", audit.File, audit.File + ".1"}
 
 // dirSockets are the sockets a supervisor listens on in its directory.
 var dirSockets = []string{SocketFile, ControlFile}
 
 // machineFiles are the files machine.Start makes in a machine directory.
-var machineFiles = []string{
+var machineFiles = append([]string{
 	machine.OverlayFile, machine.ConsoleFile, machine.ConsoleFile + ".1", machine.QEMULogFile,
 	machine.QMPSocket, machine.AgentSocket, machine.CtlSocket, machine.NetSocket, machine.ConsoleSocket,
-}
+}, machine.PortSockets()...)
 
 // clearDir removes from the supervisor directory dir what sbx makes in
 // it, and nothing else: the sockets and the machine directories
