@@ -7,7 +7,8 @@
 // the virtio-serial port named bootproto.AgentPort, one host connection
 // after another, with the image's /etc/passwd as its user database and
 // PID 1's reaper (execsrv.InitReaper, which replaces initsys's) for its
-// processes; it stops when the host writes the power-off request on the
+// processes, and one guestcfg.State for all connections, which applies
+// the host's configure requests (network, CA, exec defaults); it stops when the host writes the power-off request on the
 // port named bootproto.ControlPort, then terminates every process (SIGTERM,
 // then SIGKILL after two seconds), and the machine powers off as after
 // any mode: sync, root remounted read-only, power off. A control port of

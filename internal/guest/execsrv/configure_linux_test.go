@@ -74,7 +74,9 @@ func TestConfigure(t *testing.T) {
 // guest's, and the connection serves on.
 func TestConfigureGuestError(t *testing.T) {
 	opts := execsrv.Options{Configurer: guestcfg.New(guestcfg.Options{Root: t.TempDir(), Hostname: "box",
-		Net: func(context.Context, agentproto.NetConfig) error { return errors.New("netcfg: no interface eth0 within 10s") }})}
+		Net: func(context.Context, agentproto.NetConfig) error {
+			return errors.New("netcfg: no interface eth0 within 10s")
+		}})}
 	c := serve(t, opts)
 	err := c.Configure(context.Background(), agentproto.Configure{Net: &agentproto.NetConfig{Interface: "eth0", Addr: "10.83.0.2/24"}})
 	var pe *agentproto.Error

@@ -6,7 +6,9 @@
 // their process group, an environment, a working directory and a user of
 // the host's choosing, and optionally a pseudo-terminal the host can
 // resize; several at once. It also puts and gets files, with mode and
-// ownership.
+// ownership, and hands the host's configure requests to its Configurer
+// (package guest/guestcfg in the agent), whose environment every exec
+// then gets as defaults.
 //
 // Serve takes its file-system root, its user database (Users) and the way
 // it waits for processes (Reaper) as parameters, so tests run it on the
