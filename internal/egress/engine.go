@@ -325,6 +325,12 @@ func (e *Engine) serveWeb(ctx context.Context, f *flow, guest net.Conn) {
 		return
 	}
 	if !isTLS {
+		if f.port == 443 {
+			e.audit(audit.Entry{Proto: "https", Name: f.name, Port: f.port, Decision: audit.DecisionDeny,
+				Reason: "port 443 takes TLS; the guest sent something else"})
+			reset(guest)
+			return
+		}
 		_ = guest.SetReadDeadline(time.Time{})
 		e.serveHTTP(ctx, f, pc, false)
 		return

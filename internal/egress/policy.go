@@ -239,6 +239,12 @@ func (p *Policy) rulesFor(name string) []*allowRule {
 	return out
 }
 
+// mapped reports whether a hosts mapping pins name.
+func (p *Policy) mapped(name string) bool {
+	_, ok := p.hosts[name]
+	return ok
+}
+
 // ruleFor returns the origin of the rule that lets name:port through, for
 // audit entries of whole flows.
 func (p *Policy) ruleFor(name string, port uint16) policy.Origin {

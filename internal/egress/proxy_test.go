@@ -321,3 +321,20 @@ func TestDeniedConnectionIsFast(t *testing.T) {
 		t.Errorf("entries %+v", es)
 	}
 }
+
+// TestPlaintextOn443Refused: port 443 takes TLS only, so a plain request
+// there is not re-originated as plain HTTP to the upstream's port 443.
+func TestPlaintextOn443Refused(t *testing.T) {
+	h := newHarness(t, policy.Sandbox{Allow: []policy.AllowRule{allow("api.test", 4)}, Hosts: []policy.HostMapping{mapping("api.test", "127.0.0.1:1")}}, nil, nil)
+	c, err := net.Dial("tcp", h.addr("api.test", 443))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: api.test\r\n\r\n")
+	b, _ := io.ReadAll(c)
+	if len(b) != 0 {
+		t.Errorf("got %q, want the connection closed without an answer", b)
+	}
+}
