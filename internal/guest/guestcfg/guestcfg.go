@@ -47,6 +47,9 @@ type State struct {
 	opts Options
 
 	apply sync.Mutex // one Configure at a time
+	// hosts says an earlier Configure wrote /etc/hosts, so a later one
+	// rewrites it even without lines of its own: lines it dropped go.
+	hosts bool
 
 	mu  sync.Mutex
 	env []string
@@ -94,10 +97,11 @@ func (s *State) Configure(ctx context.Context, req agentproto.Configure) error {
 	if err := s.installCA(ca); err != nil {
 		return err
 	}
-	if req.Net != nil || len(req.Hosts) > 0 {
+	if req.Net != nil || len(req.Hosts) > 0 || s.hosts {
 		if err := s.writeHosts(req.Hosts); err != nil {
 			return err
 		}
+		s.hosts = true
 	}
 	if req.Net != nil && req.Net.DNS != "" {
 		body := "# written by sbx-guest from the host's configuration\nnameserver " + req.Net.DNS + "\n" + ResolvOptions + "\n"

@@ -135,6 +135,9 @@ func TestConfigure(t *testing.T) {
 	if got := readFile(t, root, agentproto.CABundlePath); got != imageRoots+string(ca2) {
 		t.Errorf("after another CA, the bundle is:\n%s", got)
 	}
+	if got := readFile(t, root, guestcfg.HostsPath); strings.Contains(got, "git.example.test") {
+		t.Errorf("a hosts line the second request dropped stayed:\n%s", got)
+	}
 	if got := s.Env(); !slices.Equal(got, append(agentproto.CAEnv(), "OTHER=x")) {
 		t.Errorf("Env after another configure = %q", got)
 	}
