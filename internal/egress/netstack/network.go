@@ -52,7 +52,7 @@ const (
 	DefaultMaxNames         = 1 << 16
 	DefaultDNSRate          = 200
 	DefaultDenialRate       = 100
-	DefaultHandshakeTimeout = 3 * time.Second
+	DefaultHandshakeTimeout = 5 * time.Second
 )
 
 // Options are a Network's policy hooks and bounds.
@@ -365,6 +365,10 @@ func (n *Network) newStack() error {
 		tcpip.MaskFromBytes(net.CIDRMask(guestPrefix.Bits(), 32)))
 	s.SetRouteTable([]tcpip.Route{{Destination: subnet, NIC: nicID}})
 
+	// The forwarder's receive window is what bounds an accepted flow's
+	// receive buffer (the stack-wide range above bounds send buffers and
+	// the DNS listener's connections). Its own bound on handshakes is a
+	// second line behind MaxPending, which tcpUnknown keeps.
 	n.fwd = tcp.NewForwarder(s, buf, 2*n.opts.MaxPending, n.handleSYN)
 	s.SetTransportProtocolHandler(tcp.ProtocolNumber, n.tcpUnknown)
 	s.SetTransportProtocolHandler(udp.ProtocolNumber, n.udpUnknown)

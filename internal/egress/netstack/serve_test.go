@@ -6,12 +6,14 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
 
 	"github.com/sbx-dev/sbx/internal/machine/netstream"
@@ -199,5 +201,85 @@ func TestNewRejectsNegativeBounds(t *testing.T) {
 	cfg := n.GuestConfig()
 	if cfg.Addr.String() != "10.83.0.2/24" || cfg.Gateway != gatewayAddr || cfg.DNS != gatewayAddr || cfg.MTU != 1500 {
 		t.Errorf("GuestConfig %+v", cfg)
+	}
+}
+
+func TestDenialsRateBounded(t *testing.T) {
+	sb := newSandbox(t, Options{DenialRate: 10}, nil)
+	g := sb.guest
+	start := time.Now()
+	for i := range 500 {
+		f := ipFrame(guestAddr, netip.MustParseAddr("8.8.8.8"), header.UDPProtocolNumber, make([]byte, header.UDPMinimumSize), func(ip header.IPv4) {
+			u := header.UDP(ip.Payload())
+			u.SetSourcePort(uint16(20000 + i))
+			u.SetDestinationPort(53)
+			u.SetLength(header.UDPMinimumSize)
+		})
+		if err := g.wire.writeFrame(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		if den, _ := sb.net.Dropped(); den > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	sb.mu.Lock()
+	got := len(sb.denials)
+	sb.mu.Unlock()
+	most := 10 + int(10*time.Since(start).Seconds()) + 1
+	den, _ := sb.net.Dropped()
+	if got == 0 || got > most || den == 0 {
+		t.Errorf("%d denials reported, %d dropped; want 1 to %d reported and some dropped", got, den, most)
+	}
+}
+
+// TestFlowBuffersBounded: a flow whose Handle never reads holds at most
+// RecvBuffer bytes of what the guest sends; the guest's writes stall.
+func TestFlowBuffersBounded(t *testing.T) {
+	const limit = 64 << 10
+	flows := make(chan net.Conn, 1)
+	sb := newSandbox(t, Options{
+		Resolve:    allowNames("api.example.com"),
+		Accept:     func(string, uint16) bool { return true },
+		RecvBuffer: limit,
+		Handle: func(ctx context.Context, f Flow, conn net.Conn) {
+			flows <- conn
+			<-ctx.Done()
+		},
+	}, nil)
+	g := sb.guest
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := g.dial(ctx, g.resolve(t, "api.example.com."), 443)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	<-flows
+	c.SetWriteDeadline(time.Now().Add(time.Second))
+	chunk := make([]byte, 16<<10)
+	sent := 0
+	for sent < 64<<20 {
+		n, err := c.Write(chunk)
+		sent += n
+		if err != nil {
+			break
+		}
+	}
+	sb.net.mu.Lock()
+	var queued int
+	for _, fl := range sb.net.flows {
+		q, terr := fl.ep.GetSockOptInt(tcpip.ReceiveQueueSizeOption)
+		if terr != nil {
+			t.Fatal(terr)
+		}
+		queued += q
+	}
+	sb.net.mu.Unlock()
+	if queued == 0 || queued > limit {
+		t.Errorf("the host holds %d bytes of the flow (the guest wrote %d); want some, at most %d", queued, sent, limit)
 	}
 }

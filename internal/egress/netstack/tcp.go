@@ -168,7 +168,11 @@ func (n *Network) unreserve() {
 // resetHandshake abandons a handshake the guest has not finished in time
 // by handing the stack a reset from the guest, the only way to end a
 // forwarder's handshake before its own minute of SYN-ACK retries: the
-// slot it held goes back to MaxPending.
+// slot it held goes back to MaxPending. Should the guest's ACK arrive
+// just as the timer fires, the reset may end the new connection instead
+// (its sequence number is still the one expected): the guest sees a
+// reset and can retry, and the race needs a guest that took
+// HandshakeTimeout to answer.
 func (n *Network) resetHandshake(id stack.TransportEndpointID, synSeq uint32) {
 	frame := tcpFrame(id.RemoteAddress, id.LocalAddress, id.RemotePort, id.LocalPort,
 		synSeq+1, 0, header.TCPFlagRst)
