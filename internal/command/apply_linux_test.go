@@ -345,11 +345,23 @@ func TestApplyLifecycle(t *testing.T) {
 		if code != 0 || !strings.Contains(out, "will be updated in place") || !strings.Contains(out, "[widens]") || !strings.Contains(out, "1 updated") {
 			t.Errorf("apply of a new egress rule: exit %d, want an in-place update that widens", code)
 		}
-		if !strings.Contains(stderr, "declares egress") {
-			t.Errorf("apply did not say that egress is not enforced yet")
+		if strings.Contains(stderr, "declares egress") {
+			t.Errorf("apply says egress is not enforced: %s", stderr)
 		}
 		if nrt := w.runtimeOf("box"); nrt.Pid != rt.Pid || !alive(nrt.Pid) {
 			t.Errorf("the policy update restarted the sandbox: supervisor %d, was %d", nrt.Pid, rt.Pid)
+		}
+		// The running supervisor enforces the new policy: the name it
+		// allows now resolves, to an address of the sandbox network's own
+		// (no query leaves the host), and one it does not stays unknown.
+		if code, out, _ := w.sbx(nil, "exec", w.dir, "box", "--", "nslookup", "api.example.com"); code != 0 || !strings.Contains(out, "198.18.") {
+			t.Errorf("nslookup of the newly allowed name: exit %d, %q", code, out)
+		}
+		if code, out, _ := w.sbx(nil, "exec", w.dir, "box", "--", "nslookup", "other.example.com"); code == 0 || strings.Contains(out, "198.18.") {
+			t.Errorf("nslookup of a name not allowed: exit %d, %q", code, out)
+		}
+		if code, out, _ := w.sbx(nil, "logs", "-egress", w.dir, "box"); code != 0 || !strings.Contains(out, "other.example.com") {
+			t.Errorf("logs -egress: exit %d, %q; want the refused name", code, out)
 		}
 	})
 
