@@ -1,16 +1,21 @@
 package debrepo_test
 
 import (
+	"bytes"
 	"context"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sbx-dev/sbx/internal/builders/cache"
 	"github.com/sbx-dev/sbx/internal/builders/debrepo"
 	"github.com/sbx-dev/sbx/internal/builders/layers"
+	"golang.org/x/sys/unix"
 )
 
 // TestHostArchiveGitClosure resolves git and ca-certificates against the
@@ -135,5 +140,51 @@ func TestHostArchiveInstallGit(t *testing.T) {
 	status := readTree(t, tree, "/var/lib/dpkg/status")
 	if n := strings.Count(status, "Status: install ok installed"); n != len(pkgs) {
 		t.Errorf("dpkg status lists %d packages, installed %d", n, len(pkgs))
+	}
+
+	// The host's ldconfig reads the ld.so.cache sbx wrote.
+	cacheFile := filepath.Join(t.TempDir(), "ld.so.cache")
+	if err := os.WriteFile(cacheFile, []byte(readTree(t, tree, "/etc/ld.so.cache")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("ldconfig", "-p", "-C", cacheFile).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ldconfig -p: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "libcurl-gnutls.so.4 (libc6,x86-64) => /lib/x86_64-linux-gnu/libcurl-gnutls.so.4") {
+		t.Errorf("ldconfig -p does not list libcurl-gnutls:\n%s", out)
+	}
+
+	// Unpacked, the tree runs git, which finds its libraries through
+	// the cache.
+	if os.Geteuid() != 0 {
+		t.Log("not root: git is not run inside the tree")
+		return
+	}
+	dir := t.TempDir()
+	var tb bytes.Buffer
+	if err := tree.WriteTar(&tb, 0); err != nil {
+		t.Fatal(err)
+	}
+	untar := exec.Command("tar", "-x", "-C", dir)
+	untar.Stdin = &tb
+	if out, err := untar.CombinedOutput(); err != nil {
+		t.Fatalf("tar -x: %v\n%s", err, out)
+	}
+	// git opens /dev/null; the guest agent mounts /dev at boot.
+	if err := syscall.Mknod(filepath.Join(dir, "dev/null"), syscall.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(dir, "dev/null"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	run := exec.CommandContext(ctx, "chroot", "--userspec=65534:65534", dir, "/usr/bin/git", "--version")
+	run.Env = []string{"LD_DEBUG=libs", "PATH=/usr/bin", "HOME=/tmp"}
+	out, err = run.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "git version 2.") {
+		t.Fatalf("git --version in the tree: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "search cache=/etc/ld.so.cache") || strings.Contains(string(out), "search path=") {
+		t.Errorf("the loader did not find git's libraries in the cache:\n%s", out)
 	}
 }

@@ -39,8 +39,9 @@ var mergedDirs = []string{"bin", "sbin", "lib", "lib64"}
 // top-level directory that is such a link is written under /usr.
 // Setuid and setgid bits and file capabilities are dropped and device
 // nodes left out, as for extracted artifacts. An entry that escapes the
-// root is an error naming the package. Last, the CA bundle is rebuilt
-// (CABundle). The same packages give the same tree.
+// root is an error naming the package. Last, /etc/ld.so.cache is written
+// (LDCache) and the CA bundle rebuilt (CABundle). The same packages give
+// the same tree.
 func Install(ctx context.Context, tree *layers.Tree, pkgs []Fetched) error {
 	pkgs = append([]Fetched(nil), pkgs...)
 	sort.Slice(pkgs, func(i, j int) bool { return pkgs[i].Pin.Name < pkgs[j].Pin.Name })
@@ -105,6 +106,14 @@ func Install(ctx context.Context, tree *layers.Tree, pkgs []Fetched) error {
 	}
 	if err := putFile(tree, "/var/lib/dpkg/status", b.String()); err != nil {
 		return err
+	}
+	for _, p := range pkgs {
+		if p.Pin.Architecture != "all" {
+			if err := LDCache(tree, p.Pin.Architecture); err != nil {
+				return err
+			}
+			break
+		}
 	}
 	return CABundle(tree)
 }
