@@ -21,6 +21,10 @@ import (
 const (
 	ResolvConfPath = "/etc/resolv.conf"
 	HostsPath      = "/etc/hosts"
+	// LocalCAPath is where Debian's update-ca-certificates finds local
+	// CAs: the CA is there too, so a package install that rebuilds the
+	// bundle (installing ca-certificates does) keeps it.
+	LocalCAPath = "/usr/local/share/ca-certificates/sbx-sandbox-ca.crt"
 )
 
 // ResolvOptions are the resolver options /etc/resolv.conf gets: the
@@ -166,11 +170,17 @@ func (s *State) installCA(ca []byte) error {
 		}
 	}
 	if ca == nil {
-		if err := os.Remove(s.path(agentproto.CACertPath)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("guestcfg: %w", err)
+		for _, p := range []string{LocalCAPath, agentproto.CACertPath} {
+			if err := os.Remove(s.path(p)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("guestcfg: %w", err)
+			}
 		}
 		return nil
 	}
+	if err := s.write(LocalCAPath, ca, 0o644); err != nil {
+		return err
+	}
+	// Last: it says which CA the bundle holds.
 	return s.write(agentproto.CACertPath, ca, 0o644)
 }
 

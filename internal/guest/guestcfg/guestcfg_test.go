@@ -11,6 +11,7 @@ import (
 	"errors"
 	"math/big"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -105,10 +106,13 @@ func TestConfigure(t *testing.T) {
 	if got := readFile(t, root, agentproto.CACertPath); got != string(ca) {
 		t.Errorf("ca.crt = %q", got)
 	}
+	if got := readFile(t, root, guestcfg.LocalCAPath); got != string(ca) {
+		t.Errorf("%s = %q", guestcfg.LocalCAPath, got)
+	}
 	if got := readFile(t, root, agentproto.CABundlePath); got != imageRoots+string(ca) {
 		t.Errorf("the bundle is not the image's roots then the CA:\n%s", got)
 	}
-	for _, p := range []string{agentproto.CACertPath, agentproto.CABundlePath, guestcfg.HostsPath, guestcfg.ResolvConfPath} {
+	for _, p := range []string{agentproto.CACertPath, agentproto.CABundlePath, guestcfg.HostsPath, guestcfg.ResolvConfPath, guestcfg.LocalCAPath} {
 		if fi, err := os.Stat(filepath.Join(root, p)); err != nil || fi.Mode().Perm() != 0o644 {
 			t.Errorf("%s: %v, %v; want mode 0644", p, fi.Mode(), err)
 		}
@@ -152,8 +156,10 @@ func TestConfigure(t *testing.T) {
 	if got := readFile(t, root, agentproto.CABundlePath); got != imageRoots {
 		t.Errorf("after a configure without a CA, the bundle is:\n%s", got)
 	}
-	if _, err := os.Stat(filepath.Join(root, agentproto.CACertPath)); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("ca.crt after a configure without a CA: %v", err)
+	for _, p := range []string{agentproto.CACertPath, guestcfg.LocalCAPath} {
+		if _, err := os.Stat(filepath.Join(root, p)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s after a configure without a CA: %v", p, err)
+		}
 	}
 	if got := s.Env(); !slices.Equal(got, []string{"OTHER=y"}) {
 		t.Errorf("Env without a CA = %q", got)
@@ -246,5 +252,69 @@ func TestConfigureNetError(t *testing.T) {
 	}
 	if got := s.Env(); !slices.Equal(got, []string{"A=1"}) {
 		t.Errorf("Env = %q", got)
+	}
+}
+
+// TestCASurvivesBundleRebuild: Debian's update-ca-certificates, which a
+// package install in the sandbox may run, rebuilds the bundle from the
+// image's roots and the local CAs; the sandbox CA stays in it, once, and
+// a later Configure still finds and replaces it.
+func TestCASurvivesBundleRebuild(t *testing.T) {
+	tool, err := exec.LookPath("update-ca-certificates")
+	if err != nil {
+		t.Fatal("update-ca-certificates is not on PATH; install the Debian package ca-certificates to run this test")
+	}
+	s, root, _ := newState(t)
+	img := testCA(t, "image root")
+	if err := os.MkdirAll(filepath.Join(root, "usr/share/ca-certificates/img"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "usr/share/ca-certificates/img/root.crt"), img, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "etc/ssl/certs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "etc/ca-certificates.conf"), []byte("img/root.crt\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rebuild := func() {
+		t.Helper()
+		cmd := exec.Command(tool, "--sysroot", root, "--fresh")
+		cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("update-ca-certificates: %v\n%s", err, out)
+		}
+	}
+	count := func(cert []byte) int {
+		t.Helper()
+		return strings.Count(readFile(t, root, agentproto.CABundlePath), string(cert))
+	}
+	rebuild()
+	if count(img) != 1 {
+		t.Fatalf("the image's bundle does not hold its root once:\n%s", readFile(t, root, agentproto.CABundlePath))
+	}
+
+	ca := testCA(t, "sandbox")
+	if err := s.Configure(context.Background(), agentproto.Configure{CACertPEM: ca}); err != nil {
+		t.Fatal(err)
+	}
+	rebuild()
+	if count(img) != 1 || count(ca) != 1 {
+		t.Errorf("after a rebuild: image root %d times, sandbox CA %d times; want once each", count(img), count(ca))
+	}
+	if err := s.Configure(context.Background(), agentproto.Configure{CACertPEM: ca}); err != nil {
+		t.Fatal(err)
+	}
+	if count(img) != 1 || count(ca) != 1 {
+		t.Errorf("configured again after a rebuild: image root %d times, sandbox CA %d times; want once each", count(img), count(ca))
+	}
+	ca2 := testCA(t, "sandbox, rotated")
+	if err := s.Configure(context.Background(), agentproto.Configure{CACertPEM: ca2}); err != nil {
+		t.Fatal(err)
+	}
+	rebuild()
+	if count(img) != 1 || count(ca) != 0 || count(ca2) != 1 {
+		t.Errorf("after another CA and a rebuild: image root %d, old CA %d, new CA %d times; want 1, 0, 1", count(img), count(ca), count(ca2))
 	}
 }
