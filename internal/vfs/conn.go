@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/hugelgupf/p9/p9"
 	"golang.org/x/sys/unix"
@@ -68,25 +69,30 @@ func newConn(rw io.ReadWriteCloser, lim Limits, log *slog.Logger) *conn {
 
 func (c *conn) serve(ctx context.Context, srv *p9.Server) error {
 	pr, pw := io.Pipe()
-	rw := &replyWriter{c: c}
-	handled := make(chan struct{})
-	go func() {
-		defer close(handled)
-		srv.Handle(pr, rw)
-	}()
+	go srv.Handle(pr, &replyWriter{c: c})
 	stop := context.AfterFunc(ctx, func() { c.rw.Close() })
 	err := c.readLoop(ctx, pw)
 	stop()
-	// The library answers what it holds, then returns; replies to a
-	// closed connection fail at once.
-	pw.Close()
+	// Replies to a closed connection are dropped at once; wait, bounded,
+	// for the requests in flight to be done with.
 	c.rw.Close()
-	<-handled
+	for deadline := time.Now().Add(drainTimeout); len(c.slots) > 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	// The library's side of the connection is left waiting on pr, never
+	// ended: its teardown (p9 v0.3.0, Server.Handle) waits on a
+	// WaitGroup that the goroutines it spawns may still add to, which
+	// can panic the process. What it holds open on the host is released
+	// by Server.Close.
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 	return err
 }
+
+// drainTimeout bounds the wait for requests in flight when a connection
+// ends.
+const drainTimeout = 10 * time.Second
 
 // readLoop reads the guest's messages and hands them to the library
 // through w until the connection ends.
@@ -162,15 +168,14 @@ func (c *conn) take(tag uint16) bool {
 	return true
 }
 
-// answered frees tag's slot once its reply is on its way.
-func (c *conn) answered(tag uint16) {
+// untag frees tag and reports whether it was in flight (and so holds
+// a slot).
+func (c *conn) untag(tag uint16) bool {
 	c.tagMu.Lock()
+	defer c.tagMu.Unlock()
 	ok := c.inflight[tag]
 	delete(c.inflight, tag)
-	c.tagMu.Unlock()
-	if ok {
-		<-c.slots
-	}
+	return ok
 }
 
 // answer writes an Rlerror for tag, unless tag is in flight.
@@ -202,13 +207,10 @@ type replyWriter struct {
 	hdr    [headerLen]byte
 	nhdr   int
 	left   uint32
-	broken error
+	broken error // the connection failed; later replies are dropped
 }
 
 func (w *replyWriter) Write(p []byte) (int, error) {
-	if w.broken != nil {
-		return 0, w.broken
-	}
 	total := len(p)
 	for len(p) > 0 {
 		if w.nhdr == 0 {
@@ -221,10 +223,10 @@ func (w *replyWriter) Write(p []byte) (int, error) {
 			if w.nhdr == headerLen {
 				size := binary.LittleEndian.Uint32(w.hdr[0:4])
 				if size < headerLen {
-					return w.fail(errors.New("9P: reply shorter than its header"))
+					size = headerLen
+					w.broken = errors.New("9P: reply shorter than its header")
 				}
 				w.left = size - headerLen
-				w.c.answered(binary.LittleEndian.Uint16(w.hdr[5:7]))
 			}
 		} else {
 			k = len(p)
@@ -233,28 +235,36 @@ func (w *replyWriter) Write(p []byte) (int, error) {
 			}
 			w.left -= uint32(k)
 		}
-		if _, err := w.c.w.Write(p[:k]); err != nil {
-			return w.fail(err)
+		// Once the connection is broken, replies are still followed
+		// frame by frame (and dropped) so that their slots are freed.
+		if w.broken == nil {
+			if _, err := w.c.w.Write(p[:k]); err != nil {
+				w.broken = err
+			}
 		}
 		p = p[k:]
 		if w.nhdr == headerLen && w.left == 0 {
-			err := w.c.w.Flush()
+			// The tag is free as the reply goes out (the guest may
+			// reuse it the moment it reads the reply); the slot once
+			// it has gone, so that a guest that does not read its
+			// replies keeps its requests in flight.
+			held := w.c.untag(binary.LittleEndian.Uint16(w.hdr[5:7]))
+			if w.broken == nil {
+				if err := w.c.w.Flush(); err != nil {
+					w.broken = err
+				}
+			}
 			w.nhdr = 0
 			w.c.wmu.Unlock()
-			if err != nil {
-				w.broken = err
-				return total - len(p), err
+			if held {
+				<-w.c.slots
 			}
 		}
 	}
+	if w.broken != nil {
+		return total, w.broken
+	}
 	return total, nil
-}
-
-func (w *replyWriter) fail(err error) (int, error) {
-	w.broken = err
-	w.nhdr = 0
-	w.c.wmu.Unlock()
-	return 0, err
 }
 
 // Close implements io.Closer for the library, which closes its writer

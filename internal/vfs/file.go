@@ -38,6 +38,39 @@ type fsys struct {
 	files   atomic.Int64 // live File values (fids, walk steps)
 	open    atomic.Int64 // files holding a host descriptor
 	listing atomic.Int64 // bytes of directory listings held
+
+	// holding is every file holding a host descriptor, for Close.
+	holdMu  sync.Mutex
+	holding map[*file]struct{}
+}
+
+// hold records that f holds an open host file.
+func (fs *fsys) hold(f *file) {
+	fs.holdMu.Lock()
+	defer fs.holdMu.Unlock()
+	if fs.holding == nil {
+		fs.holding = map[*file]struct{}{}
+	}
+	fs.holding[f] = struct{}{}
+}
+
+func (fs *fsys) unhold(f *file) {
+	fs.holdMu.Lock()
+	defer fs.holdMu.Unlock()
+	delete(fs.holding, f)
+}
+
+// closeAll closes every open host file.
+func (fs *fsys) closeAll() {
+	fs.holdMu.Lock()
+	var fs2 []*file
+	for f := range fs.holding {
+		fs2 = append(fs2, f)
+	}
+	fs.holdMu.Unlock()
+	for _, f := range fs2 {
+		f.Close()
+	}
 }
 
 // node is what a path resolves to now.
@@ -386,6 +419,7 @@ func (f *file) Close() error {
 		f.host.Close()
 		f.host = nil
 		f.fs.open.Add(-1)
+		f.fs.unhold(f)
 	}
 	f.mem = nil
 	f.fs.unchargeListing(f.dirents)
@@ -452,6 +486,7 @@ func (f *file) doOpen(mode p9.OpenFlags) (p9.QID, uint32, error) {
 	f.mu.Lock()
 	f.host, f.opened = h, true
 	f.mu.Unlock()
+	f.fs.hold(f)
 	return f.fs.qid(&n), 0, nil
 }
 
@@ -624,6 +659,7 @@ func (f *file) doCreate(name string, flags p9.OpenFlags, perm p9.FileMode, _ p9.
 		return fail(unix.EPERM)
 	}
 	nf.host, nf.opened = h, true
+	f.fs.hold(nf)
 	n := node{rel: rel, pl: pl, st: st}
 	return nf, f.fs.qid(&n), 0, nil
 }

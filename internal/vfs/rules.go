@@ -69,7 +69,7 @@ type Rules struct {
 
 // pattern is one compiled rule pattern.
 type pattern struct {
-	src     string
+	src   string
 	elems []string // the names, "**" standing for any number
 }
 

@@ -21,7 +21,7 @@ func TestClassify(t *testing.T) {
 		{".env.production", Hidden},
 		{".envrc", Plain},
 		{".git/config", Hidden},
-		{".git/config/x", Hidden}, // under a hidden path
+		{".git/config/x", Hidden},  // under a hidden path
 		{"sub/.git/config", Plain}, // anchored
 		{".git/HEAD", Plain},
 		{"key.pem", Hidden},

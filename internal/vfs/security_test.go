@@ -203,11 +203,31 @@ func TestSymlinkSwappedUnderFid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	held, err := walk(root, "src", "main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Rename(filepath.Join(work, "src"), filepath.Join(work, "src.moved")); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Symlink(outside, filepath.Join(work, "src")); err != nil {
 		t.Fatal(err)
+	}
+	// The fid for src/main.go, taken before the swap, names a path
+	// whose directory is now a link: using it must not follow the link.
+	if _, _, err := held.Open(p9.ReadOnly); err == nil {
+		buf := make([]byte, 64)
+		n, _ := held.ReadAt(buf, 0)
+		t.Errorf("opened src/main.go through a host symlink to %s (read %q)", outside, buf[:n])
+	}
+	if _, _, _, err := held.GetAttr(p9.AttrMaskAll); err == nil {
+		t.Errorf("stat of src/main.go through a host symlink succeeded")
+	}
+	if err := held.SetAttr(p9.SetAttrMask{Size: true}, p9.SetAttr{Size: 0}); err == nil {
+		t.Errorf("truncated src/main.go through a host symlink")
+	}
+	if b, _ := os.ReadFile(filepath.Join(outside, "main.go")); string(b) != "outside\n" {
+		t.Errorf("the file outside the root now holds %q", b)
 	}
 	if f, err := walk(src, "main.go"); err == nil {
 		defer f.Close()
@@ -215,6 +235,29 @@ func TestSymlinkSwappedUnderFid(t *testing.T) {
 		f.Open(p9.ReadOnly)
 		n, _ := f.ReadAt(buf, 0)
 		t.Errorf("walked src/main.go through a host symlink to %s (read %q)", outside, buf[:n])
+	}
+	// A link inside the root is no better: a directory replaced by a
+	// link to .git would make src2/config name .git/config.
+	if err := os.MkdirAll(filepath.Join(work, "src2"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "src2", "config"), []byte("plain\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := walk(root, "src2", "config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(work, "src2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(".git", filepath.Join(work, "src2")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := cfg.Open(p9.ReadOnly); err == nil {
+		buf := make([]byte, 128)
+		n, _ := cfg.ReadAt(buf, 0)
+		t.Errorf("opened src2/config through a host symlink to .git (read %q)", buf[:n])
 	}
 	// The same through a directory link deeper down.
 	if err := os.Symlink(outside, filepath.Join(work, "src.moved", "deeper")); err != nil {
@@ -244,7 +287,9 @@ func TestDirectNames(t *testing.T) {
 	before := snapshot(t, base)
 	_, root := direct(t, workspace(), work, Limits{})
 	long := strings.Repeat("a", 256)
-	for _, name := range []string{"..", ".", "", "../outside.txt", "src/../../outside.txt", "/etc/passwd", "a\x00b", long} {
+	// "src/main.go" is inside the root and visible: as one name it is
+	// still refused, so that no check relies on a name being a name.
+	for _, name := range []string{"..", ".", "", "../outside.txt", "src/../../outside.txt", "/etc/passwd", "a\x00b", long, "src/main.go"} {
 		if _, _, err := root.Walk([]string{name}); err == nil {
 			t.Errorf("walk %q succeeded", name)
 		}

@@ -180,8 +180,10 @@ func (fs *fsys) premake(lit string) error {
 	return nil
 }
 
-// Close releases the host directory. Serve must have returned.
+// Close releases the host directory and every host file a guest had
+// open. Serve must have returned.
 func (s *Server) Close() error {
+	s.fs.closeAll()
 	return unix.Close(s.fs.root)
 }
 
