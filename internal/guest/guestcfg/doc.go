@@ -4,7 +4,9 @@
 // (through package guest/netcfg), /etc/resolv.conf and /etc/hosts, the
 // sandbox CA in /etc/sbx/ca.crt and in the system bundle, and the
 // environment every exec gets by default (the CA variables and the
-// placeholders of brokered secrets).
+// placeholders of brokered secrets). The CA also goes where Debian's
+// update-ca-certificates looks for local CAs, so a package install that
+// rebuilds the bundle keeps it.
 //
 // A State outlives the agent's connections: the supervisor that takes
 // over the agent after boot configures it once, and a later connection
