@@ -355,6 +355,11 @@ func (n *Network) newStack() error {
 	}, stack.AddressProperties{}); err != nil {
 		return fail("gateway address", err)
 	}
+	// Off by default; said again because the stack must never route a
+	// packet, only answer it.
+	if err := s.SetForwardingDefaultAndAllNICs(ipv4.ProtocolNumber, false); err != nil {
+		return fail("forwarding", err)
+	}
 	if err := s.SetPromiscuousMode(nicID, true); err != nil {
 		return fail("promiscuous mode", err)
 	}
@@ -460,7 +465,9 @@ func (n *Network) Flows() []Flow {
 
 // CloseFlows resets every open flow match picks (a host the policy no
 // longer allows) and returns how many it closed. Their Handle's context
-// is done and their conn fails.
+// is done and their conn fails. Change what Accept says first: a
+// connection whose handshake is under way during the call is not yet
+// open, and is asked about again once it is.
 func (n *Network) CloseFlows(match func(Flow) bool) int {
 	var picked []*flow
 	n.mu.Lock()

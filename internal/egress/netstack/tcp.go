@@ -104,6 +104,18 @@ func (n *Network) handleSYN(r *tcp.ForwarderRequest) {
 	fl.f.ID = n.nextID
 	n.flows[fl.f.ID] = fl
 	n.mu.Unlock()
+	// The policy may have changed during the handshake, and CloseFlows
+	// been called before the flow was listed: ask again now that it is.
+	// Either this sees the new policy, or the flow was listed before the
+	// policy changed and so before CloseFlows looked.
+	if !n.opts.Accept(name, dst.Port()) {
+		n.mu.Lock()
+		delete(n.flows, fl.f.ID)
+		n.mu.Unlock()
+		fl.close()
+		n.deny("tcp", name, dst, fmt.Sprintf("port %d of %s stopped being allowed during the handshake", dst.Port(), name))
+		return
+	}
 
 	go func() {
 		defer func() {
@@ -174,6 +186,12 @@ func (n *Network) unreserve() {
 // reset and can retry, and the race needs a guest that took
 // HandshakeTimeout to answer.
 func (n *Network) resetHandshake(id stack.TransportEndpointID, synSeq uint32) {
+	n.mu.Lock()
+	closed := n.closed
+	n.mu.Unlock()
+	if closed {
+		return // the stack is gone, and its handshakes with it
+	}
 	frame := tcpFrame(id.RemoteAddress, id.LocalAddress, id.RemotePort, id.LocalPort,
 		synSeq+1, 0, header.TCPFlagRst)
 	pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(frame)})

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -108,7 +109,10 @@ func TestTCPLargeStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	const size = 50 << 20
+	size := 50 << 20
+	if raceEnabled {
+		size = 8 << 20
+	}
 	c.SetDeadline(time.Now().Add(60 * time.Second))
 	pattern := make([]byte, 64<<10)
 	for i := range pattern {
@@ -358,5 +362,37 @@ func TestCloseFlowsResetsTheFlow(t *testing.T) {
 	cb.SetReadDeadline(time.Now().Add(3 * time.Second))
 	if _, err := io.ReadFull(cb, buf[:2]); err != nil || string(buf[:2]) != "hi" {
 		t.Errorf("the other flow: %q, %v", buf[:2], err)
+	}
+}
+
+// TestPolicyChangeDuringHandshake: a flow whose Accept turns false
+// between the SYN and the flow being listed (where CloseFlows cannot see
+// it) is reset before Handle sees it.
+func TestPolicyChangeDuringHandshake(t *testing.T) {
+	var calls atomic.Int32
+	var e echo
+	sb := newSandbox(t, Options{
+		Resolve: allowNames("api.example.com"),
+		Accept:  func(string, uint16) bool { return calls.Add(1) == 1 },
+		Handle:  e.handle,
+	}, nil)
+	g := sb.guest
+	addr := g.resolve(t, "api.example.com.")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	c, err := g.dial(ctx, addr, 443)
+	if err == nil {
+		c.SetReadDeadline(time.Now().Add(3 * time.Second))
+		_, err = c.Read(make([]byte, 1))
+		c.Close()
+		if err == nil || errors.Is(err, io.EOF) || strings.Contains(err.Error(), "timeout") {
+			t.Errorf("read %v; want a reset", err)
+		}
+	}
+	sb.waitDenial(t, func(d Denial) bool { return strings.Contains(d.Reason, "during the handshake") })
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.flows) != 0 {
+		t.Errorf("Handle saw %+v", e.flows)
 	}
 }
