@@ -1,6 +1,7 @@
 package debrepo
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
@@ -253,16 +254,18 @@ func parseIndexFile(p, name, label string) ([]*Package, error) {
 		return nil, err
 	}
 	defer f.Close()
-	var r io.Reader = f
+	// The xz reader reads a byte at a time from what it is given.
+	br := bufio.NewReaderSize(f, 1<<20)
+	var r io.Reader = br
 	switch {
 	case strings.HasSuffix(name, ".xz"):
-		xr, err := xz.NewReader(f)
+		xr, err := xz.NewReader(br)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", label, err)
 		}
 		r = xr
 	case strings.HasSuffix(name, ".gz"):
-		gr, err := gzip.NewReader(f)
+		gr, err := gzip.NewReader(br)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", label, err)
 		}
