@@ -35,4 +35,12 @@
 // (RecvBuffer), DNS names (MaxNames), DNS queries (DNSRate) and reported
 // denials (DenialRate) are all bounded, and no frame the guest can write
 // makes the Network fail: only the stream's framing breaking does.
+//
+// A supervisor uses it as:
+//
+//	n, err := netstack.New(netstack.Options{Resolve: ..., Accept: ..., Handle: ..., Deny: ...})
+//	// machine.Options.Network = n; n.GuestConfig() goes to the guest agent
+//	// at boot, which configures eth0, the route and resolv.conf with it.
+//	// On a policy reload: swap what Resolve and Accept consult, then
+//	// n.CloseFlows(func(f netstack.Flow) bool { return !allowed(f.Name, f.Port) }).
 package netstack

@@ -48,7 +48,7 @@ const nicID = 1
 const (
 	DefaultMaxConns         = 256
 	DefaultMaxPending       = 128
-	DefaultRecvBuffer       = 1 << 20
+	DefaultRecvBuffer       = 256 << 10
 	DefaultMaxNames         = 1 << 16
 	DefaultDNSRate          = 200
 	DefaultDenialRate       = 100
@@ -89,7 +89,10 @@ type Options struct {
 	// finish, holding a MaxPending slot.
 	HandshakeTimeout time.Duration
 	// RecvBuffer bounds each flow's receive and send buffers, in bytes
-	// (DefaultRecvBuffer).
+	// (DefaultRecvBuffer). What the flows can hold at most is about
+	// MaxConns × 2 × RecvBuffer (128 MiB with the defaults), reached only
+	// if no Handle reads; the link is a socket on the same host, so a
+	// window this size already runs as fast as the stacks do.
 	RecvBuffer int
 	// MaxNames bounds the names DNS gives addresses to (DefaultMaxNames);
 	// past it, new names get SERVFAIL.
