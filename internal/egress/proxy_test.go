@@ -3,6 +3,7 @@ package egress
 import (
 	"bufio"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -336,5 +337,43 @@ func TestPlaintextOn443Refused(t *testing.T) {
 	b, _ := io.ReadAll(c)
 	if len(b) != 0 {
 		t.Errorf("got %q, want the connection closed without an answer", b)
+	}
+}
+
+// TestNoSNIGetsTheName: a ClientHello without SNI reached the name
+// through its synthetic address, so it gets the name's certificate, and
+// its requests are checked against the name as usual.
+func TestNoSNIGetsTheName(t *testing.T) {
+	pki := newUpstreamPKI(t)
+	up := upstreamTLS(t, pki, echoHandler(), "api.test")
+	h := newHarness(t, spec(pki, []policy.AllowRule{allow("api.test", 4), allow("b.test", 5)}, mapping("api.test", serverAddr(up))), nil, nil)
+	for _, host := range []string{"api.test", "b.test"} {
+		c, err := net.Dial("tcp", h.addr("api.test", 443))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool := h.guestCA.Pool()
+		tc := tls.Client(c, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"},
+			VerifyConnection: func(cs tls.ConnectionState) error {
+				_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{DNSName: "api.test", Roots: pool})
+				return err
+			}})
+		_ = tc.SetDeadline(time.Now().Add(10 * time.Second))
+		if err := tc.Handshake(); err != nil {
+			t.Fatalf("handshake without SNI: %v", err)
+		}
+		fmt.Fprintf(tc, "GET /x HTTP/1.1\r\nHost: %s\r\n\r\n", host)
+		res, err := http.ReadResponse(bufio.NewReader(tc), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc.Close()
+		want := 200
+		if host != "api.test" {
+			want = 403
+		}
+		if res.StatusCode != want {
+			t.Errorf("no SNI, Host %s: %d, want %d", host, res.StatusCode, want)
+		}
 	}
 }
