@@ -31,7 +31,7 @@ locals {
     "uniq", "cut", "tr", "tee", "diff", "env", "id", "whoami", "hostname",
     "uname", "date", "sleep", "ps", "kill", "df", "du", "free", "mount",
     "umount", "tar", "gzip", "gunzip", "vi", "less", "which", "readlink",
-    "basename", "dirname", "true", "false", "clear", "wget",
+    "basename", "dirname", "true", "false", "clear", "wget", "nslookup",
   ]
 }
 
