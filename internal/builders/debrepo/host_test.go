@@ -137,6 +137,19 @@ func TestHostArchiveInstallGit(t *testing.T) {
 	if n := strings.Count(bundle, "BEGIN CERTIFICATE"); n < 100 {
 		t.Errorf("the CA bundle holds %d certificates", n)
 	}
+	hashed := 0
+	for _, p := range tree.Paths() {
+		if name, ok := strings.CutPrefix(p, "/etc/ssl/certs/"); ok && len(name) == 10 && strings.HasSuffix(name, ".0") {
+			e, _ := tree.Lookup(p)
+			if _, ok := tree.Lookup("/etc/ssl/certs/" + e.Linkname); !ok {
+				t.Errorf("%s links to %s, which is not there", p, e.Linkname)
+			}
+			hashed++
+		}
+	}
+	if hashed < 100 {
+		t.Errorf("%d hashed certificate links", hashed)
+	}
 	status := readTree(t, tree, "/var/lib/dpkg/status")
 	if n := strings.Count(status, "Status: install ok installed"); n != len(pkgs) {
 		t.Errorf("dpkg status lists %d packages, installed %d", n, len(pkgs))

@@ -5,6 +5,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -297,9 +299,10 @@ func readControl(deb string) (map[string]string, error) {
 // update-ca-certificates would: the certificates listed in
 // /etc/ca-certificates.conf (lines not starting with "!" or "#"), or,
 // without that file (its postinst writes it), every .crt under
-// /usr/share/ca-certificates, sorted by path, concatenated. Nothing is
-// written when there are none. The hashed links are not made (see
-// docs/packages.md).
+// /usr/share/ca-certificates, sorted by path, concatenated; and the
+// links update-ca-certificates makes: NAME.pem to each certificate and
+// HASH.N (SubjectHash) to NAME.pem, where nothing is at those paths
+// already. Nothing is written when there are no certificates.
 func CABundle(tree *layers.Tree) error {
 	const share = "/usr/share/ca-certificates/"
 	var certs []string
@@ -324,6 +327,8 @@ func CABundle(tree *layers.Tree) error {
 	}
 	sort.Strings(certs)
 	var b bytes.Buffer
+	var links []layers.Entry
+	hashes := map[string]int{}
 	for _, c := range certs {
 		e, ok := tree.Lookup(c)
 		if !ok || e.Type != tar.TypeReg {
@@ -339,6 +344,24 @@ func CABundle(tree *layers.Tree) error {
 		}
 		b.Write(bytes.TrimRight(data, "\n"))
 		b.WriteByte('\n')
+		blk, _ := pem.Decode(data)
+		if blk == nil {
+			continue
+		}
+		cert, err := x509.ParseCertificate(blk.Bytes)
+		if err != nil {
+			continue
+		}
+		h, err := SubjectHash(cert.RawSubject)
+		if err != nil {
+			continue
+		}
+		name := strings.TrimSuffix(path.Base(c), ".crt") + ".pem"
+		hash := fmt.Sprintf("%08x", h)
+		links = append(links,
+			layers.Entry{Path: "/etc/ssl/certs/" + name, Type: tar.TypeSymlink, Mode: 0o777, Linkname: c},
+			layers.Entry{Path: fmt.Sprintf("/etc/ssl/certs/%s.%d", hash, hashes[hash]), Type: tar.TypeSymlink, Mode: 0o777, Linkname: name})
+		hashes[hash]++
 	}
 	if b.Len() == 0 {
 		return nil
@@ -348,6 +371,14 @@ func CABundle(tree *layers.Tree) error {
 			if err := tree.Add(layers.Entry{Path: d, Type: tar.TypeDir, Mode: 0o755}, nil); err != nil {
 				return err
 			}
+		}
+	}
+	for _, l := range links {
+		if _, ok := tree.Lookup(l.Path); ok {
+			continue // the package or the base has its own
+		}
+		if err := tree.Add(l, nil); err != nil {
+			return err
 		}
 	}
 	return putFile(tree, "/etc/ssl/certs/ca-certificates.crt", b.String())
