@@ -23,8 +23,12 @@
 //     host refuses the request. Values are masked back to placeholders in
 //     response headers, trailers and bodies, which are asked for and
 //     masked uncompressed (gzip is decoded; another encoding is refused).
-//     WebSocket frames after the upgrade and request bodies are not
-//     inspected.
+//     A request body to a host a secret is not bound to is scanned as it
+//     streams, and the request aborted (403) before a value it carries
+//     leaves whole. Values are substituted in headers only, never in
+//     URLs or bodies, and not into plain HTTP except for a name a hosts
+//     mapping pins (a local fixture). WebSocket frames after the upgrade
+//     are not inspected.
 //   - A passthrough rule's TLS is spliced unmodified after its SNI is
 //     checked (missing SNI is refused there); a tcp rule's connection is
 //     spliced after dialling.

@@ -27,6 +27,7 @@ type requestState struct {
 	scheme    string
 	authority string
 	mask      *replacer // values and per-request forms to mask; nil: none
+	scan      *bodyScanner
 	status    int
 	upErr     string
 }
@@ -43,7 +44,9 @@ func requestStateOf(r *http.Request) *requestState {
 // refused; the request's Host (or :authority), port stripped, must be the
 // connection's name (and a port in it the connection's port); the allow
 // rules' methods and paths must admit it; secrets are substituted or the
-// request refused; a git push is held to its rule's refs. Every request
+// request refused (and never substituted into plain HTTP to a name no
+// hosts mapping pins); a git push is held to its rule's refs; the body is
+// scanned for the values of secrets not bound to the host. Every request
 // gets one audit entry.
 func (e *Engine) handle(w http.ResponseWriter, r *http.Request, f *flow, isTLS bool) {
 	start := time.Now()
@@ -144,6 +147,10 @@ func (e *Engine) handle(w http.ResponseWriter, r *http.Request, f *flow, isTLS b
 	cr := &countingReader{r: r.Body}
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = cr
+		if unbound, rep := pol.unboundFor(f.name); unbound != nil {
+			rs.scan = newBodyScanner(r.Body, f.name, unbound, rep)
+			r.Body = rs.scan
+		}
 	}
 	e.proxy.ServeHTTP(cw, r.WithContext(context.WithValue(r.Context(), requestStateKey{}, rs)))
 	en.BytesUp = cr.n.Load()
@@ -321,6 +328,11 @@ func (e *Engine) upstreamError(w http.ResponseWriter, r *http.Request, err error
 		}
 	}
 	reason := "upstream " + r.Host + ": " + msg
+	if rs != nil && rs.scan != nil {
+		if d := rs.scan.denied.Load(); d != nil {
+			status, reason = http.StatusForbidden, d.reason
+		}
+	}
 	if rs != nil {
 		rs.upErr = reason
 	}

@@ -1,10 +1,14 @@
 package egress
 
 import (
+	"bytes"
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 
 	"github.com/sbx-dev/sbx/policy"
 )
@@ -147,3 +151,78 @@ func (p *Policy) maskHeader(h http.Header, extra *replacer) {
 		h[k] = vals
 	}
 }
+
+// unboundFor returns the secrets that may not go to host, with a replacer
+// over their values (its replacements are unused; heldTail is what
+// bodyScanner needs); nil when every secret may.
+func (p *Policy) unboundFor(host string) ([]*secret, *replacer) {
+	var out []*secret
+	var pairs [][2]string
+	for _, s := range p.secrets {
+		if !s.bound(host) {
+			out = append(out, s)
+			pairs = append(pairs, [2]string{string(s.value), ""})
+		}
+	}
+	if out == nil {
+		return nil, nil
+	}
+	return out, newReplacer(pairs)
+}
+
+// bodyScanner passes a request body on while checking that no value of
+// the given secrets is in it, even split across reads: bytes that could
+// start a value are held back until the next read settles it. On a match
+// it fails the read (the upstream request is aborted before the value's
+// last byte leaves) and records the denial.
+type bodyScanner struct {
+	src     io.ReadCloser
+	secrets []*secret
+	r       *replacer
+	host    string
+	buf     []byte
+	hold    []byte
+	out     []byte
+	err     error
+	denied  atomic.Pointer[secretDenial]
+}
+
+func newBodyScanner(src io.ReadCloser, host string, secrets []*secret, r *replacer) *bodyScanner {
+	return &bodyScanner{src: src, secrets: secrets, r: r, host: host, buf: make([]byte, 32<<10)}
+}
+
+func (b *bodyScanner) Read(p []byte) (int, error) {
+	for {
+		if len(b.out) > 0 {
+			n := copy(p, b.out)
+			b.out = b.out[n:]
+			return n, nil
+		}
+		if b.err != nil {
+			if len(b.hold) > 0 && b.err == io.EOF {
+				b.out, b.hold = b.hold, nil
+				continue
+			}
+			return 0, b.err
+		}
+		n, err := b.src.Read(b.buf)
+		data := append(b.hold, b.buf[:n]...)
+		for _, s := range b.secrets {
+			if bytes.Contains(data, s.value) {
+				d := s.denial(b.host, "the request body")
+				b.denied.Store(d)
+				b.err, b.hold = errors.New(d.reason), nil
+				return 0, b.err
+			}
+		}
+		keep := 0
+		if err == nil {
+			keep = b.r.heldTail(data)
+		}
+		b.out = data[:len(data)-keep]
+		b.hold = append([]byte(nil), data[len(data)-keep:]...)
+		b.err = err
+	}
+}
+
+func (b *bodyScanner) Close() error { return b.src.Close() }

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sbx-dev/sbx/internal/egress/audit"
 	"github.com/sbx-dev/sbx/policy"
@@ -324,5 +325,53 @@ func TestSecretNotSentInTheClear(t *testing.T) {
 	req.Header.Set("Authorization", "Bearer "+tokenPH)
 	if res, body := do(t, h.client(false), req); res.StatusCode != 200 || body != "bearer ok" {
 		t.Errorf("plain HTTP to the pinned fixture: %d %q", res.StatusCode, body)
+	}
+}
+
+// TestValueInBodyToOtherHostRefused plays a guest that learnt a value and
+// posts it to another allowed host, whole or split across writes: the
+// upstream never receives it. A part of a value, or the value to its own
+// host, passes.
+func TestValueInBodyToOtherHostRefused(t *testing.T) {
+	got := make(chan string, 10)
+	h, _ := secretHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- r.Host + " " + string(b)
+	}))
+	post := func(host string, parts ...string) (*http.Response, string) {
+		pr, pw := io.Pipe()
+		go func() {
+			for _, p := range parts {
+				pw.Write([]byte(p))
+				time.Sleep(20 * time.Millisecond)
+			}
+			pw.Close()
+		}()
+		req := mustRequest(t, "POST", "https://"+host+"/upload", "")
+		req.Body = pr
+		return do(t, h.client(true), req)
+	}
+	half := len(tokenValue) / 2
+	for _, parts := range [][]string{
+		{"token=" + tokenValue},
+		{"token=" + tokenValue[:half], tokenValue[half:] + "&x=1"},
+		{"a", tokenValue[:3], tokenValue[3:]},
+	} {
+		res, body := post("other.test", parts...)
+		if res.StatusCode != 403 || !strings.Contains(body, `secret "token"`) || !strings.Contains(body, "request body") {
+			t.Errorf("%q: %d %q", parts, res.StatusCode, body)
+		}
+	}
+	if res, _ := post("other.test", "token="+tokenValue[:10]); res.StatusCode != 200 {
+		t.Errorf("part of a value: %d", res.StatusCode)
+	}
+	if res, _ := post("api.test", "token="+tokenValue); res.StatusCode != 200 {
+		t.Errorf("the value to its own host: %d", res.StatusCode)
+	}
+	close(got)
+	for s := range got {
+		if strings.HasPrefix(s, "other.test") && strings.Contains(s, tokenValue) {
+			t.Errorf("upstream got %q", s)
+		}
 	}
 }
