@@ -42,7 +42,7 @@ func requestStateOf(r *http.Request) *requestState {
 // handle decides one guest request and proxies it when allowed. In order:
 // the connection's host must still be allowed as it was; CONNECT is
 // refused; the request's Host (or :authority), port stripped, must be the
-// connection's name (and a port in it the connection's port); the allow
+// connection's name (a port in it is not compared); the allow
 // rules' methods and paths must admit it; secrets are substituted or the
 // request refused (and never substituted into plain HTTP to a name no
 // hosts mapping pins); a git push is held to its rule's refs; the body is
