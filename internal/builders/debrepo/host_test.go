@@ -200,4 +200,12 @@ func TestHostArchiveInstallGit(t *testing.T) {
 	if !strings.Contains(string(out), "search cache=/etc/ld.so.cache") || strings.Contains(string(out), "search path=") {
 		t.Errorf("the loader did not find git's libraries in the cache:\n%s", out)
 	}
+	// Commands reached through alternatives links (which, awk) and the
+	// shell work too.
+	run = exec.CommandContext(ctx, "chroot", "--userspec=65534:65534", dir, "/bin/sh", "-c", "which git && echo x | awk '{print \"awk ok\"}' && id -un")
+	run.Env = []string{"PATH=/usr/bin:/bin", "HOME=/tmp"}
+	out, err = run.CombinedOutput()
+	if err != nil || string(out) != "/usr/bin/git\nawk ok\nnobody\n" {
+		t.Errorf("shell in the tree: %v\n%s", err, out)
+	}
 }

@@ -41,7 +41,11 @@ var mergedDirs = []string{"bin", "sbin", "lib", "lib64"}
 // top-level directory that is such a link is written under /usr.
 // Setuid and setgid bits and file capabilities are dropped and device
 // nodes left out, as for extracted artifacts. An entry that escapes the
-// root is an error naming the package. Last, /etc/ld.so.cache is written
+// root is an error naming the package. Then the alternatives the
+// packages' postinst scripts install with literal arguments are linked
+// (applyAlternatives), /etc/passwd and /etc/group are made from
+// base-passwd's masters when the root has none (systemAccounts), and
+// last /etc/ld.so.cache is written
 // (LDCache) and the CA bundle rebuilt (CABundle). The same packages give
 // the same tree.
 func Install(ctx context.Context, tree *layers.Tree, pkgs []Fetched) error {
@@ -69,6 +73,7 @@ func Install(ctx context.Context, tree *layers.Tree, pkgs []Fetched) error {
 			}
 		}
 	}
+	var alts []alternative
 	for _, p := range pkgs {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -95,6 +100,13 @@ func Install(ctx context.Context, tree *layers.Tree, pkgs []Fetched) error {
 			}
 		}
 		status[p.Pin.Name] = statusStanza(ctl["control"])
+		alts = append(alts, parseAlternatives(ctl["postinst"], p.Pin.Name)...)
+	}
+	if err := applyAlternatives(tree, alts); err != nil {
+		return err
+	}
+	if err := systemAccounts(tree); err != nil {
+		return err
 	}
 	names := make([]string, 0, len(status))
 	for n := range status {
@@ -382,4 +394,30 @@ func CABundle(tree *layers.Tree) error {
 		}
 	}
 	return putFile(tree, "/etc/ssl/certs/ca-certificates.crt", b.String())
+}
+
+// systemAccounts does what base-passwd's postinst does on a new system:
+// when /etc/passwd or /etc/group is missing, it is copied from
+// /usr/share/base-passwd/passwd.master or group.master, so the system
+// users and groups Debian packages expect (daemon, bin, sys, nogroup…)
+// exist. Existing account files are left as they are.
+func systemAccounts(tree *layers.Tree) error {
+	for _, f := range []string{"passwd", "group"} {
+		dst := "/etc/" + f
+		if _, ok := tree.Lookup(dst); ok {
+			continue
+		}
+		r, err := tree.Open("/usr/share/base-passwd/" + f + ".master")
+		if err != nil {
+			continue
+		}
+		data, err := io.ReadAll(io.LimitReader(r, 1<<20))
+		if err != nil {
+			return err
+		}
+		if err := putFile(tree, dst, string(data)); err != nil {
+			return err
+		}
+	}
+	return nil
 }

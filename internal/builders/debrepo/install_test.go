@@ -21,6 +21,14 @@ var installRepo = []debrepotest.Package{
 		Files: map[string]string{"usr/share/ca-certificates/test/b.crt": "-----BEGIN CERTIFICATE-----\nBBB\n-----END CERTIFICATE-----\n",
 			"usr/share/ca-certificates/test/a.crt": "-----BEGIN CERTIFICATE-----\nAAA\n-----END CERTIFICATE-----\n"}},
 	{Name: "evil", Version: "1", Arch: "amd64", Files: map[string]string{"../../etc/evil": "x"}},
+	{Name: "mawk", Version: "1", Arch: "amd64", Files: map[string]string{"usr/bin/mawk": "m", "usr/share/man/man1/mawk.1.gz": "x"},
+		Control: map[string]string{"postinst": "#!/bin/sh\nupdate-alternatives --install /usr/bin/awk awk /usr/bin/mawk 5 \\\n  --slave /usr/share/man/man1/awk.1.gz awk.1.gz /usr/share/man/man1/mawk.1.gz \\\n  --slave /usr/bin/nawk nawk /usr/bin/nawk-missing\n" +
+			"update-alternatives --install /usr/bin/computed computed \"$X\" 99\nupdate-alternatives --install /usr/bin/esc .. /usr/bin/mawk 1\nupdate-alternatives --install /bin/mawk-link mawk-link /usr/bin/mawk 1\n"}},
+	{Name: "gawk", Version: "1", Arch: "amd64", Files: map[string]string{"usr/bin/gawk": "g"},
+		Control: map[string]string{"postinst": "update-alternatives --install /usr/bin/awk awk /usr/bin/gawk 10\nupdate-alternatives --install /usr/bin/ghost ghost /usr/bin/not-shipped 50\n"}},
+	{Name: "base-passwd", Version: "3", Arch: "amd64", Files: map[string]string{
+		"usr/share/base-passwd/passwd.master": "root:x:0:0:root:/root:/bin/sh\ndaemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n",
+		"usr/share/base-passwd/group.master":  "root:x:0:\ndaemon:x:1:\n"}},
 }
 
 func fetchAll(t *testing.T, repo *debrepotest.Repo, names ...string) []debrepo.Fetched {
@@ -129,5 +137,49 @@ func TestInstallChecksControl(t *testing.T) {
 	pkgs[0].Path = pkgs[1].Path
 	if _, err := installTree(t, pkgs[:1]); err == nil || !strings.Contains(err.Error(), "control file says libtool") {
 		t.Fatalf("Install = %v", err)
+	}
+}
+
+// TestInstallAlternativesAndAccounts: postinst update-alternatives calls
+// with literal arguments become links (highest priority wins; slaves
+// whose target is missing, computed arguments and odd names are left
+// out), and base-passwd's masters become /etc/passwd and /etc/group.
+func TestInstallAlternativesAndAccounts(t *testing.T) {
+	repo := debrepotest.NewRepo(t, installRepo)
+	tree, err := installTree(t, fetchAll(t, repo, "mawk", "gawk", "base-passwd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := func(p string) string {
+		e, ok := tree.Lookup(p)
+		if !ok {
+			return "(none)"
+		}
+		return e.Linkname
+	}
+	for p, want := range map[string]string{
+		"/usr/bin/awk":                 "/etc/alternatives/awk",
+		"/etc/alternatives/awk":        "/usr/bin/gawk",
+		"/usr/bin/mawk-link":           "/etc/alternatives/mawk-link",
+		"/etc/alternatives/mawk-link":  "/usr/bin/mawk",
+		"/usr/share/man/man1/awk.1.gz": "(none)", // gawk won and has no slave
+		"/usr/bin/nawk":                "(none)",
+		"/usr/bin/computed":            "(none)",
+		"/usr/bin/esc":                 "(none)",
+		"/usr/bin/ghost":               "(none)",
+		"/etc/alternatives/..":         "(none)",
+	} {
+		if got := link(p); got != want {
+			t.Errorf("%s -> %s, want %s", p, got, want)
+		}
+	}
+	if admin := readTree(t, tree, "/var/lib/dpkg/alternatives/awk"); admin != "auto\n/usr/bin/awk\n\n/usr/bin/gawk\n10\n\n" {
+		t.Errorf("admin file %q", admin)
+	}
+	if pw := readTree(t, tree, "/etc/passwd"); !strings.Contains(pw, "daemon:x:1:1:") {
+		t.Errorf("/etc/passwd %q", pw)
+	}
+	if _, ok := tree.Lookup("/etc/group"); !ok {
+		t.Error("no /etc/group")
 	}
 }

@@ -79,6 +79,7 @@ var resolverRepo = []debrepotest.Package{
 	pkg("foreign-user", "1.0", map[string]string{"Depends": "nano:arm64"}),
 	// Essential packages.
 	pkg("base-sh", "1.0", map[string]string{"Essential": "yes", "Depends": "libfoo"}),
+	pkg("base-awk", "1.0", map[string]string{"Priority": "required"}),
 }
 
 func TestResolveClosure(t *testing.T) {
@@ -102,8 +103,8 @@ func TestResolveClosure(t *testing.T) {
 		{"virtual package: a chosen provider is kept", []string{"mailer", "postfix"}, debrepo.ResolveOptions{}, []string{"mailer=1.0", "postfix=3.7"}},
 		{"versioned provides", []string{"api-user"}, debrepo.ResolveOptions{}, []string{"api-user=1.0", "libapi-three=1.0"}},
 		{":any and arch all", []string{"any-user"}, debrepo.ResolveOptions{}, []string{"any-user=1.0", "noarch=1", "perlish=5.36"}},
-		{"essential packages without a dpkg database", []string{"nano"}, debrepo.ResolveOptions{Essential: true}, []string{"base-sh=1.0", "libfoo=2.1-1", "nano=7.2"}},
-		{"essential packages the base has are not added", []string{"nano"}, debrepo.ResolveOptions{Essential: true, Installed: []*debrepo.Package{ix.Versions("base-sh")[0]}}, []string{"nano=7.2"}},
+		{"essential packages without a dpkg database", []string{"nano"}, debrepo.ResolveOptions{Essential: true}, []string{"base-awk=1.0", "base-sh=1.0", "libfoo=2.1-1", "nano=7.2"}},
+		{"essential packages the base has are not added", []string{"nano"}, debrepo.ResolveOptions{Essential: true, Installed: []*debrepo.Package{ix.Versions("base-sh")[0], ix.Versions("base-awk")[0]}}, []string{"nano=7.2"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := resolveNames(t, ix, tc.opts, tc.reqs...)

@@ -131,10 +131,11 @@ type ResolveOptions struct {
 	// Installed are the packages the base image already has (its dpkg
 	// status). A dependency they satisfy adds nothing.
 	Installed []*Package
-	// Essential adds every Essential: yes package of the index (and its
-	// closure) that Installed does not hold: an image with no dpkg
-	// database needs the packages every Debian package may use without
-	// declaring it.
+	// Essential adds every Essential: yes and Priority: required package
+	// of the index (and its closure) that Installed does not hold, the
+	// set debootstrap's minbase variant installs: an image with no dpkg
+	// database needs the packages every Debian package and script may
+	// use without declaring them (a shell, awk, coreutils…).
 	Essential bool
 	// Prefer maps package names to versions to choose when they are
 	// available and satisfy every relation that reaches them (the pins
@@ -189,7 +190,7 @@ func Resolve(ix *Index, reqs []Request, opts ResolveOptions) ([]*Package, error)
 	if opts.Essential {
 		var names []string
 		for name, l := range ix.byName {
-			if l[0].Essential && r.installed[name] == nil {
+			if (l[0].Essential || l[0].Priority == "required") && r.installed[name] == nil {
 				names = append(names, name)
 			}
 		}
