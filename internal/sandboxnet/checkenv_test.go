@@ -20,3 +20,52 @@ func TestCheckEnv(t *testing.T) {
 		t.Error("TOKEN without a value was let through")
 	}
 }
+
+// TestCheckEnvForbidden plays a caller of exec, run or the Go API that
+// passes names the spec forbids: each is refused, with the pattern and
+// where it is declared named and the value never shown.
+func TestCheckEnvForbidden(t *testing.T) {
+	origin := policy.Origin{Block: "sandbox.eval", File: "main.hcl", Line: 12}
+	p := policy.Sandbox{
+		Secrets:         []policy.SecretBinding{{Name: "claude", Env: "CLAUDE_CODE_OAUTH_TOKEN"}},
+		ForbidEnv:       []string{"AWS_*", "MOLTNET_*", "*_PRIVATE_KEY"},
+		ForbidEnvOrigin: origin,
+	}
+	for _, c := range []struct {
+		env     []string
+		pattern string
+	}{
+		{[]string{"MOLTNET_AGENT_TOKEN=s3cr3t-value"}, "MOLTNET_*"},
+		{[]string{"A=1", "AWS_SECRET_ACCESS_KEY=s3cr3t-value"}, "AWS_*"},
+		{[]string{"MOLTNET_"}, "MOLTNET_*"},
+		{[]string{"SSH_PRIVATE_KEY=s3cr3t-value"}, "*_PRIVATE_KEY"},
+		// An entry with an empty value, or "=" in the value, is the same name.
+		{[]string{"AWS_REGION="}, "AWS_*"},
+		{[]string{"MOLTNET_X=a=b"}, "MOLTNET_*"},
+	} {
+		err := CheckEnv(p, c.env)
+		if err == nil {
+			t.Errorf("%q was let through", c.env)
+			continue
+		}
+		msg := err.Error()
+		if !strings.Contains(msg, `"`+c.pattern+`"`) || !strings.Contains(msg, "sandbox.eval, main.hcl:12") {
+			t.Errorf("%q: %v; want the pattern %q and its origin named", c.env, err, c.pattern)
+		}
+		if strings.Contains(msg, "s3cr3t") {
+			t.Errorf("%q: the error shows the value: %v", c.env, err)
+		}
+	}
+	for _, env := range [][]string{
+		{"MOLTNET=1", "XMOLTNET_A=1", "moltnet_token=1", "AWS=1", "PRIVATE_KEY=1"},
+		nil,
+	} {
+		if err := CheckEnv(p, env); err != nil {
+			t.Errorf("%q: %v", env, err)
+		}
+	}
+	// Without forbid_env nothing but the placeholders is refused.
+	if err := CheckEnv(policy.Sandbox{}, []string{"MOLTNET_TOKEN=1", "AWS_X=2"}); err != nil {
+		t.Errorf("no patterns: %v", err)
+	}
+}

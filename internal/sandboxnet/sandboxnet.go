@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/sbx-dev/sbx/internal/egress"
@@ -242,20 +241,4 @@ func ResolveSecrets(ctx context.Context, p policy.Sandbox, dir string, environ [
 		values[s.Name] = v
 	}
 	return values, nil
-}
-
-// CheckEnv refuses environment entries ("KEY=value") that would set a
-// variable carrying a secret's placeholder: a command given its own
-// value there would send it where the placeholder goes (and the spec
-// already refuses such a collision between its own env and a secret's).
-func CheckEnv(p policy.Sandbox, env []string) error {
-	for _, kv := range env {
-		k, _, _ := strings.Cut(kv, "=")
-		for _, s := range p.Secrets {
-			if s.Env == k {
-				return fmt.Errorf("%s carries the placeholder of secret.%s; a command cannot set it (rename the variable, or change the secret's env)", k, s.Name)
-			}
-		}
-	}
-	return nil
 }

@@ -6,11 +6,14 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha1"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -90,15 +93,67 @@ func guestClient(t *testing.T) []byte {
 type upstream struct {
 	mu    sync.Mutex
 	auths []string
+	// sawFirst is closed by the test once the guest printed the first
+	// event of /sse, which sends its second only then.
+	sawFirst chan struct{}
 }
 
 func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/sse":
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: one\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-u.sawFirst:
+			io.WriteString(w, "data: two\n\n")
+		case <-time.After(2 * time.Minute):
+			io.WriteString(w, "data: the first event never reached the guest\n\n")
+		}
+		return
+	case "/ws":
+		u.websocket(w, r)
+		return
+	}
 	u.mu.Lock()
 	u.auths = append(u.auths, r.Header.Get("Authorization"))
 	u.mu.Unlock()
 	// An upstream that echoes what it got, as some error pages do.
 	w.Header().Set("X-Echo", r.Header.Get("Authorization"))
 	fmt.Fprintf(w, "host=%s auth=%s\n", r.Host, r.Header.Get("Authorization"))
+}
+
+// websocket answers a WebSocket upgrade and echoes one text frame in
+// upper case.
+func (u *upstream) websocket(w http.ResponseWriter, r *http.Request) {
+	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		http.Error(w, "not an upgrade", http.StatusBadRequest)
+		return
+	}
+	sum := sha1.Sum([]byte(r.Header.Get("Sec-WebSocket-Key") + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(time.Minute))
+	fmt.Fprintf(brw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n",
+		base64.StdEncoding.EncodeToString(sum[:]))
+	brw.Flush()
+	hdr := make([]byte, 2)
+	if _, err := io.ReadFull(brw, hdr); err != nil {
+		return
+	}
+	n := int(hdr[1] & 0x7f)
+	mask := make([]byte, 4)
+	io.ReadFull(brw, mask)
+	payload := make([]byte, n)
+	io.ReadFull(brw, payload)
+	for i := range payload {
+		payload[i] ^= mask[i%4]
+	}
+	brw.Write(append([]byte{0x81, byte(n)}, bytes.ToUpper(payload)...))
+	brw.Flush()
 }
 
 func (u *upstream) sawAuth(s string) bool {
@@ -123,7 +178,7 @@ func TestSandboxNetwork(t *testing.T) {
 	const secret = "sk-real-value-0123456789abcdef"
 	const rotated = "sk-rotated-value-fedcba9876543210"
 	caPEM, cert := upstreamCA(t, "api.test", "other.test", "late.test")
-	up := &upstream{}
+	up := &upstream{sawFirst: make(chan struct{})}
 	srv := httptest.NewUnstartedServer(up)
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
 	srv.EnableHTTP2 = true
@@ -207,6 +262,26 @@ func TestSandboxNetwork(t *testing.T) {
 		t.Error("the upstream never got the real value")
 	}
 
+	// Basic auth with the placeholder as the password, as git's
+	// credential helpers send it.
+	if out := run("agent", "gc", "get", "-h1", "-basic", "git:TOKEN", "https://api.test/repo"); !strings.Contains(out, "status 200") || strings.Contains(out, secret) {
+		t.Errorf("basic auth: %s", out)
+	}
+	if !up.sawAuth("Basic " + base64.StdEncoding.EncodeToString([]byte("git:"+secret))) {
+		t.Error("the upstream did not get the real value inside the Basic credential")
+	}
+	// A WebSocket echo through the engine.
+	if out := run("agent", "gc", "ws", "https://api.test/ws", "hello"); !strings.Contains(out, "ws HELLO") {
+		t.Errorf("websocket: %s", out)
+	}
+	// An event stream arrives event by event: the upstream sends its
+	// second event only once the guest has printed the first.
+	sseOut := &watchWriter{want: "data: one", seen: up.sawFirst}
+	st, err := m.Exec(ctx, guestconn.Cmd{Args: []string{"gc", "sse", "https://api.test/sse"}, User: "agent", Stdout: sseOut, Stderr: sseOut})
+	if err != nil || st.Code != 0 || !strings.Contains(sseOut.String(), "data: two") {
+		t.Errorf("event stream: %v, %v:\n%s", st, err, sseOut.String())
+	}
+
 	// The placeholder to an allowed host that is not the secret's.
 	if out := run("agent", "gc", "get", "-bearer", "TOKEN", "https://other.test/"); !strings.Contains(out, "status 403") || strings.Contains(out, secret) {
 		t.Errorf("placeholder to other.test: %s; want 403", out)
@@ -216,6 +291,10 @@ func TestSandboxNetwork(t *testing.T) {
 	}
 	// Domain fronting: TLS to api.test, Host other.test.
 	if out := run("root", "gc", "get", "-h1", "-host", "other.test", "https://api.test/"); strings.Contains(out, "status 200") {
+		entries, _ := audit.Tail(auditDir, 1000)
+		for _, e := range entries {
+			t.Log(audit.Format(e))
+		}
 		t.Errorf("domain fronting: %s; want it refused", out)
 	}
 	// Names the policy does not allow do not resolve; raw addresses,
@@ -295,6 +374,31 @@ func TestSandboxNetwork(t *testing.T) {
 	if b := m.Console(); bytes.Contains(b, []byte(secret)) {
 		t.Error("the console holds the secret's value")
 	}
+}
+
+// watchWriter collects output and closes seen once want appears in it.
+type watchWriter struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	want string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (w *watchWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if strings.Contains(w.buf.String(), w.want) {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return len(p), nil
+}
+
+func (w *watchWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
 }
 
 func countAuth(u *upstream, s string) int {

@@ -5,6 +5,8 @@
 //	guestclient get [-h1] [-bearer VAR] [-basic USER:VAR] [-host HOST] URL
 //	guestclient dial HOST:PORT
 //	guestclient udp HOST:PORT
+//	guestclient sse URL
+//	guestclient ws URL MESSAGE
 //
 // get prints "status CODE PROTO" and the body; dial prints "connected"
 // or the error; udp sends a DNS query and prints "answered" or the error.
@@ -12,6 +14,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"encoding/base64"
@@ -20,6 +23,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -43,6 +47,10 @@ func main() {
 		fmt.Println("connected")
 	case "udp":
 		udp(os.Args[2])
+	case "sse":
+		sse(os.Args[2])
+	case "ws":
+		ws(os.Args[2], os.Args[3])
 	default:
 		fmt.Fprintln(os.Stderr, "unknown verb", os.Args[1])
 		os.Exit(2)
@@ -107,4 +115,76 @@ func udp(addr string) {
 		return
 	}
 	fmt.Println("answered")
+}
+
+// sse prints the lines of an event stream one by one as they arrive.
+func sse(url string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	defer resp.Body.Close()
+	fmt.Printf("status %d %s\n", resp.StatusCode, resp.Proto)
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if line := sc.Text(); line != "" {
+			fmt.Println(line)
+			os.Stdout.Sync()
+		}
+	}
+	if err := sc.Err(); err != nil {
+		fmt.Println("error:", err)
+	}
+}
+
+// ws opens a WebSocket on url (https), sends msg and prints the reply.
+func ws(rawURL, msg string) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	conn, err := tls.Dial("tcp", u.Host+":443", &tls.Config{ServerName: u.Hostname(), NextProtos: []string{"http/1.1"}})
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	key := base64.StdEncoding.EncodeToString([]byte("sbx-test-ws-key!"))
+	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n", u.RequestURI(), u.Hostname(), key)
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		fmt.Printf("status %d\n%s\n", resp.StatusCode, body)
+		return
+	}
+	// One masked text frame.
+	mask := [4]byte{1, 2, 3, 4}
+	frame := []byte{0x81, 0x80 | byte(len(msg))}
+	frame = append(frame, mask[:]...)
+	for i := range len(msg) {
+		frame = append(frame, msg[i]^mask[i%4])
+	}
+	if _, err := conn.Write(frame); err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	hdr := make([]byte, 2)
+	if _, err := io.ReadFull(br, hdr); err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	payload := make([]byte, hdr[1]&0x7f)
+	if _, err := io.ReadFull(br, payload); err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	fmt.Printf("ws %s\n", payload)
 }
