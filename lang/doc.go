@@ -132,6 +132,7 @@
 //	  cpus    = 2                        default 1
 //	  memory  = "2GiB"                   default 1GiB, at least 64MiB
 //	  env     = { CI = "1" }
+//	  forbid_env = ["MOLTNET_*"]         names that never reach the guest's environment
 //	}
 //
 //	output "NAME" {
@@ -217,7 +218,10 @@
 // by itself) and not passthrough; that sandbox users and mount owners exist in the image; that
 // guest paths are absolute and clean; that extract is used on archives;
 // sha256 digests; unique names, uids, file destinations, mount paths and
-// secret environment variables; and CPU and memory limits.
+// secret environment variables; that no image env name is a secret's
+// variable in a sandbox using both; that no name a sandbox's forbid_env
+// matches is set by its env, its image's env or its secrets (each refused
+// where it is written, naming the pattern); and CPU and memory limits.
 //
 // # The sandbox policy
 //

@@ -114,7 +114,7 @@ func (l *loader) decodeImage(b *hcl.Block) {
 		img.Size = l.attrSize(a, 1<<20)
 	}
 	if a := content.Attributes["env"]; a != nil {
-		img.Env, _ = l.attrEnv(a)
+		img.Env, l.imageEnv[img.Name] = l.attrEnv(a)
 	}
 
 	dests := map[string]hcl.Range{}

@@ -94,6 +94,11 @@ type loader struct {
 	// mountOwners records where each mount's owner was set, by vfs name
 	// and guest path, for the user checks made per sandbox.
 	mountOwners map[string]map[string]hcl.Range
+	// imageEnv and secretEnv record where each image's env names and each
+	// secret's env are written, for the forbid_env checks made per
+	// sandbox.
+	imageEnv  map[string][]item
+	secretEnv map[string]hcl.Range
 }
 
 func newLoader(dir string) *loader {
@@ -125,6 +130,8 @@ func newLoader(dir string) *loader {
 		localVals:   map[string]cty.Value{},
 		incomplete:  map[addrs.Ref]bool{},
 		mountOwners: map[string]map[string]hcl.Range{},
+		imageEnv:    map[string][]item{},
+		secretEnv:   map[string]hcl.Range{},
 	}
 }
 

@@ -285,6 +285,7 @@ func (l *loader) decodeSecret(b *hcl.Block) {
 					"%q is not an environment variable name: use letters, digits and underscores, not starting with a digit.", v)
 			} else {
 				s.Env = v
+				l.secretEnv[s.Name] = a.Expr.Range()
 			}
 		}
 	}

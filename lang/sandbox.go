@@ -21,6 +21,7 @@ var sandboxSchema = &hcl.BodySchema{
 		{Name: "cpus"},
 		{Name: "memory"},
 		{Name: "env"},
+		{Name: "forbid_env"},
 	},
 }
 
@@ -95,6 +96,10 @@ func (l *loader) decodeSandbox(b *hcl.Block) {
 	}
 
 	sb.Policy = l.sandboxPolicy(sb, egress, secrets, vfs, envItems)
+	if a := content.Attributes["forbid_env"]; a != nil {
+		sb.Policy.ForbidEnv, sb.Policy.ForbidEnvOrigin = l.attrForbidEnv(sb, a)
+	}
+	l.checkForbiddenEnv(sb, envItems, secrets)
 
 	if usersKnown {
 		for _, r := range vfs {

@@ -42,7 +42,8 @@ type Change struct {
 	// "ca", "secret",
 	// "secret.source", "secret.hosts", "secret.env", "mount",
 	// "mount.host", "mount.access", "mount.hide", "mount.readonly",
-	// "mount.tmpfs", "mount.owner". Compare lists changes in this order.
+	// "mount.tmpfs", "mount.owner", "forbid_env". Compare lists changes
+	// in this order.
 	// "image.input" is a host file an image's input brings into the guest
 	// (CompareImageInputs).
 	Kind string `json:"kind"`
@@ -61,6 +62,7 @@ var kinds = []string{
 	"tcp", "hosts", "ca",
 	"secret", "secret.source", "secret.hosts", "secret.env",
 	"mount", "mount.host", "mount.access", "mount.hide", "mount.readonly", "mount.tmpfs", "mount.owner",
+	"forbid_env",
 	"image.input",
 }
 
@@ -96,6 +98,7 @@ func Compare(old, new Sandbox) []Change {
 	cs = append(cs, compareCAs(old.CAs, new.CAs)...)
 	cs = append(cs, compareSecrets(old.Secrets, new.Secrets)...)
 	cs = append(cs, compareMounts(old.Mounts, new.Mounts)...)
+	cs = append(cs, compareForbidEnv(old, new)...)
 	sort.SliceStable(cs, func(i, j int) bool {
 		a, b := cs[i], cs[j]
 		if ra, rb := kindRank(a.Kind), kindRank(b.Kind); ra != rb {

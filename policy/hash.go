@@ -59,6 +59,8 @@ func Hash(p Sandbox) string {
 		// CAs are the sha256 of each CA's PEM, sorted and without
 		// repeats: a CA is what it says, wherever its file lives.
 		CAs []string `json:"cas,omitempty"`
+		// ForbidEnv came later still: left out when empty, as above.
+		ForbidEnv []string `json:"forbid_env,omitempty"`
 	}
 	for _, r := range p.Allow {
 		c.Allow = append(c.Allow, allow{r.Pattern.String(), r.Passthrough, r.Methods, r.Paths, r.GitPush})
@@ -84,6 +86,7 @@ func Hash(p Sandbox) string {
 	}
 	sort.Strings(c.CAs)
 	c.CAs = slices.Compact(c.CAs)
+	c.ForbidEnv = p.ForbidEnv
 	data, err := json.Marshal(&c)
 	if err != nil {
 		// Only strings and slices of strings are encoded; this cannot fail.

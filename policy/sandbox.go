@@ -16,6 +16,16 @@ type Sandbox struct {
 	// system's roots, when it verifies the upstream servers of allowed
 	// HTTPS hosts (a company proxy, a test server).
 	CAs []CA `json:"cas,omitempty"`
+	// ForbidEnv are patterns of environment variable names that must
+	// never reach the guest's environment (CheckEnvPattern says what a
+	// pattern is): package lang refuses a configuration whose sandbox,
+	// image or secrets set such a name, and every command started in the
+	// sandbox is refused one (sandboxnet.CheckEnv). Adding a pattern
+	// narrows the policy; removing one widens it.
+	ForbidEnv []string `json:"forbid_env,omitempty"`
+	// ForbidEnvOrigin is where ForbidEnv is declared (the sandbox block's
+	// forbid_env attribute), for errors that name it.
+	ForbidEnvOrigin Origin `json:"forbid_env_origin,omitzero"`
 }
 
 // CA is one upstream certificate authority an egress block adds.
