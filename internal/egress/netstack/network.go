@@ -385,7 +385,7 @@ func (n *Network) newStack() error {
 }
 
 // admit decides, for each frame the guest sends, whether it reaches the
-// stack at all. Only ARP and IPv4 do; an IPv4 packet must come from the
+// stack at all. Only ARP from the guest's address and IPv4 do; an IPv4 packet must come from the
 // guest's own address, be whole (fragments are refused, so the stack
 // never holds pieces for reassembly), and be TCP, UDP, or ICMP to the
 // gateway (which answers echo requests and nothing else is there to
@@ -397,7 +397,12 @@ func (n *Network) admit(frame []byte) bool {
 	}
 	switch header.Ethernet(frame).Type() {
 	case header.ARPProtocolNumber:
-		return true
+		// Only the guest's own address may be announced: the stack's
+		// neighbour table then never holds anyone else, and the
+		// gateway's address cannot be claimed.
+		a := header.ARP(frame[header.EthernetMinimumSize:])
+		return len(a) >= header.ARPSize && a.IsValid() &&
+			netip.AddrFrom4([4]byte(a.ProtocolAddressSender())) == guestAddr
 	case header.IPv4ProtocolNumber:
 	default:
 		return false // IPv6 and the rest: this network is IPv4 only

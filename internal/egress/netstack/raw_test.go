@@ -319,3 +319,60 @@ func TestMalformedFramesDoNotHurt(t *testing.T) {
 		t.Errorf("Stats counted %d frames, the test wrote %d and more", st.Frames, len(frames))
 	}
 }
+
+// arpFrame is an ARP message from the guest's Ethernet address claiming
+// sender is at it.
+func arpFrame(op header.ARPOp, sender, target netip.Addr) []byte {
+	b := make([]byte, header.EthernetMinimumSize+header.ARPSize)
+	header.Ethernet(b).Encode(&header.EthernetFields{
+		SrcAddr: tcpip.LinkAddress(guestMAC),
+		DstAddr: header.EthernetBroadcastAddress,
+		Type:    header.ARPProtocolNumber,
+	})
+	a := header.ARP(b[header.EthernetMinimumSize:])
+	a.SetIPv4OverEthernet()
+	a.SetOp(op)
+	copy(a.HardwareAddressSender(), guestMAC)
+	copy(a.ProtocolAddressSender(), sender.AsSlice())
+	copy(a.ProtocolAddressTarget(), target.AsSlice())
+	return b
+}
+
+// TestARPFromOthersIgnored: ARP claiming the gateway's address, or any
+// address but the guest's, never reaches the stack, and the network goes
+// on serving.
+func TestARPFromOthersIgnored(t *testing.T) {
+	var cap capture
+	sb := newSandbox(t, Options{Resolve: allowNames("api.example.com")}, cap.admit)
+	g := sb.guest
+	addr := g.resolve(t, "api.example.com.")
+	cap.mu.Lock()
+	cap.frames = nil
+	cap.mu.Unlock()
+	for i := range 600 {
+		forged := netip.AddrFrom4([4]byte{10, 83, 0, byte(3 + i%250)})
+		for _, f := range [][]byte{
+			arpFrame(header.ARPReply, gatewayAddr, gatewayAddr), // gratuitous: the gateway is here
+			arpFrame(header.ARPRequest, forged, gatewayAddr),
+			arpFrame(header.ARPRequest, netip.AddrFrom4([4]byte{8, 8, byte(i >> 8), byte(i)}), gatewayAddr),
+		} {
+			if err := g.wire.writeFrame(f); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if got := g.resolve(t, "api.example.com."); got != addr {
+		t.Errorf("after the ARP, api.example.com is %v, was %v", got, addr)
+	}
+	cap.mu.Lock()
+	defer cap.mu.Unlock()
+	for _, f := range cap.frames {
+		if header.Ethernet(f).Type() != header.ARPProtocolNumber {
+			continue
+		}
+		a := header.ARP(f[header.EthernetMinimumSize:])
+		if a.Op() == header.ARPReply && netip.AddrFrom4([4]byte(a.ProtocolAddressTarget())) != guestAddr {
+			t.Fatalf("the gateway answered ARP from %v", netip.AddrFrom4([4]byte(a.ProtocolAddressTarget())))
+		}
+	}
+}

@@ -118,6 +118,7 @@ func TestLinuxGuest(t *testing.T) {
 		{"nc -w 5 1.1.1.1 443 </dev/null", "refused"},
 		{"wget -q -O - http://other.test/", "refused"},
 		{"ping -c 1 -W 2 1.1.1.1", "0 packets received"},
+		{"nslookup -timeout=2 -retry=1 api.test 8.8.8.8", "no servers could be reached"},
 	} {
 		start := time.Now()
 		out := sh(t, m, -1, c.cmd)
@@ -142,7 +143,7 @@ func TestLinuxGuest(t *testing.T) {
 	mu.Lock()
 	got := append([]netstack.Denial(nil), denials...)
 	mu.Unlock()
-	for _, want := range []struct{ proto, name string }{{"dns", "evil.test"}, {"dns", "api.test"}, {"tcp", "api.test"}, {"tcp", "other.test"}, {"tcp", ""}, {"ip", ""}} {
+	for _, want := range []struct{ proto, name string }{{"dns", "evil.test"}, {"dns", "api.test"}, {"tcp", "api.test"}, {"tcp", "other.test"}, {"tcp", ""}, {"ip", ""}, {"udp", ""}} {
 		found := false
 		for _, d := range got {
 			found = found || d.Proto == want.proto && d.Name == want.name
