@@ -340,6 +340,19 @@ func (n *Network) newStack() error {
 	if err := s.SetTransportProtocolOption(tcp.ProtocolNumber, &sack); err != nil {
 		return fail("TCP SACK", err)
 	}
+	// A closed connection's endpoint stays in TIME_WAIT (or FIN_WAIT_2,
+	// waiting for the guest's FIN) for a minute by default, uncounted by
+	// MaxConns: a guest connecting in a loop would pile them up. On a
+	// link with no delay and no reordering a second is plenty for the
+	// stray segments TIME_WAIT is for.
+	timeWait := tcpip.TCPTimeWaitTimeoutOption(time.Second)
+	if err := s.SetTransportProtocolOption(tcp.ProtocolNumber, &timeWait); err != nil {
+		return fail("TCP TIME_WAIT", err)
+	}
+	finWait := tcpip.TCPLingerTimeoutOption(5 * time.Second)
+	if err := s.SetTransportProtocolOption(tcp.ProtocolNumber, &finWait); err != nil {
+		return fail("TCP FIN_WAIT_2", err)
+	}
 	moderate := tcpip.TCPModerateReceiveBufferOption(false)
 	if err := s.SetTransportProtocolOption(tcp.ProtocolNumber, &moderate); err != nil {
 		return fail("TCP buffer moderation", err)

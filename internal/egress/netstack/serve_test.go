@@ -283,3 +283,44 @@ func TestFlowBuffersBounded(t *testing.T) {
 		t.Errorf("the host holds %d bytes of the flow (the guest wrote %d); want some, at most %d", queued, sent, limit)
 	}
 }
+
+// TestClosedFlowsDoNotLinger: connections the host closes first would
+// each hold an endpoint in TIME_WAIT for a minute, and ones the guest
+// never finishes closing one in FIN_WAIT_2; a guest opening and closing
+// connections in a loop must not pile them up.
+func TestClosedFlowsDoNotLinger(t *testing.T) {
+	sb := newSandbox(t, Options{
+		Resolve: allowNames("api.example.com"),
+		Accept:  func(string, uint16) bool { return true },
+		Handle: func(ctx context.Context, f Flow, conn net.Conn) {
+			conn.Write([]byte("x"))
+		},
+	}, nil)
+	g := sb.guest
+	addr := g.resolve(t, "api.example.com.")
+	const conns = 300
+	for i := range conns {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c, err := g.dial(ctx, addr, 443)
+		cancel()
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		io.ReadAll(c)
+		c.Close()
+	}
+	peak := len(sb.net.stk.RegisteredEndpoints())
+	deadline := time.Now().Add(4 * time.Second)
+	for {
+		left := len(sb.net.stk.RegisteredEndpoints())
+		if left <= 4 { // the DNS sockets, and a straggler
+			t.Logf("%d endpoints after %d connections, %d now", peak, conns, left)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d endpoints still registered 4s after %d connections closed (%d at first)", left, conns, peak)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
