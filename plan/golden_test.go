@@ -2,6 +2,8 @@ package plan_test
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"crypto/sha256"
 	"crypto/sha512"
 	"encoding/base64"
@@ -36,7 +38,11 @@ const goldenLineage = "5b0f3c1e-8a2d-4e7f-9c61-2d4b7a90e3f5"
 // the state) and after is planned against that state. A case whose
 // comment has a line "against: LABEL" plans after against before with
 // Against instead, without state; a line "unlocked: before" (or "after")
-// plans it as if that side had no lock file (AgainstSides).
+// plans it as if that side had no lock file (AgainstSides). Every plan
+// carries the mount reports of the after configuration (InspectMounts)
+// over its files as the archive has them; a line "many: PATH COUNT" adds
+// COUNT empty files named by the printf pattern PATH (with one %d), for
+// trees too big to list in the archive.
 func TestGolden(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("testdata", "*.txtar"))
 	if err != nil {
@@ -82,6 +88,22 @@ func runGolden(t *testing.T, file string) {
 
 	var against, unlocked string
 	for _, line := range strings.Split(string(ar.Comment), "\n") {
+		if v, ok := strings.CutPrefix(line, "many:"); ok {
+			var pattern string
+			var count int
+			if _, err := fmt.Sscanf(strings.TrimSpace(v), "%s %d", &pattern, &count); err != nil {
+				t.Fatalf("many: %q: %v", line, err)
+			}
+			for i := range count {
+				path := filepath.Join(dir, filepath.FromSlash(fmt.Sprintf(pattern, i)))
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
 		if v, ok := strings.CutPrefix(line, "against:"); ok {
 			against = strings.TrimSpace(v)
 		}
@@ -121,6 +143,7 @@ func runGolden(t *testing.T, file string) {
 	if diags.HasErrors() {
 		t.Fatalf("plan: %v", diags)
 	}
+	p.Mounts = plan.InspectMounts(context.Background(), afterCfg, plan.InspectOptions{})
 
 	var text bytes.Buffer
 	if err := plan.Render(&text, p, plan.RenderOptions{}); err != nil {

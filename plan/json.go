@@ -22,6 +22,9 @@ type jsonPlan struct {
 	Unlocked        []string     `json:"unlocked,omitempty"`
 	ResourceChanges []jsonChange `json:"resource_changes"`
 	Summary         Summary      `json:"summary"`
+	// Mounts came after format 1.0 was first written: left out when
+	// there are none, so older readers of such plans see no change.
+	Mounts []MountReport `json:"mounts,omitempty"`
 }
 
 type jsonState struct {
@@ -70,6 +73,7 @@ func (p *Plan) MarshalJSON() ([]byte, error) {
 		Unlocked:        p.Unlocked,
 		ResourceChanges: []jsonChange{},
 		Summary:         p.Summary(),
+		Mounts:          p.Mounts,
 	}
 	if p.StateLineage != "" {
 		jp.State = &jsonState{Lineage: p.StateLineage, Serial: p.StateSerial}
@@ -136,7 +140,7 @@ func (p *Plan) UnmarshalJSON(b []byte) error {
 	if dec.More() {
 		return fmt.Errorf("invalid plan: data after the plan object")
 	}
-	out := Plan{Against: jp.Against, Unlocked: jp.Unlocked}
+	out := Plan{Against: jp.Against, Unlocked: jp.Unlocked, Mounts: jp.Mounts}
 	if jp.State != nil {
 		out.StateLineage, out.StateSerial = jp.State.Lineage, jp.State.Serial
 	}

@@ -53,6 +53,12 @@ type Plan struct {
 	// ("this configuration" or the other revision's label): their image
 	// inputs were compared by source string, not by pin (AgainstSides).
 	Unlocked []string
+	// Mounts say, for each mount of the desired sandboxes, which host
+	// files its hide rules hide and which visible files look like
+	// secrets (InspectMounts). They describe the checkout when the plan
+	// was made, not a change: apply inspects again rather than compare
+	// them with a saved plan's.
+	Mounts []MountReport
 }
 
 // ResourceChange is the planned change to one resource.
