@@ -3,12 +3,12 @@ package plan_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"crypto/sha256"
 	"crypto/sha512"
 	"encoding/base64"
 	"encoding/hex"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
