@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/sbx-dev/sbx/addrs"
@@ -63,8 +64,10 @@ func CheckLocked(cfg *lang.Config, l *lockfiles.Lock) hcl.Diagnostics {
 // CheckImageLocked reports whether the lock entry l is up to date for img:
 // the platform matches, every recipe input has a pin whose source string
 // and kind are the ones the spec declares (and whose sha256 is the one the
-// spec declares, if it declares one), the lock pins nothing the spec no
-// longer uses, and the recorded input hash is InputHash(img, l.Inputs). l
+// spec declares, if it declares one), an image with packages has a
+// "packages" pin for the requests as written (its package.NAME pins are
+// then expected), the lock pins nothing the spec no longer uses, and the
+// recorded input hash is InputHash(img, l.Inputs). l
 // may be nil (the image is not locked).
 //
 // Every problem found is reported, each naming the image and the input
@@ -116,6 +119,24 @@ func imageProblems(img *lang.Image, l *lockfiles.Image) []problem {
 			add(src.Range, "%s: %s is locked as a %q source but the spec's %q is a %q source; run `sbx lock`", addr, in.Key, pin.Kind, src.Raw, src.Kind)
 		case src.SHA256 != "" && pin.SHA256 != src.SHA256:
 			add(src.Range, "%s: %s is locked with sha256 %q but the spec declares %q for %q; run `sbx lock`", addr, in.Key, pin.SHA256, src.SHA256, src.Raw)
+		}
+	}
+	if reqs := img.Packages.Requests; len(reqs) > 0 {
+		want := strings.Join(reqs, ", ")
+		pin := l.Inputs[lockfiles.PackagesKey]
+		switch {
+		case pin == nil:
+			add(img.Packages.Range, "%s: packages are not locked; run `sbx lock`", addr)
+		case pin.Kind != lockfiles.KindDebPackages:
+			add(img.Packages.Range, "%s: packages are locked as %q, not a Debian package set; run `sbx lock`", addr, pin.Kind)
+		case pin.Source != want:
+			add(img.Packages.Range, "%s: packages are locked for %q but the spec declares %q; run `sbx lock`", addr, pin.Source, want)
+		}
+		used[lockfiles.PackagesKey] = true
+		for key := range l.Inputs {
+			if strings.HasPrefix(key, lockfiles.PackageKeyPrefix) {
+				used[key] = true
+			}
 		}
 	}
 	var extra []string

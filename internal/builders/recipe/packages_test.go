@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/lockfiles"
 )
 
@@ -55,5 +56,35 @@ func TestInputHashCoversPackagePins(t *testing.T) {
 	delete(p, lockfiles.PackagesKey)
 	if _, err := InputHash(img, p); err == nil {
 		t.Error("an image with packages hashed without its packages pin")
+	}
+}
+
+// TestCheckImageLockedPackages: package pins count as used while the
+// image has packages; a changed request, or pins the image no longer
+// asks for, make the lock out of date.
+func TestCheckImageLockedPackages(t *testing.T) {
+	img := &lang.Image{Name: "dev", Platform: lang.Platform{OS: "linux", Architecture: "amd64"}}
+	img.Packages.Requests = []string{"git", "jq"}
+	pins := map[string]*lockfiles.Pin{
+		lockfiles.PackagesKey: {Source: "git, jq", Kind: lockfiles.KindDebPackages, Digest: "sha256:" + strings.Repeat("1", 64)},
+		"package.git":         {Source: "git", Kind: lockfiles.KindDebPackage, Version: "1", Architecture: "amd64", Filename: "pool/g.deb", SHA256: strings.Repeat("2", 64), Size: "1"},
+	}
+	h, err := InputHash(img, pins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &lockfiles.Image{Name: "dev", Platform: "linux/amd64", InputHash: h, Inputs: pins}
+	if err := CheckImageLocked(img, l); err != nil {
+		t.Fatalf("up-to-date lock: %v", err)
+	}
+	changed := *img
+	changed.Packages.Requests = []string{"git"}
+	if err := CheckImageLocked(&changed, l); err == nil || !strings.Contains(err.Error(), `packages are locked for "git, jq" but the spec declares "git"`) {
+		t.Errorf("changed request: %v", err)
+	}
+	none := *img
+	none.Packages.Requests = nil
+	if err := CheckImageLocked(&none, l); err == nil || !strings.Contains(err.Error(), "the lock pins package.git") {
+		t.Errorf("packages dropped: %v", err)
 	}
 }
