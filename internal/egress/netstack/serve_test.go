@@ -219,13 +219,19 @@ func TestDenialsRateBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Reporting is asynchronous: wait for some of both, then a little
+	// for the queue to drain.
 	deadline := time.Now().Add(3 * time.Second)
 	for {
-		if den, _ := sb.net.Dropped(); den > 0 || time.Now().After(deadline) {
+		sb.mu.Lock()
+		got := len(sb.denials)
+		sb.mu.Unlock()
+		if den, _ := sb.net.Dropped(); den > 0 && got > 0 || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	time.Sleep(100 * time.Millisecond)
 	sb.mu.Lock()
 	got := len(sb.denials)
 	sb.mu.Unlock()
