@@ -105,8 +105,10 @@ func (w *wire) receive() error {
 		if w.admit != nil && !w.admit(frame) {
 			continue
 		}
+		// MakeWithData copies the frame (into a pooled chunk), so the
+		// reader may reuse its buffer.
 		pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{
-			Payload: buffer.MakeWithData(append([]byte(nil), frame...)),
+			Payload: buffer.MakeWithData(frame),
 		})
 		w.ch.InjectInbound(0, pkt) // the ethernet endpoint reads the type
 		pkt.DecRef()

@@ -171,6 +171,10 @@ type flow struct {
 
 var _ machine.Network = (*Network)(nil)
 
+// The machine reports a Network's counts through Machine.NetStats when
+// it has this method.
+var _ interface{ Stats() machine.NetStats } = (*Network)(nil)
+
 // New returns a Network with opts' hooks and bounds.
 func New(opts Options) (*Network, error) {
 	def := func(v *int, d int) error {
