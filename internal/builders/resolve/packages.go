@@ -165,7 +165,13 @@ func (s *Set) debClient(arch string) (*debrepo.Client, error) {
 		c.Arch = arch
 	}
 	if c.Cache == nil {
-		ch, err := cache.Open("")
+		root := ""
+		for _, kv := range s.environ {
+			if v, ok := strings.CutPrefix(kv, cache.EnvRoot+"="); ok {
+				root = v
+			}
+		}
+		ch, err := cache.Open(root)
 		if err != nil {
 			return nil, err
 		}

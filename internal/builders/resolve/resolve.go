@@ -65,7 +65,7 @@ type Options struct {
 	AptRoot string
 	// DebRepo is the template of the client package sets are resolved
 	// with (its Arch is set per image); nil means one with HTTPClient and
-	// the default cache.
+	// the cache Environ's SBX_CACHE_DIR names, else the default cache.
 	DebRepo *debrepo.Client
 }
 
@@ -78,6 +78,7 @@ type Set struct {
 	aptRoot   string
 	http      *http.Client
 	debRepo   *debrepo.Client
+	environ   []string
 }
 
 var _ Resolver = (*Set)(nil)
@@ -119,6 +120,7 @@ func New(opts Options) *Set {
 		aptRoot:   opts.AptRoot,
 		http:      opts.HTTPClient,
 		debRepo:   opts.DebRepo,
+		environ:   opts.Environ,
 	}
 }
 
