@@ -82,15 +82,16 @@ func ParseDep(s string) (Dep, error) {
 	return d, nil
 }
 
-// validName accepts package names and the namespaced names packages
-// provide: printable ASCII without spaces, operators, "!" or "@",
-// starting with a letter or digit.
+// validName accepts package names and the names packages provide
+// (namespaced ones, and paths such as "/bin/sh", which real indexes
+// depend on): printable ASCII without spaces, operators, "!" or "@",
+// starting with a letter, a digit or "/".
 func validName(s string) bool {
 	if s == "" || len(s) > 255 {
 		return false
 	}
 	c0 := s[0]
-	if !(c0 >= 'a' && c0 <= 'z' || c0 >= 'A' && c0 <= 'Z' || c0 >= '0' && c0 <= '9') {
+	if !(c0 >= 'a' && c0 <= 'z' || c0 >= 'A' && c0 <= 'Z' || c0 >= '0' && c0 <= '9' || c0 == '/') {
 		return false
 	}
 	for i := 0; i < len(s); i++ {

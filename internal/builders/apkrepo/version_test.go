@@ -114,7 +114,8 @@ func TestParseDep(t *testing.T) {
 		"pc:zlib>=1.2":             {Name: "pc:zlib", Op: ">=", Version: "1.2"},
 		"!busybox-suid":            {Name: "busybox-suid", Conflict: true},
 		"busybox@edge>1.36":        {Name: "busybox", Tag: "edge", Op: ">", Version: "1.36"},
-		"/bin/sh":                  {},
+		"/bin/sh":                  {Name: "/bin/sh"},
+		"-foo":                     {},
 	} {
 		got, err := ParseDep(in)
 		if want.Name == "" {
