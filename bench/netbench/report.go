@@ -40,6 +40,14 @@ func (s samples) min() time.Duration {
 	return slices.Min(s)
 }
 
+// max returns the longest sample, or 0 for none.
+func (s samples) max() time.Duration {
+	if len(s) == 0 {
+		return 0
+	}
+	return slices.Max(s)
+}
+
 // median returns the middle sample, or the mean of the two middle ones.
 func (s samples) median() time.Duration {
 	c := slices.Clone(s)
@@ -127,12 +135,14 @@ func (r *results) print(w io.Writer) {
 	}
 	dl("median", samples.median)
 	dl("best", samples.min)
+	dl("worst", samples.max)
 	burst := func(what string, pick func(samples) time.Duration) {
 		a, b := perSecond(r.requests, pick(sb.bursts)), perSecond(r.requests, pick(us.bursts))
 		fmt.Fprintf(w, "| %d sequential `wget` of 1 KiB, a connection each, %s | %.1f requests/s | %.1f requests/s | %s |\n", r.requests, what, a, b, ratio(a, b))
 	}
 	burst("median", samples.median)
 	burst("best", samples.min)
+	burst("worst", samples.max)
 	fmt.Fprintf(w, "| exec round trip of `true` (included once in each timing above), median | %s | %s | |\n", millis(sb.execTrue.median()), millis(us.execTrue.median()))
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "Both guests boot the same image at once and take turns. Each download is busybox wget in the guest fetching zeros over plain HTTP from one Go server on the host's 127.0.0.1; the server checks that each body went out whole. ")
