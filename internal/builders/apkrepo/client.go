@@ -224,6 +224,10 @@ func (c *Client) Download(ctx context.Context, repos []Repository, pin Pin) (str
 		seen[r.URL] = true
 		u := r.URL + "/" + pin.Filename
 		data, err := c.get(ctx, u, pin.Size)
+		var tl *tooLargeError
+		if errors.As(err, &tl) {
+			return "", fmt.Errorf("%s from %s does not match the lock: more than the %d bytes it pins", what, u, pin.Size)
+		}
 		if err != nil {
 			lastErr = fmt.Errorf("%s: %w", what, err)
 			continue
@@ -289,7 +293,14 @@ func (c *Client) get(ctx context.Context, u string, limit int64) ([]byte, error)
 		return nil, fmt.Errorf("%s: %w", u, err)
 	}
 	if n > limit {
-		return nil, fmt.Errorf("%s: more than %d bytes", u, limit)
+		return nil, &tooLargeError{url: u, limit: limit}
 	}
 	return b.Bytes(), nil
 }
+
+type tooLargeError struct {
+	url   string
+	limit int64
+}
+
+func (e *tooLargeError) Error() string { return fmt.Sprintf("%s: more than %d bytes", e.url, e.limit) }
