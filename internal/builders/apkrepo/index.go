@@ -119,19 +119,19 @@ func setField(p *Package, k byte, v string, dir *string, installed bool) error {
 	switch k {
 	case 'P':
 		if !validName(v) {
-			return fmt.Errorf("P:%q is not a package name", v)
+			return fmt.Errorf("name %q (P:) is not a package name", v)
 		}
 		p.Name = v
 	case 'V':
 		if !ValidVersion(v) {
-			return fmt.Errorf("V:%q is not an Alpine version", v)
+			return fmt.Errorf("version %q (V:) is not an Alpine version", v)
 		}
 		p.Version = v
 	case 'A':
 		p.Arch = v
 	case 'C':
 		if !strings.HasPrefix(v, "Q1") || len(v) != 30 {
-			return fmt.Errorf("C:%q is not a Q1 SHA-1 identity", v)
+			return fmt.Errorf("checksum %q (C:) is not a Q1 SHA-1 identity", v)
 		}
 		p.Checksum = v
 	case 'S':
