@@ -137,14 +137,25 @@ func runApply(ctx context.Context, env *Env, args []string) int {
 	}
 	p := plan.FromState(desired, st)
 	if saved != nil {
+		// A saved plan's mount reports describe the checkout when it was
+		// made; they are inspected again below, not compared.
+		saved.Mounts = nil
 		if err := samePlan(saved, p); err != nil {
 			v.errorDetail("The saved plan is out of date", fmt.Sprintf("%s: %v.\nRun \"sbx plan -out %s\" again and review it.", a.planFile, err, a.planFile))
 			return ExitError
 		}
 	}
 
+	p.Mounts = plan.InspectMounts(ctx, cfg, plan.InspectOptions{})
+
 	if !p.HasChanges() {
 		v.println("No changes. The sandboxes match the configuration.")
+		// The host files behind running sandboxes' mounts may have
+		// changed all the same.
+		if err := plan.RenderMounts(env.Stdout, p.Mounts, plan.RenderOptions{Color: v.colorOut, Width: int(v.width)}); err != nil {
+			v.errorf("Cannot print the plan: %v", err)
+			return ExitError
+		}
 		return ExitOK
 	}
 	if err := plan.Render(env.Stdout, p, plan.RenderOptions{Color: v.colorOut, Width: int(v.width)}); err != nil {

@@ -151,6 +151,9 @@ func runPlan(ctx context.Context, env *Env, args []string) int {
 	if !ok {
 		return failedOrInterrupted(ctx, env, "nothing was planned")
 	}
+	// What the mounts show of the checkout now: hidden files and
+	// unhidden secrets, shown with the plan and saved in it.
+	p.Mounts = plan.InspectMounts(ctx, cfg, plan.InspectOptions{})
 
 	if a.json {
 		data, err := p.MarshalJSON()
