@@ -14,6 +14,13 @@
 // Plan.Unlocked). All use Compute (resources to changes), which callers
 // may also use directly.
 //
+// InspectMounts reports what each mount of the desired sandboxes shows of
+// its host directory now — the files its hide rules hide, the visible
+// files that look like secrets — for Plan.Mounts; it walks the checkout
+// with bounds and without following links, matching paths with package
+// vfs's rule engine so that the plan shows what the file server will
+// hide.
+//
 // A Plan is data: it is rendered for people (Render) or as versioned JSON
 // (MarshalJSON, documented in docs/plan-json.md), saved with WriteFile and
 // read back with ReadFile by show and apply.
