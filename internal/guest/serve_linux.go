@@ -48,11 +48,11 @@ func serve(ctx context.Context, root string, console *lockedWriter, reaper execs
 	for _, problem := range prepareDev(root) {
 		console.WriteString(bootproto.WarningLine(problem))
 	}
-	agent, err := findPort(ctx, root, bootproto.AgentPort, portWait, poll)
+	agent, err := bootproto.FindPort(ctx, root, bootproto.AgentPort, portWait, poll)
 	if err != nil {
 		return err
 	}
-	control, err := findPort(ctx, root, bootproto.ControlPort, portWait, poll)
+	control, err := bootproto.FindPort(ctx, root, bootproto.ControlPort, portWait, poll)
 	if err != nil {
 		return err
 	}

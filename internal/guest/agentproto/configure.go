@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"path"
 	"strings"
 )
 
@@ -33,6 +34,39 @@ type Configure struct {
 	Env []string `json:"env,omitempty"`
 	// Hosts are extra /etc/hosts lines, "ADDRESS NAME [NAME...]".
 	Hosts []string `json:"hosts,omitempty"`
+	// Mounts are the sandbox's workspace mounts: each a file system the
+	// host serves over 9P on a virtio-serial port of its own. The guest
+	// mounts each once; a later request naming a path already mounted
+	// from the same port leaves it as it is.
+	Mounts []Mount `json:"mounts,omitempty"`
+}
+
+// Mount is one workspace mount the guest makes.
+type Mount struct {
+	// Port is the name of the virtio-serial port the host serves it on,
+	// "sbx.vfs.N".
+	Port string `json:"port"`
+	// Path is where it is mounted: absolute, clean, not "/".
+	Path string `json:"path"`
+	// ReadOnly mounts it read-only in the guest too (the host refuses
+	// writes to it either way).
+	ReadOnly bool `json:"read_only,omitempty"`
+}
+
+// MountPortPrefix begins the port name of every Mount.
+const MountPortPrefix = "sbx.vfs."
+
+// Validate checks a mount: a port of the mounts' own and a path that is
+// absolute, clean and not the root.
+func (m Mount) Validate() error {
+	rest, ok := strings.CutPrefix(m.Port, MountPortPrefix)
+	if !ok || rest == "" || len(m.Port) > 64 || strings.ContainsFunc(rest, func(r rune) bool { return r < '0' || r > '9' }) {
+		return fmt.Errorf("configure: mount port %q is not %sN", m.Port, MountPortPrefix)
+	}
+	if !path.IsAbs(m.Path) || path.Clean(m.Path) != m.Path || m.Path == "/" || len(m.Path) > 4096 || strings.ContainsRune(m.Path, 0) {
+		return fmt.Errorf("configure: mount path %q must be absolute, clean and not /", m.Path)
+	}
+	return nil
 }
 
 // NetConfig is the static configuration of the guest's network
@@ -86,7 +120,10 @@ func CAEnv() []string {
 const (
 	MaxConfigureEnv   = 1024
 	MaxConfigureHosts = 1024
-	MaxCACertPEM      = 256 << 10
+	// MaxConfigureMounts is what fits on the machine's virtio-serial
+	// device beside the agent's own ports.
+	MaxConfigureMounts = 29
+	MaxCACertPEM       = 256 << 10
 )
 
 // Validate checks a Configure before it is sent or applied: every field
@@ -118,6 +155,19 @@ func (c *Configure) Validate() error {
 		if err := checkHostsLine(line); err != nil {
 			return err
 		}
+	}
+	if len(c.Mounts) > MaxConfigureMounts {
+		return fmt.Errorf("configure: %d mounts (maximum %d)", len(c.Mounts), MaxConfigureMounts)
+	}
+	seen := map[string]bool{}
+	for _, m := range c.Mounts {
+		if err := m.Validate(); err != nil {
+			return err
+		}
+		if seen[m.Path] {
+			return fmt.Errorf("configure: two mounts at %s", m.Path)
+		}
+		seen[m.Path] = true
 	}
 	return nil
 }

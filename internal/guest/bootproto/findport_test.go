@@ -1,4 +1,4 @@
-package guest
+package bootproto
 
 import (
 	"context"
@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/sbx-dev/sbx/internal/guest/bootproto"
 )
 
 func TestFindPort(t *testing.T) {
@@ -24,33 +22,33 @@ func TestFindPort(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	write(bootproto.PortsDir+"/vport0p1/name", bootproto.ControlPort+"\n")
+	write(PortsDir+"/vport0p1/name", ControlPort+"\n")
 	write("dev/vport0p1", "")
 
 	// The agent port appears later, its name a moment after its device.
 	go func() {
 		time.Sleep(50 * time.Millisecond)
-		write(bootproto.PortsDir+"/vport0p2/name", "")
+		write(PortsDir+"/vport0p2/name", "")
 		write("dev/vport0p2", "")
 		time.Sleep(50 * time.Millisecond)
-		write(bootproto.PortsDir+"/vport0p2/name", bootproto.AgentPort+"\n")
+		write(PortsDir+"/vport0p2/name", AgentPort+"\n")
 	}()
-	dev, err := findPort(ctx, root, bootproto.AgentPort, 5*time.Second, 5*time.Millisecond)
+	dev, err := FindPort(ctx, root, AgentPort, 5*time.Second, 5*time.Millisecond)
 	if err != nil || dev != filepath.Join(root, "dev/vport0p2") {
-		t.Fatalf("findPort(agent) = %q, %v; want %s/dev/vport0p2", dev, err, root)
+		t.Fatalf("FindPort(agent) = %q, %v; want %s/dev/vport0p2", dev, err, root)
 	}
-	dev, err = findPort(ctx, root, bootproto.ControlPort, time.Second, 5*time.Millisecond)
+	dev, err = FindPort(ctx, root, ControlPort, time.Second, 5*time.Millisecond)
 	if err != nil || dev != filepath.Join(root, "dev/vport0p1") {
-		t.Fatalf("findPort(control) = %q, %v", dev, err)
+		t.Fatalf("FindPort(control) = %q, %v", dev, err)
 	}
 
-	_, err = findPort(ctx, root, "sbx.other", 30*time.Millisecond, 5*time.Millisecond)
+	_, err = FindPort(ctx, root, "sbx.other", 30*time.Millisecond, 5*time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "virtio-serial port sbx.other did not appear within 30ms (ports: vport0p1=sbx.control, vport0p2=sbx.agent)") {
 		t.Errorf("missing port: %v", err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := findPort(cctx, root, "sbx.other", time.Minute, 5*time.Millisecond); err != context.Canceled {
+	if _, err := FindPort(cctx, root, "sbx.other", time.Minute, 5*time.Millisecond); err != context.Canceled {
 		t.Errorf("cancelled wait: %v", err)
 	}
 }

@@ -11,9 +11,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/sbx-dev/sbx/internal/guest/agentproto"
+	"github.com/sbx-dev/sbx/internal/guest/bootproto"
 	"github.com/sbx-dev/sbx/internal/guest/netcfg"
+	"github.com/sbx-dev/sbx/internal/guest/vfsmount"
 )
 
 // Files the configuration writes, besides agentproto.CACertPath and
@@ -43,6 +46,10 @@ type Options struct {
 	// Net configures the interface; nil means netcfg.Apply in the
 	// agent's network namespace. Tests replace it.
 	Net func(ctx context.Context, nc agentproto.NetConfig) error
+	// Mount makes one workspace mount; nil means finding the port's
+	// device under Root and vfsmount.Mount. The mount lives on after
+	// the request that made it. Tests replace it.
+	Mount func(m agentproto.Mount) error
 }
 
 // State applies configure requests and holds the exec defaults they set.
@@ -57,6 +64,9 @@ type State struct {
 
 	mu  sync.Mutex
 	env []string
+
+	// mounted maps each path mounted so far to its port.
+	mounted map[string]string
 }
 
 // New returns a State that has applied nothing: execs get no defaults
@@ -70,8 +80,24 @@ func New(opts Options) *State {
 			return netcfg.Apply(ctx, nc, netcfg.Options{})
 		}
 	}
-	return &State{opts: opts}
+	if opts.Mount == nil {
+		root := opts.Root
+		opts.Mount = func(m agentproto.Mount) error {
+			// The mount outlives the request: its relay runs until the
+			// host closes the port.
+			ctx := context.Background()
+			dev, err := bootproto.FindPort(ctx, root, m.Port, portWait, 0)
+			if err != nil {
+				return fmt.Errorf("mount %s: %w", m.Path, err)
+			}
+			return vfsmount.Mount(ctx, dev, m.Path, vfsmount.Options{ReadOnly: m.ReadOnly})
+		}
+	}
+	return &State{opts: opts, mounted: map[string]string{}}
 }
+
+// portWait bounds the wait for a mount's port to appear.
+const portWait = 10 * time.Second
 
 // Env returns the "KEY=value" entries the last successful Configure set
 // as defaults for every exec: the CA variables when it named a CA, then
@@ -126,6 +152,18 @@ func (s *State) Configure(ctx context.Context, req agentproto.Configure) error {
 		if err := s.opts.Net(ctx, *req.Net); err != nil {
 			return err
 		}
+	}
+	for _, m := range req.Mounts {
+		if port, ok := s.mounted[m.Path]; ok {
+			if port != m.Port {
+				return fmt.Errorf("mount %s: already mounted from %s", m.Path, port)
+			}
+			continue
+		}
+		if err := s.opts.Mount(m); err != nil {
+			return err
+		}
+		s.mounted[m.Path] = m.Port
 	}
 	return nil
 }

@@ -318,3 +318,43 @@ func TestCASurvivesBundleRebuild(t *testing.T) {
 		t.Errorf("after another CA and a rebuild: image root %d, old CA %d, new CA %d times; want 1, 0, 1", count(img), count(ca), count(ca2))
 	}
 }
+
+// TestConfigureMounts: each mount is made once, a later request naming
+// it again from the same port leaves it, one naming another port for the
+// same path is refused, and malformed mounts are refused before anything
+// is mounted.
+func TestConfigureMounts(t *testing.T) {
+	var made []agentproto.Mount
+	s := guestcfg.New(guestcfg.Options{Root: t.TempDir(), Hostname: "box",
+		Net:   func(context.Context, agentproto.NetConfig) error { return nil },
+		Mount: func(m agentproto.Mount) error { made = append(made, m); return nil }})
+	ctx := context.Background()
+	ws := agentproto.Mount{Port: "sbx.vfs.0", Path: "/workspace"}
+	ro := agentproto.Mount{Port: "sbx.vfs.1", Path: "/data", ReadOnly: true}
+	if err := s.Configure(ctx, agentproto.Configure{Mounts: []agentproto.Mount{ws, ro}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Configure(ctx, agentproto.Configure{Mounts: []agentproto.Mount{ws}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(made) != 2 || made[0] != ws || made[1] != ro {
+		t.Errorf("mounted %+v; want each once", made)
+	}
+	if err := s.Configure(ctx, agentproto.Configure{Mounts: []agentproto.Mount{{Port: "sbx.vfs.2", Path: "/workspace"}}}); err == nil {
+		t.Error("a second port for /workspace was accepted")
+	}
+	for _, bad := range []agentproto.Mount{
+		{Port: "sbx.agent", Path: "/x"}, {Port: "sbx.vfs.", Path: "/x"}, {Port: "sbx.vfs.0", Path: "/"},
+		{Port: "sbx.vfs.0", Path: "rel"}, {Port: "sbx.vfs.0", Path: "/a/../b"}, {Port: "sbx.vfs.0", Path: "/a\x00b"},
+	} {
+		if err := s.Configure(ctx, agentproto.Configure{Mounts: []agentproto.Mount{bad}}); err == nil {
+			t.Errorf("mount %+v was accepted", bad)
+		}
+	}
+	if err := s.Configure(ctx, agentproto.Configure{Mounts: []agentproto.Mount{{Port: "sbx.vfs.3", Path: "/x"}, {Port: "sbx.vfs.4", Path: "/x"}}}); err == nil {
+		t.Error("two mounts at /x were accepted")
+	}
+	if len(made) != 2 {
+		t.Errorf("refused requests mounted %+v", made[2:])
+	}
+}
