@@ -306,10 +306,21 @@ func TestDownloadChecksThePin(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "git-2.43.0-r0") || !strings.Contains(err.Error(), "does not match the lock") {
 		t.Fatalf("error %v", err)
 	}
+	// Same bytes as fetched, but the lock pins another digest.
+	repo.Set("/main/x86_64/git-2.43.0-r0.apk", repo.Built["git-2.43.0-r0"].APK)
+	other := f.Pin
+	other.SHA256 = strings.Repeat("ab", 32)
+	_, err = repo.Client(t).Download(ctx, []apkrepo.Repository{repo.Repository()}, other)
+	if err == nil || !strings.Contains(err.Error(), "does not match the lock") {
+		t.Fatalf("a file whose sha256 differs from the pin: %v", err)
+	}
+	if _, err := repo.Client(t).Download(ctx, []apkrepo.Repository{repo.Repository()}, f.Pin); err != nil {
+		t.Fatalf("the locked bytes: %v", err)
+	}
 	bad := f.Pin
 	bad.Filename = "../../etc/passwd.apk"
-	if _, err := repo.Client(t).Download(ctx, []apkrepo.Repository{repo.Repository()}, bad); err == nil {
-		t.Fatal("a file name outside the repository was fetched")
+	if _, err := repo.Client(t).Download(ctx, []apkrepo.Repository{repo.Repository()}, bad); err == nil || !strings.Contains(err.Error(), "not a package path inside a repository") {
+		t.Fatalf("a file name outside the repository: %v", err)
 	}
 }
 
@@ -407,4 +418,15 @@ func itoa(n int) string { return strconv.Itoa(n) }
 func q1(content string) string {
 	s := sha1.Sum([]byte(content))
 	return "Q1" + base64.StdEncoding.EncodeToString(s[:])
+}
+
+func TestFetchChecksIndexSize(t *testing.T) {
+	k, _ := keys(t)
+	repo := apkrepotest.NewRepo(t, k, installRepo)
+	p := repo.Index(t).Versions("git")[0]
+	// One byte short: the index's S: is the whole file's length.
+	repo.Set("/main/x86_64/git-2.43.0-r0.apk", repo.Built["git-2.43.0-r0"].APK[:p.Size-1])
+	if _, err := repo.Client(t).Fetch(apkrepotest.Ctx(t), p); err == nil || !strings.Contains(err.Error(), "the index says") {
+		t.Fatalf("error %v", err)
+	}
 }
