@@ -64,7 +64,7 @@ func Install(ctx context.Context, tree *layers.Tree, keys Keys, pkgs []Fetched, 
 	pkgs = append([]Fetched(nil), pkgs...)
 	sort.Slice(pkgs, func(i, j int) bool { return pkgs[i].Pin.Name < pkgs[j].Pin.Name })
 	var base []*Package
-	if r, err := tree.Open(InstalledPath); err == nil {
+	if r, err := tree.Open(usrMerged(tree, InstalledPath[1:])); err == nil {
 		base, err = ParseInstalled(r)
 		if err != nil {
 			return nil, fmt.Errorf("the base image's %s: %w", InstalledPath, err)
@@ -123,7 +123,7 @@ func Install(ctx context.Context, tree *layers.Tree, keys Keys, pkgs []Fetched, 
 		db.WriteString(rec)
 		db.WriteString("\n")
 	}
-	if err := putFile(tree, InstalledPath, db.String()); err != nil {
+	if err := putFile(tree, usrMerged(tree, InstalledPath[1:]), db.String()); err != nil {
 		return nil, err
 	}
 	if err := writeWorld(tree, world); err != nil {
@@ -195,7 +195,11 @@ func unpack(ctx context.Context, tree *layers.Tree, data []byte) (*unpacked, err
 		d.explicit = d.explicit || explicit
 		return d
 	}
-	var links []layers.Entry
+	type hardLink struct {
+		e   layers.Entry
+		rel string
+	}
+	var links []hardLink
 	tr := tar.NewReader(zr)
 	for {
 		if err := ctx.Err(); err != nil {
@@ -224,10 +228,10 @@ func unpack(ctx context.Context, tree *layers.Tree, data []byte) (*unpacked, err
 			continue
 		}
 		mode := hdr.Mode & 0o1777
-		e := layers.Entry{Path: "/" + rel, Type: hdr.Typeflag, Mode: mode, UID: hdr.Uid, GID: hdr.Gid, Linkname: hdr.Linkname}
+		e := layers.Entry{Path: usrMerged(tree, rel), Type: hdr.Typeflag, Mode: mode, UID: hdr.Uid, GID: hdr.Gid, Linkname: hdr.Linkname}
 		old, exists := tree.Lookup(e.Path)
 		if exists && old.Type == tar.TypeDir && e.Type != tar.TypeDir {
-			return nil, fmt.Errorf("entry %q is a %s, but /%s is a directory in the image", hdr.Name, layers.TypeName(e.Type), rel)
+			return nil, fmt.Errorf("entry %q is a %s, but %s is a directory in the image", hdr.Name, layers.TypeName(e.Type), e.Path)
 		}
 		acl := fmt.Sprintf("%d:%d:%o", hdr.Uid, hdr.Gid, mode)
 		switch e.Type {
@@ -269,8 +273,8 @@ func unpack(ctx context.Context, tree *layers.Tree, data []byte) (*unpacked, err
 				return nil, fmt.Errorf("entry %q: %w", hdr.Name, err)
 			}
 		case tar.TypeLink:
-			e.Linkname = "/" + hdr.Linkname
-			links = append(links, e)
+			e.Linkname = usrMerged(tree, hdr.Linkname)
+			links = append(links, hardLink{e, rel})
 			h = nil
 		case tar.TypeFifo:
 			h = nil
@@ -286,25 +290,42 @@ func unpack(ctx context.Context, tree *layers.Tree, data []byte) (*unpacked, err
 		d.files = append(d.files, f)
 	}
 	for _, l := range links {
-		if err := tree.Add(l, nil); err != nil {
-			return nil, fmt.Errorf("entry %q: %w", l.Path, err)
+		if err := tree.Add(l.e, nil); err != nil {
+			return nil, fmt.Errorf("entry %q: %w", l.rel, err)
 		}
-		// A hard link's content is its target's.
-		if target, err := tree.Open(l.Linkname); err == nil {
-			h := sha1.New()
-			if _, err := io.Copy(h, target); err != nil {
-				return nil, err
-			}
-			dir, name := path.Split(strings.TrimPrefix(l.Path, "/"))
-			d := byDir[strings.TrimSuffix(dir, "/")]
-			for i := range d.files {
-				if d.files[i].name == name {
-					d.files[i].sum = "Q1" + base64.StdEncoding.EncodeToString(h.Sum(nil))
-				}
+		// A hard link's Z: is its target's content's.
+		target, err := tree.Open(l.e.Linkname)
+		if err != nil {
+			continue
+		}
+		h := sha1.New()
+		if _, err := io.Copy(h, target); err != nil {
+			return nil, err
+		}
+		dir, name := path.Split(l.rel)
+		d := byDir[strings.TrimSuffix(dir, "/")]
+		for i := range d.files {
+			if d.files[i].name == name {
+				d.files[i].sum = "Q1" + base64.StdEncoding.EncodeToString(h.Sum(nil))
 			}
 		}
 	}
 	return u, nil
+}
+
+// usrMerged maps a package path (relative) to its place in the tree: a
+// path under a top-level directory that the base image has as a link to
+// usr/NAME (a merged-/usr layout) is written under /usr/NAME, since the
+// tree never follows links. The directory itself stays the link.
+func usrMerged(tree *layers.Tree, rel string) string {
+	top, sub, ok := strings.Cut(rel, "/")
+	if !ok || sub == "" {
+		return "/" + rel
+	}
+	if e, ok := tree.Lookup("/" + top); ok && e.Type == tar.TypeSymlink && (e.Linkname == "usr/"+top || e.Linkname == "/usr/"+top) {
+		return "/usr/" + top + "/" + sub
+	}
+	return "/" + rel
 }
 
 // removeStale removes the files of a replaced base package that the new
@@ -314,8 +335,9 @@ func removeStale(tree *layers.Tree, old *Package, now *unpacked) error {
 		if now.paths[f] {
 			continue
 		}
-		if e, ok := tree.Lookup("/" + f); ok && e.Type != tar.TypeDir {
-			if err := tree.Remove("/" + f); err != nil {
+		p := usrMerged(tree, f)
+		if e, ok := tree.Lookup(p); ok && e.Type != tar.TypeDir {
+			if err := tree.Remove(p); err != nil {
 				return err
 			}
 		}
@@ -399,7 +421,7 @@ func ReadBase(tree *layers.Tree) (*Base, error) {
 	} else if ok {
 		b.Arch = strings.TrimSpace(string(data))
 	}
-	if data, ok, err := read(InstalledPath); err != nil {
+	if data, ok, err := read(usrMerged(tree, InstalledPath[1:])); err != nil {
 		return nil, err
 	} else if ok {
 		if b.Installed, err = ParseInstalled(bytes.NewReader(data)); err != nil {

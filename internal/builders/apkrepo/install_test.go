@@ -430,3 +430,50 @@ func TestFetchChecksIndexSize(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 }
+
+func TestInstallMergedUsrAndHardLinks(t *testing.T) {
+	k, _ := keys(t)
+	pkg := apkrepotest.Package{Name: "zlib", Version: "1.3.1-r0", Files: map[string]string{
+		"lib/libz.so.1.3.1":  "\x7fELF zlib\n",
+		"lib/libz.so.1":      "->libz.so.1.3.1",
+		"usr/bin/zpipe":      "\x7fELF zpipe\n",
+		"usr/bin/zpipe-copy": "=>usr/bin/zpipe",
+	}}
+	repo := apkrepotest.NewRepo(t, k, []apkrepotest.Package{pkg})
+	ctx := apkrepotest.Ctx(t)
+	f, err := repo.Client(t).Fetch(ctx, repo.Index(t).Versions("zlib")[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, err := layers.NewTree(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tree.Close()
+	if err := tree.Add(layers.Entry{Path: "/usr/lib", Type: tar.TypeDir, Mode: 0o755}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := tree.Add(layers.Entry{Path: "/lib", Type: tar.TypeSymlink, Mode: 0o777, Linkname: "usr/lib"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := apkrepo.Install(ctx, tree, k.Keys(), []apkrepo.Fetched{f}, []string{"zlib"}); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := tree.Lookup("/lib"); e.Type != tar.TypeSymlink {
+		t.Errorf("/lib is no longer the link: %+v", e)
+	}
+	if got := read(t, tree, "/usr/lib/libz.so.1.3.1"); got != "\x7fELF zlib\n" {
+		t.Errorf("/usr/lib/libz.so.1.3.1: %q", got)
+	}
+	if got := read(t, tree, "/usr/bin/zpipe-copy"); got != "\x7fELF zpipe\n" {
+		t.Errorf("hard link: %q", got)
+	}
+	db := read(t, tree, "/usr/lib/apk/db/installed")
+	// The database keeps the package's own paths, as apk records them.
+	for _, want := range []string{"F:lib\nR:libz.so.1\na:0:0:777\nZ:" + q1("libz.so.1.3.1") + "\nR:libz.so.1.3.1\nZ:" + q1("\x7fELF zlib\n"),
+		"R:zpipe-copy\na:0:0:755\nZ:" + q1("\x7fELF zpipe\n")} {
+		if !strings.Contains(db, want) {
+			t.Errorf("installed database\n%s\nlacks\n%s", db, want)
+		}
+	}
+}

@@ -74,7 +74,8 @@ type Package struct {
 	ProviderPriority string
 	// Files are the data tree: path (without leading /) to content. A
 	// content starting with "->" makes a symbolic link; a path ending in
-	// "/" a directory. Files under bin/ or sbin/ are executable.
+	// "/" a directory; one starting with "=>" a hard link to the path
+	// after it. Files under bin/ or sbin/ are executable.
 	Files map[string]string
 	// Scripts are control entries (".post-install": "#!/bin/sh\n…").
 	Scripts map[string]string
@@ -112,7 +113,7 @@ func BuildAPK(t testing.TB, k *Key, p Package) Built {
 	files := map[string]string{}
 	for name, c := range p.Files {
 		files[name] = c
-		if !strings.HasPrefix(c, "->") && !strings.HasSuffix(name, "/") {
+		if !strings.HasPrefix(c, "->") && !strings.HasPrefix(c, "=>") && !strings.HasSuffix(name, "/") {
 			size += int64(len(c))
 		}
 	}
@@ -329,6 +330,12 @@ func writeTar(t testing.TB, files map[string]string, end, sums bool) []byte {
 			h.Typeflag, h.Mode = tar.TypeDir, 0o755
 		case strings.HasPrefix(v, "->"):
 			h.Typeflag, h.Linkname, h.Mode = tar.TypeSymlink, strings.TrimPrefix(v, "->"), 0o777
+		case strings.HasPrefix(v, "=>"):
+			// A hard link's header carries its file's mode, as tar writes it.
+			h.Typeflag, h.Linkname = tar.TypeLink, strings.TrimPrefix(v, "=>")
+			if strings.Contains(k, "bin/") {
+				h.Mode = 0o755
+			}
 		default:
 			h.Typeflag, h.Size = tar.TypeReg, int64(len(v))
 			if strings.Contains(k, "bin/") {
