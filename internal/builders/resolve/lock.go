@@ -122,7 +122,7 @@ func (s *Set) Lock(ctx context.Context, cfg *lang.Config, old *lockfiles.Lock, u
 			wanted[in.Key] = true
 		}
 		if len(img.Packages.Requests) > 0 {
-			pins, err := s.lockPackages(ctx, img, prev, upgrade)
+			pins, err := s.lockPackages(ctx, img, li.Inputs["base"], prev, upgrade)
 			if err != nil {
 				diags = append(diags, &hcl.Diagnostic{
 					Severity: hcl.DiagError,

@@ -1,6 +1,7 @@
 package resolve
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -54,11 +55,15 @@ func PackageSources(img *lang.Image, dir, aptRoot string) ([]debrepo.Source, err
 }
 
 // packagesDigest identifies what a package closure was resolved for:
-// the platform, the requests (sorted: their order does not matter) and
-// the sources with their keyrings.
-func packagesDigest(img *lang.Image, srcs []debrepo.Source) string {
+// the platform, the base image's pin, the requests (sorted: their order
+// does not matter) and the sources with their keyrings.
+func packagesDigest(img *lang.Image, srcs []debrepo.Source, base *lockfiles.Pin) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "sbx-packages-v1\x00%s\x00", img.Platform)
+	if base != nil {
+		// What the base has installed decides what the closure needs.
+		fmt.Fprintf(h, "base\x00%s\x00%s\x00", base.Digest, base.Manifest)
+	}
 	reqs := append([]string(nil), img.Packages.Requests...)
 	sort.Strings(reqs)
 	for _, r := range reqs {
@@ -74,18 +79,21 @@ func packagesDigest(img *lang.Image, srcs []debrepo.Source) string {
 // one "package.NAME" pin per package of the closure.
 //
 // The previous lock's pins are kept unchanged, without any network
-// access, while the request, platform, sources and keyrings are the same
-// (the "packages" pin's digest) and upgrade is false. Otherwise the
+// access, while the request, platform, base image, sources and keyrings
+// are the same (the "packages" pin's digest) and upgrade is false. A base
+// image with a dpkg status file (/var/lib/dpkg/status) counts as
+// installed: the packages it has are not pinned again. Without one, the
+// Essential and required packages are added to the closure. Otherwise the
 // closure is resolved again against the repositories (their cached,
 // verified indexes when offline), preferring the previously pinned
 // version of every package unless upgrade is set, so that adding one
 // package moves no other.
-func (s *Set) lockPackages(ctx context.Context, img *lang.Image, prev *lockfiles.Image, upgrade bool) (map[string]*lockfiles.Pin, error) {
+func (s *Set) lockPackages(ctx context.Context, img *lang.Image, base *lockfiles.Pin, prev *lockfiles.Image, upgrade bool) (map[string]*lockfiles.Pin, error) {
 	srcs, err := PackageSources(img, s.dir, s.aptRoot)
 	if err != nil {
 		return nil, err
 	}
-	digest := packagesDigest(img, srcs)
+	digest := packagesDigest(img, srcs, base)
 	source := strings.Join(img.Packages.Requests, ", ")
 	if !upgrade && prev != nil {
 		if old := prev.Inputs[lockfiles.PackagesKey]; old != nil && old.Digest == digest && prev.Platform == img.Platform.String() {
@@ -125,6 +133,18 @@ func (s *Set) lockPackages(ctx context.Context, img *lang.Image, prev *lockfiles
 		reqs = append(reqs, q)
 	}
 	opts := debrepo.ResolveOptions{Essential: true, Prefer: map[string]string{}}
+	status, err := s.baseDpkgStatus(ctx, img, base)
+	if err != nil {
+		return nil, err
+	}
+	if status != nil {
+		// The base is a Debian system: what it has installed counts,
+		// and it has its essential packages already.
+		if opts.Installed, err = debrepo.ParseStatus(bytes.NewReader(status)); err != nil {
+			return nil, fmt.Errorf("the base image's dpkg status: %w", err)
+		}
+		opts.Essential = false
+	}
 	if prev != nil && !upgrade {
 		for k, p := range prev.Inputs {
 			if name, ok := strings.CutPrefix(k, lockfiles.PackageKeyPrefix); ok {

@@ -1,12 +1,23 @@
 package resolve
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/sbx-dev/sbx/internal/builders/debrepo/debrepotest"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/lockfiles"
@@ -149,5 +160,126 @@ func TestLockPackagesConflictIsADiagnostic(t *testing.T) {
 	}
 	if l.Images["dev"].InputHash != "" {
 		t.Error("a failed image got an input hash")
+	}
+}
+
+// tarLayer is an uncompressed layer holding files (path → content); a
+// path whose base starts with ".wh." is a whiteout.
+func tarLayer(t *testing.T, files map[string]string) v1.Layer {
+	t.Helper()
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	for _, p := range sortedKeys(files) {
+		if err := tw.WriteHeader(&tar.Header{Name: p, Mode: 0o644, Size: int64(len(files[p])), Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		tw.Write([]byte(files[p]))
+	}
+	tw.Close()
+	data := b.Bytes()
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// TestLockPackagesOnDebianBase: packages a base image's dpkg status lists
+// satisfy dependencies and are not pinned, and no essential packages are
+// added; a base whose status a higher layer deletes counts as having no
+// dpkg database.
+func TestLockPackagesOnDebianBase(t *testing.T) {
+	repo := debrepotest.NewRepo(t, []debrepotest.Package{
+		debPkg("tool", "1.0", map[string]string{"Depends": "libtool (>= 1)"}),
+		debPkg("libtool", "1.0", nil),
+		debPkg("shell", "1.0", map[string]string{"Essential": "yes"}),
+	})
+	f := newOCIFixture(t)
+	status := "Package: libtool\nStatus: install ok installed\nVersion: 1.0\nArchitecture: amd64\n\nPackage: shell\nStatus: install ok installed\nVersion: 1.0\nArchitecture: amd64\nEssential: yes\n\n"
+	push := func(tag string, layers ...v1.Layer) *lang.Source {
+		img, err := mutate.AppendLayers(platformImage(t, v1.Platform{OS: "linux", Architecture: "amd64"}), layers...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref, err := name.ParseReference(f.host + "/test/debian:" + tag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := remote.Write(ref, img); err != nil {
+			t.Fatal(err)
+		}
+		return &lang.Source{Kind: lang.SourceOCI, Raw: ref.String(), Ref: ref.String()}
+	}
+	statusImage := func() v1.Image {
+		img, err := mutate.AppendLayers(platformImage(t, v1.Platform{OS: "linux", Architecture: "amd64"}), tarLayer(t, map[string]string{"var/lib/dpkg/status": status}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return img
+	}
+	withStatus := push("status", tarLayer(t, map[string]string{"var/lib/dpkg/status": status}))
+	// The same base in an OCI layout in the configuration directory.
+	cfgDir := filepath.Join(t.TempDir(), "cfg")
+	lp, err := layout.Write(filepath.Join(cfgDir, "images"), empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layoutImage := statusImage()
+	if err := lp.AppendImage(layoutImage, layout.WithAnnotations(map[string]string{refNameAnnotation: "v1"})); err != nil {
+		t.Fatal(err)
+	}
+	deleted := push("deleted", tarLayer(t, map[string]string{"var/lib/dpkg/status": status}), tarLayer(t, map[string]string{"var/lib/.wh.dpkg": ""}))
+
+	s := New(Options{Dir: cfgDir, DebRepo: repo.Client(t), Keychain: anonymous{}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, tc := range []struct {
+		base *lang.Source
+		want string
+	}{
+		{withStatus, "base package.tool packages"},
+		{layoutSource("v1"), "base package.tool packages"},
+		{deleted, "base package.libtool package.shell package.tool packages"},
+	} {
+		cfg := packagesImage(repo.Srv.URL, "tool")
+		cfg.Images["dev"].Base = tc.base
+		l, _, diags := s.Lock(ctx, cfg, nil, false)
+		if diags.HasErrors() {
+			t.Fatal(diags)
+		}
+		if got := strings.Join(sortedKeys(l.Images["dev"].Inputs), " "); got != tc.want {
+			t.Errorf("%s: inputs %s, want %s", tc.base.Raw, got, tc.want)
+		}
+	}
+
+	// A layout layer whose bytes no longer match its digest is an error,
+	// not a status.
+	ls, err := layoutImage.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := ls[len(ls)-1].Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob := filepath.Join(cfgDir, "images", "blobs", "sha256", h.Hex)
+	// Another well-formed layer under the same name: only its digest
+	// tells it apart.
+	other := tarLayer(t, map[string]string{"var/lib/dpkg/status": strings.ReplaceAll(status, "libtool", "libtooX")})
+	rc, err := other.Compressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(blob, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := packagesImage(repo.Srv.URL, "tool")
+	cfg.Images["dev"].Base = layoutSource("v1")
+	if _, _, diags := s.Lock(ctx, cfg, nil, true); !diags.HasErrors() || !strings.Contains(diags.Error(), "sha256") {
+		t.Errorf("a tampered base layer: %v", diags)
 	}
 }
