@@ -183,3 +183,26 @@ func TestInstallAlternativesAndAccounts(t *testing.T) {
 		t.Error("no /etc/group")
 	}
 }
+
+// TestInstallKeepsBaseStatus: the base image's dpkg stanzas for other
+// packages stay, a package the set installs again replaces its stanza,
+// and the file is sorted by name.
+func TestInstallKeepsBaseStatus(t *testing.T) {
+	repo := debrepotest.NewRepo(t, installRepo)
+	tree, err := layers.NewTree(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tree.Close()
+	base := "Package: zlib1g\nStatus: install ok installed\nVersion: 1\n\nPackage: libtool\nStatus: install ok installed\nVersion: 0.9\n\n"
+	if err := tree.Add(layers.Entry{Path: "/var/lib/dpkg/status", Type: '0', Mode: 0o644, Size: int64(len(base))}, strings.NewReader(base)); err != nil {
+		t.Fatal(err)
+	}
+	if err := debrepo.Install(debrepotest.Ctx(t), tree, fetchAll(t, repo, "libtool")); err != nil {
+		t.Fatal(err)
+	}
+	got := readTree(t, tree, "/var/lib/dpkg/status")
+	if !strings.HasPrefix(got, "Package: libtool\nStatus: install ok installed\nVersion: 1.0\n") || !strings.Contains(got, "\n\nPackage: zlib1g\nStatus: install ok installed\nVersion: 1\n") || strings.Contains(got, "0.9") {
+		t.Errorf("status:\n%s", got)
+	}
+}
