@@ -146,7 +146,7 @@ func (r *results) print(w io.Writer) {
 	fmt.Fprintf(w, "| exec round trip of `true` (included once in each timing above), median | %s | %s | |\n", millis(sb.execTrue.median()), millis(us.execTrue.median()))
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "Both guests boot the same image at once and take turns. Each download is busybox wget in the guest fetching zeros over plain HTTP from one Go server on the host's 127.0.0.1; the server checks that each body went out whole. ")
-	fmt.Fprintf(w, "The sandbox network's guest fetches http://%s/ (port 80): its name is resolved by the sandbox's DNS, the connection terminated by the egress engine, the request checked against the policy, audited, and sent again by the host to the server, which a hosts mapping names. ", benchHost)
+	fmt.Fprintf(w, "The sandbox network's guest fetches http://%s/ (port 80): its name is resolved by the sandbox's DNS (once per wget, so once per small request), the connection terminated by the egress engine, the request checked against the policy, audited, and sent again by the host to the server, which a hosts mapping names. ", benchHost)
 	fmt.Fprintf(w, "The user-mode network's guest fetches http://%s:PORT/ (QEMU's slirp forwards it to the host's loopback) with no policy at all. ", userGateway)
 	fmt.Fprintf(w, "Each timing is the host's, from sending the exec to its exit status; MB is 10^6 bytes. A ratio below 1× means the sandbox network is slower.\n\n")
 
