@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/sbx-dev/sbx/builders/image"
+	"github.com/sbx-dev/sbx/internal/boot"
+	"github.com/sbx-dev/sbx/internal/sandboxfs"
 	"github.com/sbx-dev/sbx/internal/sandboxnet"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/machine"
@@ -34,9 +36,10 @@ type StartOptions struct {
 // the sandbox's name, CPUs and memory, and its egress policy enforced on
 // the host: the secrets' values are read here (a missing one is an error
 // before anything boots), the VM's network device is served by the
-// sandbox's network (package sandboxnet), and the guest agent is told
-// its address, the CA to trust and the secrets' placeholders before
-// Start returns. The VM is not stopped when ctx ends: Stop it; its
+// sandbox's network (package sandboxnet), its workspace mounts by their
+// file servers (package sandboxfs), and the guest agent is told its
+// address, the CA to trust, the secrets' placeholders and the mounts
+// before Start returns (package boot). The VM is not stopped when ctx ends: Stop it; its
 // network ends with it.
 func Start(ctx context.Context, cfg *lang.Config, sb *lang.Sandbox, img *image.Result, opts StartOptions) (*machine.Machine, error) {
 	environ := opts.Environ
@@ -47,26 +50,34 @@ func Start(ctx context.Context, cfg *lang.Config, sb *lang.Sandbox, img *image.R
 	if err != nil {
 		return nil, err
 	}
-	m, n, err := sandboxnet.Start(ctx, machine.Options{
-		Name:        sb.Name,
-		Image:       img,
-		CPUs:        sb.CPUs,
-		Memory:      sb.Memory,
-		BootTimeout: opts.BootTimeout,
-		Dir:         opts.Dir,
-	}, sandboxnet.Options{
-		Sandbox:  sb.Name,
-		Policy:   sb.Policy,
-		Secrets:  secrets,
-		AuditDir: opts.AuditDir,
-		Logger:   opts.Logger,
+	mounts, err := sandboxfs.Resolve(cfg, sb)
+	if err != nil {
+		return nil, err
+	}
+	s, err := boot.Start(ctx, boot.Options{
+		Machine: machine.Options{
+			Name:        sb.Name,
+			Image:       img,
+			CPUs:        sb.CPUs,
+			Memory:      sb.Memory,
+			BootTimeout: opts.BootTimeout,
+			Dir:         opts.Dir,
+		},
+		Net: sandboxnet.Options{
+			Sandbox:  sb.Name,
+			Policy:   sb.Policy,
+			Secrets:  secrets,
+			AuditDir: opts.AuditDir,
+			Logger:   opts.Logger,
+		},
+		Mounts: mounts,
 	})
 	if err != nil {
 		return nil, err
 	}
 	go func() {
-		<-m.Done()
-		n.Close()
+		<-s.Machine.Done()
+		s.Close()
 	}()
-	return m, nil
+	return s.Machine, nil
 }

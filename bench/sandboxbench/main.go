@@ -441,7 +441,10 @@ func (b *bench) spawn(ctx context.Context, name string) (*sandbox, error) {
 	b.mu.Unlock()
 	b.logf("starting supervised sandbox %s", name)
 	start := time.Now()
-	spec := supervisor.SandboxSpec(b.cfg, b.sb, b.img)
+	spec, err := supervisor.SandboxSpec(b.cfg, b.sb, b.img)
+	if err != nil {
+		return nil, err
+	}
 	spec.Name, spec.Memory = name, b.memory
 	st, err := supervisor.Spawn(ctx, dir, spec, supervisor.SpawnOptions{
 		Command:      []string{b.sbx, supervisor.Verb},

@@ -414,7 +414,11 @@ func (a *applier) spawn(ctx context.Context, c *plan.ResourceChange) (*state.Run
 	}
 	spawn := a.opts.Spawn
 	spawn.Secrets = secrets
-	st, err := supervisor.Spawn(ctx, dir, supervisor.SandboxSpec(a.opts.Config, sb, img), spawn)
+	spec, err := supervisor.SandboxSpec(a.opts.Config, sb, img)
+	if err != nil {
+		return nil, err
+	}
+	st, err := supervisor.Spawn(ctx, dir, spec, spawn)
 	if err != nil {
 		return nil, err
 	}

@@ -168,14 +168,6 @@ func runApply(ctx context.Context, env *Env, args []string) int {
 		}
 	}
 	v.println("")
-	for _, c := range p.Changes {
-		if c.Addr.Kind != addrs.Sandbox || (c.Action != plan.Create && c.Action != plan.Replace && c.Action != plan.Update) {
-			continue
-		}
-		if missing := unprovided(cfg.Sandboxes[c.Addr.Name]); missing != "" {
-			fmt.Fprintf(env.Stderr, "sbx apply: note: %s declares %s, which sandboxes do not provide yet: its VM has no host directories; the mounts are recorded in the state.\n", c.Addr, missing)
-		}
-	}
 
 	o := newApplyOutput(v)
 	res, err := apply.Apply(ctx, apply.Options{

@@ -117,9 +117,6 @@ func runRun(ctx context.Context, env *Env, args []string) int {
 	if !ok {
 		return failedOrInterrupted(ctx, env, "no VM was started")
 	}
-	if missing := unprovided(sb); missing != "" {
-		fmt.Fprintf(env.Stderr, "sbx run: note: %s declares %s, which sbx run does not provide yet: the VM has no host directories.\n", sb.Addr(), missing)
-	}
 
 	m, err := pipeline.Start(ctx, cfg, sb, img, pipeline.StartOptions{BootTimeout: a.bootTimeout, Environ: env.Environ})
 	if err != nil {
@@ -181,15 +178,6 @@ var linuxSignals = map[string]int{
 	"ALRM": 14, "TERM": 15, "STKFLT": 16, "CHLD": 17, "CONT": 18, "STOP": 19,
 	"TSTP": 20, "TTIN": 21, "TTOU": 22, "URG": 23, "XCPU": 24, "XFSZ": 25,
 	"VTALRM": 26, "PROF": 27, "WINCH": 28, "IO": 29, "PWR": 30, "SYS": 31,
-}
-
-// unprovided names the parts of a sandbox's policy that sbx run does not
-// set up yet, or returns "".
-func unprovided(sb *lang.Sandbox) string {
-	if len(sb.VFS) > 0 {
-		return "vfs mounts"
-	}
-	return ""
 }
 
 // buildImage builds one image of cfg as "sbx build" does, with the

@@ -18,7 +18,7 @@ import (
 
 	"github.com/sbx-dev/sbx/guestconn"
 	"github.com/sbx-dev/sbx/internal/atomicfile"
-	"github.com/sbx-dev/sbx/internal/sandboxnet"
+	"github.com/sbx-dev/sbx/internal/boot"
 	"github.com/sbx-dev/sbx/internal/supervisor/router"
 	"github.com/sbx-dev/sbx/policy"
 )
@@ -129,13 +129,13 @@ func readLine(br *bufio.Reader, max int) ([]byte, error) {
 // network takes the new policy, the guest is configured again when the
 // environment of its commands changes, and the spec file records the
 // policy now enforced.
-func reload(ctx context.Context, dir string, r *router.Router, n *sandboxnet.Net, req reloadRequest, log *slog.Logger) error {
-	again, err := n.Update(req.Policy, req.Secrets)
+func reload(ctx context.Context, dir string, r *router.Router, sb *boot.Sandbox, req reloadRequest, log *slog.Logger) error {
+	again, err := sb.Net.Update(req.Policy, req.Secrets)
 	if err != nil {
 		return err
 	}
 	if again {
-		if err := configure(ctx, r, n); err != nil {
+		if err := configure(ctx, r, sb); err != nil {
 			return fmt.Errorf("the new policy is enforced, but the guest's environment could not be updated: %w", err)
 		}
 	}
@@ -154,9 +154,9 @@ func reload(ctx context.Context, dir string, r *router.Router, n *sandboxnet.Net
 	return nil
 }
 
-// configure tells the guest the sandbox network's configuration again,
-// through a client of the router's that may configure.
-func configure(ctx context.Context, r *router.Router, n *sandboxnet.Net) error {
+// configure tells the guest the sandbox's configuration again, through a
+// client of the router's that may configure.
+func configure(ctx context.Context, r *router.Router, sb *boot.Sandbox) error {
 	host, sup, err := connPair()
 	if err != nil {
 		return err
@@ -168,7 +168,7 @@ func configure(ctx context.Context, r *router.Router, n *sandboxnet.Net) error {
 		return err
 	}
 	defer c.Close()
-	return c.Configure(ctx, n.Configure())
+	return c.Configure(ctx, sb.Configure())
 }
 
 // secretsFDEnv names the variable that tells a supervisor process which

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sbx-dev/sbx/builders/image"
 	"github.com/sbx-dev/sbx/internal/atomicfile"
+	"github.com/sbx-dev/sbx/internal/sandboxfs"
 	"github.com/sbx-dev/sbx/lang"
 )
 
@@ -231,13 +232,19 @@ func RunDir(ctx context.Context, dir string, opts Options) error {
 }
 
 // SandboxSpec is what a supervisor runs for sandbox sb of cfg, booted
-// from its built image img: the sandbox's name, CPUs and memory, and the
-// defaults of the commands run in it (its user, and the image's then the
-// sandbox's environment). sbx apply and the benchmarks spawn supervisors
-// with it.
-func SandboxSpec(cfg *lang.Config, sb *lang.Sandbox, img *image.Result) Spec {
+// from its built image img: the sandbox's name, CPUs and memory, its
+// policy and mounts, and the defaults of the commands run in it (its
+// user, and the image's then the sandbox's environment). sbx apply and
+// the benchmarks spawn supervisors with it. A mount whose owner is not a
+// user of the image is an error.
+func SandboxSpec(cfg *lang.Config, sb *lang.Sandbox, img *image.Result) (Spec, error) {
+	mounts, err := sandboxfs.Resolve(cfg, sb)
+	if err != nil {
+		return Spec{}, fmt.Errorf("sandbox.%s: %w", sb.Name, err)
+	}
 	return Spec{
 		Policy:    sb.Policy,
+		Mounts:    mounts,
 		Name:      sb.Name,
 		ConfigDir: cfg.Dir,
 		Image:     img,
@@ -245,5 +252,5 @@ func SandboxSpec(cfg *lang.Config, sb *lang.Sandbox, img *image.Result) Spec {
 		Memory:    sb.Memory,
 		User:      sb.User,
 		Env:       cfg.CommandEnv(sb),
-	}
+	}, nil
 }

@@ -19,7 +19,9 @@ import (
 	"github.com/sbx-dev/sbx/builders/image"
 	"github.com/sbx-dev/sbx/guestconn"
 	"github.com/sbx-dev/sbx/internal/atomicfile"
+	"github.com/sbx-dev/sbx/internal/boot"
 	"github.com/sbx-dev/sbx/internal/providers/qemu"
+	"github.com/sbx-dev/sbx/internal/sandboxfs"
 	"github.com/sbx-dev/sbx/internal/sandboxnet"
 	"github.com/sbx-dev/sbx/internal/supervisor/router"
 	"github.com/sbx-dev/sbx/machine"
@@ -67,6 +69,9 @@ type Spec struct {
 	// (package sandboxnet); the secrets' values are never in the spec
 	// (Options.Secrets). Reload replaces it in a running supervisor.
 	Policy policy.Sandbox `json:"policy"`
+	// Mounts are the sandbox's workspace mounts as it serves them: host
+	// directories made absolute, owners as numbers.
+	Mounts []sandboxfs.Mount `json:"mounts,omitempty"`
 }
 
 // State is where a supervisor is in its life.
@@ -161,30 +166,35 @@ func Run(ctx context.Context, opts Options) (err error) {
 		}
 	}()
 
-	m, snet, err := sandboxnet.Start(ctx, machine.Options{
-		Name:        opts.Spec.Name,
-		Image:       opts.Spec.Image,
-		CPUs:        opts.Spec.CPUs,
-		Memory:      opts.Spec.Memory,
-		Dir:         dir,
-		Host:        opts.Host,
-		BootTimeout: opts.Spec.BootTimeout,
-		StopTimeout: opts.Spec.StopTimeout,
-		KeepConsole: filepath.Join(dir, ConsoleFile),
-	}, sandboxnet.Options{
-		Sandbox:  opts.Spec.Name,
-		Policy:   opts.Spec.Policy,
-		Secrets:  opts.Secrets,
-		AuditDir: dir,
-		Logger:   log,
+	sb, err := boot.Start(ctx, boot.Options{
+		Machine: machine.Options{
+			Name:        opts.Spec.Name,
+			Image:       opts.Spec.Image,
+			CPUs:        opts.Spec.CPUs,
+			Memory:      opts.Spec.Memory,
+			Dir:         dir,
+			Host:        opts.Host,
+			BootTimeout: opts.Spec.BootTimeout,
+			StopTimeout: opts.Spec.StopTimeout,
+			KeepConsole: filepath.Join(dir, ConsoleFile),
+		},
+		Net: sandboxnet.Options{
+			Sandbox:  opts.Spec.Name,
+			Policy:   opts.Spec.Policy,
+			Secrets:  opts.Secrets,
+			AuditDir: dir,
+			Logger:   log,
+		},
+		Mounts: opts.Spec.Mounts,
 	})
 	if err != nil {
 		return fmt.Errorf("supervisor: %w", err)
 	}
+	m := sb.Machine
 	// The machine made its directory inside dir with mode 0700; it holds
 	// the agent's socket.
 	if err := privateDir(m.Dir()); err != nil {
-		return errors.Join(err, m.Stop(context.Background()), snet.Close())
+		return errors.Join(err, m.Stop(context.Background()), sb.Close())
 	}
 	st.QEMUPid, st.Accel, st.Note, st.MachineDir = m.Pid(), string(m.Accel()), m.Host().Note, m.Dir()
 	log.Info("machine started", "sandbox", opts.Spec.Name, "qemu", m.Pid(), "accel", m.Accel(), "boot", m.BootTime())
@@ -200,7 +210,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 		}
 		err := m.Stop(context.Background())
 		os.Remove(sockPath)
-		return errors.Join(err, snet.Close())
+		return errors.Join(err, sb.Close())
 	}
 	r, err = takeOver(ctx, m, log)
 	if err == nil {
@@ -232,7 +242,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 		defer stMu.Unlock()
 		return st
 	}, reload: func(ctx context.Context, req reloadRequest) error {
-		return reload(ctx, dir, r, snet, req, log)
+		return reload(ctx, dir, r, sb, req, log)
 	}}
 	go ctl.serve()
 	log.Info("serving", "socket", sockPath)

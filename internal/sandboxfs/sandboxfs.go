@@ -1,0 +1,129 @@
+package sandboxfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+
+	"github.com/sbx-dev/sbx/internal/guest/agentproto"
+	"github.com/sbx-dev/sbx/internal/vfs"
+	"github.com/sbx-dev/sbx/internal/vfs/vfsproto"
+	"github.com/sbx-dev/sbx/lang"
+	"github.com/sbx-dev/sbx/machine"
+	"github.com/sbx-dev/sbx/policy"
+)
+
+// Mount is one mount as a started sandbox serves it.
+type Mount struct {
+	// Policy is the mount as the sandbox's policy has it.
+	Policy policy.Mount `json:"policy"`
+	// HostDir is its host directory, absolute.
+	HostDir string `json:"host_dir"`
+	// UID and GID own every file the guest sees there.
+	UID uint32 `json:"uid"`
+	GID uint32 `json:"gid"`
+}
+
+// Resolve returns the mounts of sandbox sb of cfg as a started sandbox
+// serves them, in the policy's order.
+func Resolve(cfg *lang.Config, sb *lang.Sandbox) ([]Mount, error) {
+	img := cfg.Images[sb.Image]
+	var out []Mount
+	for _, m := range sb.Policy.Mounts {
+		owner := m.Owner
+		if owner == "" {
+			owner = sb.User
+		}
+		uid, gid, err := userIDs(img, owner)
+		if err != nil {
+			return nil, fmt.Errorf("mount %s%s: %w", m.Guest, where(m.Origin), err)
+		}
+		host := m.Host
+		if !filepath.IsAbs(host) {
+			host = filepath.Join(cfg.Dir, host)
+		}
+		host, err = filepath.Abs(host)
+		if err != nil {
+			return nil, fmt.Errorf("mount %s%s: %w", m.Guest, where(m.Origin), err)
+		}
+		out = append(out, Mount{Policy: m, HostDir: host, UID: uid, GID: gid})
+	}
+	return out, nil
+}
+
+// userIDs returns the uid and gid of user name of img; "" and "root"
+// are root.
+func userIDs(img *lang.Image, name string) (uint32, uint32, error) {
+	if name == "" || name == "root" {
+		return 0, 0, nil
+	}
+	if img != nil {
+		for _, u := range img.Users {
+			if u.Name == name {
+				return uint32(u.UID), uint32(u.GID), nil
+			}
+		}
+	}
+	return 0, 0, fmt.Errorf("owner %q is not a user of the sandbox's image", name)
+}
+
+func where(o policy.Origin) string {
+	if o.File == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (%s:%d)", o.File, o.Line)
+}
+
+// Set is the file servers of one sandbox's mounts.
+type Set struct {
+	servers []*vfs.Server
+	ports   map[string]machine.Port
+	guest   []agentproto.Mount
+}
+
+// Open starts a file server for each mount. A host directory that is
+// missing or not a directory is an error naming the mount and its spec
+// line; nothing is left open then.
+func Open(mounts []Mount, log *slog.Logger) (*Set, error) {
+	s := &Set{ports: map[string]machine.Port{}}
+	for i, m := range mounts {
+		srv, err := vfs.New(m.Policy, vfs.Options{HostDir: m.HostDir, UID: m.UID, GID: m.GID, Logger: log})
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("%w%s", err, where(m.Policy.Origin))
+		}
+		s.servers = append(s.servers, srv)
+		port := vfsproto.PortName(i)
+		s.ports[port] = server{srv}
+		s.guest = append(s.guest, agentproto.Mount{
+			Port:     port,
+			Path:     m.Policy.Guest,
+			ReadOnly: m.Policy.Access != policy.ReadWrite,
+		})
+	}
+	return s, nil
+}
+
+// Ports are the machine's ports that carry the mounts.
+func (s *Set) Ports() map[string]machine.Port { return s.ports }
+
+// Guest is what the guest agent must mount.
+func (s *Set) Guest() []agentproto.Mount { return s.guest }
+
+// Close releases every host directory. The machine must have stopped.
+func (s *Set) Close() error {
+	var errs []error
+	for _, srv := range s.servers {
+		errs = append(errs, srv.Close())
+	}
+	s.servers = nil
+	return errors.Join(errs...)
+}
+
+// server serves one mount on its port.
+type server struct{ s *vfs.Server }
+
+func (p server) Serve(ctx context.Context, conn net.Conn) error { return p.s.Serve(ctx, conn) }
