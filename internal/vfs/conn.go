@@ -207,6 +207,7 @@ type replyWriter struct {
 	hdr    [headerLen]byte
 	nhdr   int
 	left   uint32
+	held   bool  // the reply being written holds a slot
 	broken error // the connection failed; later replies are dropped
 }
 
@@ -227,6 +228,11 @@ func (w *replyWriter) Write(p []byte) (int, error) {
 					w.broken = errors.New("9P: reply shorter than its header")
 				}
 				w.left = size - headerLen
+				// The tag is free once its reply is begun: the library
+				// has forgotten it already, and the guest may reuse it
+				// the moment it has read the reply, which can be before
+				// the reply's last Write returns.
+				w.held = w.c.untag(binary.LittleEndian.Uint16(w.hdr[5:7]))
 			}
 		} else {
 			k = len(p)
@@ -244,11 +250,11 @@ func (w *replyWriter) Write(p []byte) (int, error) {
 		}
 		p = p[k:]
 		if w.nhdr == headerLen && w.left == 0 {
-			// The tag is free as the reply goes out (the guest may
-			// reuse it the moment it reads the reply); the slot once
-			// it has gone, so that a guest that does not read its
-			// replies keeps its requests in flight.
-			held := w.c.untag(binary.LittleEndian.Uint16(w.hdr[5:7]))
+			// The slot is free once the reply has gone, so that a
+			// guest that does not read its replies keeps its requests
+			// in flight.
+			held := w.held
+			w.held = false
 			if w.broken == nil {
 				if err := w.c.w.Flush(); err != nil {
 					w.broken = err

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hugelgupf/p9/p9"
 	"golang.org/x/sys/unix"
 
 	"github.com/sbx-dev/sbx/internal/socketpair"
@@ -282,5 +283,59 @@ func TestDuplicateTagsKeepConnectionLive(t *testing.T) {
 				break
 			}
 		}
+	}
+}
+
+// Replies larger than the writer's buffer leave before their last Write
+// returns; a guest reusing the tag at once must still be answered (its
+// request was once dropped as a duplicate, and the read hung).
+func TestLargeRepliesBackToBack(t *testing.T) {
+	_, work := tree(t)
+	big := make([]byte, 8<<20)
+	if err := os.WriteFile(filepath.Join(work, "big"), big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(workspace(), Options{HostDir: work})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	host, guest := socketpair.New(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.Serve(ctx, host)
+	c, err := p9.NewClient(guest, p9.WithMessageSize(512<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := c.Attach("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, f, err := root.Walk([]string{"big"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.Open(p9.ReadOnly); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 600<<10)
+		for off := int64(0); off < int64(len(big)); off += int64(len(buf)) {
+			if _, err := f.ReadAt(buf, off); err != nil && err != io.EOF {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("reading 8 MiB in 600 KiB reads did not finish within 20s")
 	}
 }
