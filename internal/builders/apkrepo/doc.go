@@ -22,7 +22,12 @@
 //     has, conflicts ("!name") and names owned twice — with errors that
 //     name the chain of dependencies. Its doc comment lists every rule.
 //   - Install: unpacks verified packages into a layers.Tree in name
-//     order and writes the installed database and world.
+//     order and writes the installed database (the same F:/R:/a:/Z:
+//     records apk writes, Z: being the SHA-1 of a file's content or a
+//     link's target, as abuild's per-file checksums are) and world. On a
+//     base whose top-level directories are links into /usr, package
+//     paths under them are written under /usr, since the tree never
+//     follows links.
 //
 // What is verified. An index is refused unless its first gzip member is
 // a signature tar holding .SIGN.RSA.<key> (SHA-1), .SIGN.RSA256.<key> or
