@@ -9,9 +9,11 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sbx-dev/sbx/internal/builders/apkrepo"
 	"github.com/sbx-dev/sbx/internal/builders/apkrepo/apkrepotest"
@@ -181,5 +183,16 @@ func TestParseRepositories(t *testing.T) {
 		if _, err := apkrepo.ParseRepositories([]byte(bad)); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
+	}
+}
+
+func TestIndexNeedsTheRepositoryCertificate(t *testing.T) {
+	k, _ := keys(t)
+	repo := apkrepotest.NewRepo(t, k, nil)
+	c := repo.Client(t)
+	c.HTTP = &http.Client{Timeout: 30 * time.Second}
+	defer c.HTTP.CloseIdleConnections()
+	if _, err := c.Index(apkrepotest.Ctx(t), []apkrepo.Repository{repo.Repository()}); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("error %v", err)
 	}
 }

@@ -11,14 +11,20 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha1"
 	"crypto/sha256"
+	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
+	"math/big"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path"
@@ -204,10 +210,12 @@ type Repo struct {
 	Built map[string]Built // by "name-version"
 	mu    sync.Mutex
 	file  map[string][]byte // URL path -> content
+	roots *x509.CertPool    // trusts the server's certificate
 }
 
 // NewRepo builds pkgs signed by key, indexes them in an APKINDEX.tar.gz
-// signed by key, and serves them under /main/ARCH/.
+// signed by key, and serves them under /main/ARCH/ over TLS with a
+// certificate from a CA made for the test.
 func NewRepo(t testing.TB, key *Key, pkgs []Package) *Repo {
 	t.Helper()
 	r := &Repo{Key: key, Built: map[string]Built{}, file: map[string][]byte{}}
@@ -220,7 +228,7 @@ func NewRepo(t testing.TB, key *Key, pkgs []Package) *Repo {
 	}
 	body := IndexBody(t, idx.String())
 	r.file["/main/"+Arch+"/APKINDEX.tar.gz"] = append(SignatureMember(t, key, crypto.SHA1, body), body...)
-	r.Srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	r.Srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.mu.Lock()
 		data, ok := r.file[req.URL.Path]
 		r.mu.Unlock()
@@ -230,8 +238,47 @@ func NewRepo(t testing.TB, key *Key, pkgs []Package) *Repo {
 		}
 		w.Write(data)
 	}))
+	r.roots, r.Srv.TLS = testCA(t)
+	r.Srv.StartTLS()
 	t.Cleanup(r.Srv.Close)
 	return r
+}
+
+// testCA makes a CA and a certificate it signs for 127.0.0.1, and
+// returns a pool trusting the CA and a server configuration using the
+// certificate.
+func testCA(t testing.TB) (*x509.CertPool, *tls.Config) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "sbx test repository CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leafKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	leafDER, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &leafKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(caCert)
+	return pool, &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{leafDER}, PrivateKey: leafKey}}, MinVersion: tls.VersionTLS12}
 }
 
 // Set replaces the file at the URL path p ("/main/x86_64/APKINDEX.tar.gz").
@@ -261,8 +308,8 @@ func (r *Repo) Client(t testing.TB) *apkrepo.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hc := r.Srv.Client()
-	hc.Timeout = 30 * time.Second
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: r.roots}}}
+	t.Cleanup(hc.CloseIdleConnections)
 	return &apkrepo.Client{HTTP: hc, Cache: c, Keys: r.Key.Keys(), Arch: Arch}
 }
 
