@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/hugelgupf/p9/fsimpl/localfs"
 	"github.com/hugelgupf/p9/p9"
@@ -102,11 +103,13 @@ func BenchmarkCreate(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := dir.Mkdir("new-"+name, 0o755, 0, 0); err != nil {
+			// A directory of its own each time the body runs.
+			sub := fmt.Sprintf("new-%s-%d", name, time.Now().UnixNano())
+			if _, err := dir.Mkdir(sub, 0o755, 0, 0); err != nil {
 				b.Fatal(err)
 			}
 			for i := 0; b.Loop(); i++ {
-				_, d, err := root.Walk([]string{"src", "new-" + name})
+				_, d, err := root.Walk([]string{"src", sub})
 				if err != nil {
 					b.Fatal(err)
 				}
