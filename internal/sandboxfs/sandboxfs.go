@@ -99,9 +99,12 @@ func Open(mounts []Mount, log *slog.Logger) (*Set, error) {
 		port := vfsproto.PortName(i)
 		s.ports[port] = server{srv}
 		s.guest = append(s.guest, agentproto.Mount{
-			Port:     port,
-			Path:     m.Policy.Guest,
-			ReadOnly: m.Policy.Access != policy.ReadWrite,
+			Port: port,
+			Path: m.Policy.Guest,
+			// A read-only mount with tmpfs paths is mounted writable:
+			// its scratch space takes writes, and the host refuses
+			// every other one.
+			ReadOnly: m.Policy.Access != policy.ReadWrite && len(m.Policy.Tmpfs) == 0,
 		})
 	}
 	return s, nil
