@@ -11,7 +11,7 @@ import (
 )
 
 func TestResolve(t *testing.T) {
-	cfg := &lang.Config{Dir: "/cfg", Images: map[string]*lang.Image{"box": {Users: []lang.User{{Name: "agent", UID: 1000, GID: 1001}}}}}
+	cfg := &lang.Config{Dir: "/cfg", Images: map[string]*lang.Image{"box": {Users: []*lang.User{{Name: "agent", UID: 1000, GID: 1001}}}}}
 	sb := &lang.Sandbox{Image: "box", User: "agent", Policy: policy.Sandbox{Mounts: []policy.Mount{
 		{Guest: "/w", Host: "."},
 		{Guest: "/r", Host: "/abs", Owner: "root"},
