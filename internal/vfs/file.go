@@ -260,7 +260,7 @@ func (f *file) walk(names []string) ([]p9.QID, p9.File, node, error) {
 		return nil, nil, n, err
 	}
 	var qids []p9.QID
-	for i, name := range names {
+	for _, name := range names {
 		if !n.isDir() {
 			return nil, nil, n, unix.ENOTDIR
 		}
@@ -270,7 +270,6 @@ func (f *file) walk(names []string) ([]p9.QID, p9.File, node, error) {
 		if n, err = f.fs.lookup(rel); err != nil {
 			return nil, nil, n, err
 		}
-		_ = i
 		qids = append(qids, f.fs.qid(&n))
 	}
 	nf, err := f.fs.newFile(rel)
