@@ -12,11 +12,11 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/sbx-dev/sbx/internal/termtext"
-	"github.com/sbx-dev/sbx/internal/vfs"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/policy"
 )
@@ -188,9 +188,12 @@ func inspectMount(ctx context.Context, configDir string, m policy.Mount, opts In
 	for _, p := range m.Hide {
 		r.Hide = append(r.Hide, HiddenPaths{Pattern: p, Paths: []string{}})
 	}
-	rules, err := vfs.CompileRules(m)
+	rules, err := compileRules(m)
+	if err == nil {
+		_, err = secretMatcher()
+	}
 	if err != nil {
-		r.Problem = fmt.Sprintf("its path rules cannot be used: %v", err)
+		r.Problem = fmt.Sprintf("not inspected: %v", err)
 		return r
 	}
 	r.Outside = filepath.IsAbs(m.Host) || m.Host == ".." || strings.HasPrefix(m.Host, ".."+string(filepath.Separator))
@@ -286,13 +289,30 @@ func describeNotDir(err error, describe func(error) string) string {
 	return describe(err)
 }
 
+// pathClass is what a mount's rules make of a path, as far as the plan
+// is concerned.
+type pathClass int
+
+const (
+	classVisible pathClass = iota // plain or read-only: the guest sees the host's file
+	classHidden
+	classTmpfs // the guest sees private scratch space, none of the host
+)
+
+// pathRules are a mount's compiled rules (package vfs's, compileRules).
+type pathRules interface {
+	class(rel string) pathClass
+	// hiddenBy returns the hide patterns matching rel itself.
+	hiddenBy(rel string) []string
+}
+
 // walker walks one mount's host directory breadth first, so that when a
 // bound stops it the shallow paths, where credentials usually sit, have
 // been seen.
 type walker struct {
 	ctx     context.Context
 	root    *os.Root
-	rules   *vfs.Rules
+	rules   pathRules
 	max     int
 	timeout time.Duration
 
@@ -321,13 +341,13 @@ func (w *walker) walk() {
 				rel = d.rel + "/" + rel
 			}
 			isDir := e.Type().IsDir() // never a link: Type does not follow one
-			switch w.rules.Classify(rel) {
-			case vfs.Hidden:
-				for _, p := range w.rules.HiddenBy(rel) {
+			switch w.rules.class(rel) {
+			case classHidden:
+				for _, p := range w.rules.hiddenBy(rel) {
 					w.hidden[p] = append(w.hidden[p], display(rel, isDir))
 				}
 				continue
-			case vfs.TmpfsPath:
+			case classTmpfs:
 				// The guest gets empty scratch space here.
 				continue
 			}
@@ -424,23 +444,21 @@ var secretLooks = []secretLook{
 	{pattern: "**/.kube/config", kind: "Kubernetes credentials"},
 }
 
-// secretRules holds the patterns of secretLooks as the hide rules of a
-// mount, so that vfs's matcher decides which paths they name.
-var secretRules = func() *vfs.Rules {
+// secretMatcher compiles the patterns of secretLooks as the hide rules
+// of a mount, once, so that the file server's matcher decides which
+// paths they name.
+var secretMatcher = sync.OnceValues(func() (pathRules, error) {
 	m := policy.Mount{}
 	for _, l := range secretLooks {
 		m.Hide = append(m.Hide, l.pattern)
 	}
-	r, err := vfs.CompileRules(m)
-	if err != nil {
-		panic("plan: secret patterns: " + err.Error())
-	}
-	return r
-}()
+	return compileRules(m)
+})
 
 // secretKind says what the entry rel looks like, or "".
 func (w *walker) secretKind(rel string, e fs.DirEntry) string {
-	matched := secretRules.HiddenBy(rel)
+	secrets, _ := secretMatcher() // compiled before the walk began
+	matched := secrets.hiddenBy(rel)
 	if len(matched) == 0 {
 		return ""
 	}
