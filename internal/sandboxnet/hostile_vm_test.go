@@ -165,7 +165,12 @@ func TestHostileGuestRawPackets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer n.Close()
+	netClosed := false
+	defer func() {
+		if !netClosed {
+			n.Close()
+		}
+	}()
 	defer m.Stop(context.Background())
 	ns, ok := n.Network().(*netstack.Network)
 	if !ok {
@@ -252,7 +257,8 @@ func TestHostileGuestRawPackets(t *testing.T) {
 		// From the guest's own address: a reset or nothing, never a
 		// SYN-ACK but from the synthetic address, which must answer (so
 		// that the guest is seen to be able to see a SYN-ACK at all).
-		out := run(t, "rawguest", "syn", "1.1.1.1:443", "169.254.169.254:80", "127.0.0.1:22", "10.83.0.1:22", "api.test:443")
+		out := run(t, "rawguest", "syn", "1.1.1.1:443", "169.254.169.254:80", "127.0.0.1:22", "10.83.0.1:22",
+			"198.18.0.200:443", "10.83.0.77:80", "api.test:443")
 		handshake := false
 		for _, r := range recvLines(out) {
 			mt := tcpLine.FindStringSubmatch(r)
@@ -275,6 +281,8 @@ func TestHostileGuestRawPackets(t *testing.T) {
 			{"169.254.169.254", "link-local"},
 			{"127.0.0.1", "loopback"},
 			{"10.83.0.1", "the gateway serves only DNS"},
+			{"198.18.0.200", "address not given out by the sandbox's DNS"},
+			{"10.83.0.77", "private address"},
 		} {
 			audited(t, "a SYN to "+c.dst, func(e audit.Entry) bool {
 				return e.Proto == "tcp" && e.Dst == c.dst && strings.Contains(e.Reason, c.reason)
@@ -383,6 +391,7 @@ func TestHostileGuestRawPackets(t *testing.T) {
 				t.Errorf("%s: %q; want an error or a closed connection", what, v)
 			}
 		}
+		t.Logf("answers over TCP: %q", got)
 		if got["a"] != "rcode=0 answers=1" {
 			t.Errorf("an honest A query after the hostile ones: %q", got["a"])
 		}
@@ -427,6 +436,31 @@ func TestHostileGuestRawPackets(t *testing.T) {
 		}
 		audited(t, "ICMP to 1.1.1.1", denied("1.1.1.1", "ICMP is answered only by the gateway"))
 		audited(t, "ICMP to api.test's address", denied(apiAddr.String(), "ICMP is answered only by the gateway"))
+	})
+
+	// A guest that wants a probe to go unseen hides it among refusals:
+	// the network reports at most DenialRate a second, so the probe's
+	// own entry may be lost, but then the log must say that entries were
+	// lost (as the audit writer does for what the disk cannot take), or
+	// nobody reading it can tell that it is incomplete. Checked at the
+	// end, once the log is closed, so that a summary written at close
+	// counts.
+	var hiddenLost uint64
+	t.Run("a probe hidden among refusals", func(t *testing.T) {
+		before, _ := ns.Dropped()
+		out := run(t, "rawguest", "hide", "-n", "1000", "169.254.169.254:81")
+		after, _ := ns.Dropped()
+		hiddenLost = after - before
+		t.Logf("%d refusals the network did not report", hiddenLost)
+		if !strings.Contains(out, "sent probe syn") {
+			t.Fatalf("no probe sent:\n%s", out)
+		}
+		for _, r := range recvLines(out) {
+			if strings.HasPrefix(r, "tcp 169.254.169.254:81 ") && strings.Contains(r, "S") || strings.HasPrefix(r, "icmp ") {
+				t.Errorf("the host answered: %s", r)
+			}
+		}
+		time.Sleep(1500 * time.Millisecond) // the denials' rate refills
 	})
 
 	t.Run("1000 DNS queries in a burst", func(t *testing.T) {
@@ -524,9 +558,22 @@ func TestHostileGuestRawPackets(t *testing.T) {
 	if err := m.NetErr(); err != nil {
 		t.Errorf("the network failed: %v", err)
 	}
+	netClosed = true
+	if err := n.Close(); err != nil {
+		t.Errorf("closing the network: %v", err)
+	}
 	entries, err := audit.Tail(auditDir, 50000)
 	if err != nil {
 		t.Fatal(err)
+	}
+	probe, lost := false, int64(0)
+	for _, e := range entries {
+		probe = probe || e.Dst == "169.254.169.254" && e.Port == 81
+		lost += e.Dropped
+	}
+	if !probe && lost == 0 {
+		t.Errorf("the probe hidden among refusals is not in the audit log, and nothing there says that "+
+			"entries were lost (the network did not report %d refusals); see sandboxnet.Net.denied and netstack's Dropped", hiddenLost)
 	}
 	if t.Failed() {
 		sc := bufio.NewScanner(strings.NewReader(string(m.Console())))

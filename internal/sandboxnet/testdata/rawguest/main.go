@@ -13,6 +13,7 @@
 //	rawguest ipv6                             ICMPv6, NDP, TCP and UDP over IPv6
 //	rawguest dnstcp                           hostile queries over TCP to the gateway
 //	rawguest dnsburst -n N NAME               N queries over UDP, as fast as it can
+//	rawguest hide -n N HOST:PORT              a SYN to HOST:PORT amid 2N stray UDP datagrams
 //	rawguest synflood -n N ADDR:PORT          N SYNs from random ports, the guest's own stack silenced
 //	rawguest hold -n N -for D HOST:PORT       N connections at once, held for D
 //
@@ -110,6 +111,8 @@ func main() {
 		}
 	case "ipv6":
 		ipv6Attack(l)
+	case "hide":
+		hide(l, *count, resolve(fs.Arg(0)))
 	case "synflood":
 		synFlood(l, *count, resolve(fs.Arg(0)))
 		return // it listened while it sent
@@ -615,7 +618,7 @@ func dnsTCP() {
 	selfPtr := dnsQuery(0x5001, "api.test", 1)[:12]
 	selfPtr = append(selfPtr, 0xc0, 12, 0, 1, 0, 1) // a pointer to itself
 	loop := dnsQuery(0x5002, "api.test", 1)[:12]
-	loop = append(loop, 1, 'x', 0xc0, 16, 0, 1, 0, 1, 0xc0, 12) // 12 → 14 → 16 → 12
+	loop = append(loop, 1, 'a', 0xc0, 16, 1, 'b', 0xc0, 12, 0, 1, 0, 1) // "a" → 16: "b" → 12: "a" ...
 	for _, c := range []struct {
 		what string
 		msg  []byte
@@ -684,7 +687,9 @@ func ioReadFull(c net.Conn, b []byte) (int, error) {
 }
 
 // dnsBurst sends n A queries for name over UDP to the gateway as fast as
-// it can, then counts the answers that come within 2 s of the last.
+// it can, in runs of 50 a few milliseconds apart (so that what bounds
+// the answers is the host's rate, not its socket's buffer), then counts
+// the answers that come within 2 s of the last.
 func dnsBurst(n int, name string) {
 	c, err := net.Dial("udp", net.JoinHostPort(gatewayAddr.String(), "53"))
 	if err != nil {
@@ -714,10 +719,31 @@ func dnsBurst(n int, name string) {
 		if _, err := c.Write(dnsQuery(uint16(i), name, 1)); err == nil {
 			sent++
 		}
+		if i%50 == 49 {
+			time.Sleep(5 * time.Millisecond)
+		}
 	}
 	took := time.Since(start)
 	<-done
 	fmt.Printf("dnsburst sent=%d answered=%d seconds=%.3f\n", sent, answered.Load(), took.Seconds())
+}
+
+// hide sends a SYN to probe in the middle of 2n UDP datagrams to an
+// outside resolver, each of which the host refuses and would report: a
+// guest that wants its probe to go unseen drowns it in refusals.
+func hide(l *link, n int, probe netip.AddrPort) {
+	noise := netip.MustParseAddr("8.8.8.8")
+	q := dnsQuery(0x4848, "example.com", 1)
+	for i := range 2*n + 1 {
+		if i == n {
+			l.send(l.ipv4(guestAddr, probe.Addr(), protoTCP, 0, false, 0, tcpSegment(guestAddr, probe.Addr(), 33333, probe.Port(), flagSYN)))
+			fmt.Printf("sent probe syn %s:33333 > %s\n", guestAddr, probe)
+			continue
+		}
+		sport := uint16(20000 + i%10000)
+		l.send(l.ipv4(guestAddr, noise, protoUDP, 0, false, 0, udpDatagram(guestAddr, noise, sport, 53, q)))
+	}
+	fmt.Printf("sent %d udp to %s:53\n", 2*n, noise)
 }
 
 // synFlood sends n SYNs to dst from random ports of the guest's address
