@@ -477,3 +477,30 @@ func TestInstallMergedUsrAndHardLinks(t *testing.T) {
 		}
 	}
 }
+
+func TestInstallDropsSetuid(t *testing.T) {
+	k, _ := keys(t)
+	pkg := apkrepotest.Package{Name: "suid", Version: "1-r0",
+		Files: map[string]string{"bin/su": "\x7fELF su\n", "tmp/": ""},
+		Modes: map[string]int64{"bin/su": 0o4755, "tmp/": 0o1777}}
+	repo := apkrepotest.NewRepo(t, k, []apkrepotest.Package{pkg})
+	ctx := apkrepotest.Ctx(t)
+	f, err := repo.Client(t).Fetch(ctx, repo.Index(t).Versions("suid")[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, err := layers.NewTree(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tree.Close()
+	if _, err := apkrepo.Install(ctx, tree, k.Keys(), []apkrepo.Fetched{f}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := tree.Lookup("/bin/su"); e.Mode != 0o755 {
+		t.Errorf("/bin/su mode %o, want 755", e.Mode)
+	}
+	if e, _ := tree.Lookup("/tmp"); e.Mode != 0o1777 {
+		t.Errorf("/tmp mode %o, want the sticky bit kept", e.Mode)
+	}
+}
