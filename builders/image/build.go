@@ -30,8 +30,9 @@ import (
 // default size rule. It is part of the build key, so changing any of them
 // (and bumping it) makes every cached build miss. Version 2: extracted
 // artifacts lose setuid and setgid bits, devices and file capabilities
-// unless keep_special is set.
-const FormatVersion = 2
+// unless keep_special is set. Version 3: the image's network description
+// and resolv.conf name the sandbox network's addresses (10.83.0.0/24).
+const FormatVersion = 3
 
 // Output names: the keys of Result.Outputs and of lockfiles.Image.Outputs.
 const (

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sbx-dev/sbx/internal/builders/rootfs/imageinfo"
+	"github.com/sbx-dev/sbx/internal/egress/ca"
 	"github.com/sbx-dev/sbx/policy"
 )
 
@@ -67,5 +69,24 @@ func TestCheckEnvForbidden(t *testing.T) {
 	// Without forbid_env nothing but the placeholders is refused.
 	if err := CheckEnv(policy.Sandbox{}, []string{"MOLTNET_TOKEN=1", "AWS_X=2"}); err != nil {
 		t.Errorf("no patterns: %v", err)
+	}
+}
+
+// TestGuestAddressesMatchTheImage: what the guest is configured with is
+// what the image describes in /etc/sbx/image.json and resolv.conf.
+func TestGuestAddressesMatchTheImage(t *testing.T) {
+	auth, err := ca.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := New(Options{CA: auth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	got := n.Configure().Net
+	want := imageinfo.DefaultNetwork()
+	if got.Addr != want.Address || got.Gateway != want.Gateway || len(want.DNS) != 1 || got.DNS != want.DNS[0] || got.MTU != want.MTU {
+		t.Errorf("the guest is configured with %+v; the image says %+v", got, want)
 	}
 }

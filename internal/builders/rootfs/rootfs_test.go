@@ -240,7 +240,7 @@ func TestAssemble(t *testing.T) {
 		// sbx's /etc files, and file blocks over base files.
 		"/etc/hostname":    {typ: tar.TypeReg, mode: 0o644, body: "agent\n"},
 		"/etc/hosts":       {typ: tar.TypeReg, mode: 0o644, body: "127.0.0.1\tlocalhost agent\n::1\tlocalhost ip6-localhost ip6-loopback agent\n"},
-		"/etc/resolv.conf": {typ: tar.TypeReg, mode: 0o644, body: "nameserver 10.0.2.2\n"},
+		"/etc/resolv.conf": {typ: tar.TypeReg, mode: 0o644, body: "nameserver 10.83.0.1\n"},
 		"/etc/motd":        {typ: tar.TypeReg, mode: 0o644, body: "sbx eval sandbox\n"},
 		"/etc/sbx/id":      {typ: tar.TypeReg, mode: 0o600, uid: 501, gid: 501, body: "secret-free id\n"},
 		"/etc/environment": {typ: tar.TypeReg, mode: 0o644, body: "# Written by sbx from the image's env; see /etc/sbx/image.json.\n" +
@@ -294,7 +294,7 @@ func TestAssemble(t *testing.T) {
 			{Name: "agent", UID: 501, GID: 501, Home: "/home/agent", Shell: "/bin/sh", Groups: []string{"wheel", "sbxdev"}},
 			{Name: "bob", UID: 502, GID: 100, Home: "/srv/bob", Shell: "/bin/ash"},
 		},
-		Network: imageinfo.Network{Address: "10.0.2.15/24", Gateway: "10.0.2.2", DNS: []string{"10.0.2.2"}, MTU: 1500},
+		Network: imageinfo.Network{Address: "10.83.0.2/24", Gateway: "10.83.0.1", DNS: []string{"10.83.0.1"}, MTU: 1500},
 		CACert:  "/etc/sbx/ca.crt",
 	}
 	if d := cmp.Diff(wantInfo, info); d != "" {

@@ -27,14 +27,16 @@ const (
 // sandbox has a network of its own, so they never clash.
 const (
 	// GuestAddress is the guest's address and prefix on eth0.
-	GuestAddress = "10.0.2.15/24"
+	// The host's stack (package egress/netstack) serves these; a test
+	// there holds the two to the same values.
+	GuestAddress = "10.83.0.2/24"
 	// GuestIP is GuestAddress without its prefix length.
-	GuestIP = "10.0.2.15"
+	GuestIP = "10.83.0.2"
 	// Gateway is the host stack's address and the guest's default route.
-	Gateway = "10.0.2.2"
+	Gateway = "10.83.0.1"
 	// DNS is the resolver the host stack answers on (port 53, UDP and
 	// TCP); the image's /etc/resolv.conf names it.
-	DNS = "10.0.2.2"
+	DNS = "10.83.0.1"
 	// MTU is the link's MTU.
 	MTU = 1500
 )
