@@ -69,14 +69,17 @@ func (fs *fsys) list(rel string, m *memNode) (p9.Dirents, error) {
 		}
 	}
 	out := p9.Dirents{
-		{QID: fs.qid(&self), Type: p9.TypeDir, Name: "."},
-		{QID: fs.qid(&parent), Type: p9.TypeDir, Name: ".."},
+		{QID: fs.qid(&self), Type: unix.DT_DIR, Name: "."},
+		{QID: fs.qid(&parent), Type: unix.DT_DIR, Name: ".."},
 	}
-	add := func(name string, q p9.QID) error {
+	// A dirent's type is Linux's d_type (DT_DIR, DT_REG...): the
+	// kernel's client hands it to readdir(3) as it is, and git, find and
+	// the like trust it. (The library's type is the QID's, which is not.)
+	add := func(name string, q p9.QID, dtype uint8) error {
 		if len(out) >= fs.lim.DirEntries {
 			return unix.EOVERFLOW
 		}
-		out = append(out, p9.Dirent{QID: q, Type: q.Type, Name: name})
+		out = append(out, p9.Dirent{QID: q, Type: p9.QIDType(dtype), Name: name})
 		return nil
 	}
 	if m == nil && self.mem != nil {
@@ -90,12 +93,14 @@ func (fs *fsys) list(rel string, m *memNode) (p9.Dirents, error) {
 		}
 		sort.Strings(names)
 		var qids []p9.QID
+		var dtypes []uint8
 		for _, name := range names {
 			k := m.kids[name]
 			if fs.rules.place(joinRel(rel, name)).hidden {
 				continue
 			}
 			qids = append(qids, p9.QID{Type: p9.FileMode(k.ftype).QIDType(), Path: memIDBit | k.id})
+			dtypes = append(dtypes, memDType(k.ftype))
 		}
 		fs.mem.mu.Unlock()
 		i := 0
@@ -103,7 +108,7 @@ func (fs *fsys) list(rel string, m *memNode) (p9.Dirents, error) {
 			if fs.rules.place(joinRel(rel, name)).hidden {
 				continue
 			}
-			if err := add(name, qids[i]); err != nil {
+			if err := add(name, qids[i], dtypes[i]); err != nil {
 				return nil, err
 			}
 			i++
@@ -115,7 +120,7 @@ func (fs *fsys) list(rel string, m *memNode) (p9.Dirents, error) {
 		if pl.hidden || pl.inMem {
 			return nil
 		}
-		return add(name, p9.QID{Type: dtypeQID(dtype), Path: ino &^ memIDBit})
+		return add(name, p9.QID{Type: dtypeQID(dtype), Path: ino &^ memIDBit}, dtype)
 	})
 	if err != nil {
 		return nil, err
@@ -123,12 +128,13 @@ func (fs *fsys) list(rel string, m *memNode) (p9.Dirents, error) {
 	fs.mem.mu.Lock()
 	roots := fs.mem.rootsIn(rel)
 	type memEnt struct {
-		name string
-		q    p9.QID
+		name  string
+		q     p9.QID
+		dtype uint8
 	}
 	var mems []memEnt
 	for name, k := range roots {
-		mems = append(mems, memEnt{name, p9.QID{Type: p9.FileMode(k.ftype).QIDType(), Path: memIDBit | k.id}})
+		mems = append(mems, memEnt{name, p9.QID{Type: p9.FileMode(k.ftype).QIDType(), Path: memIDBit | k.id}, memDType(k.ftype)})
 	}
 	fs.mem.mu.Unlock()
 	sort.Slice(mems, func(i, j int) bool { return mems[i].name < mems[j].name })
@@ -136,7 +142,7 @@ func (fs *fsys) list(rel string, m *memNode) (p9.Dirents, error) {
 		if fs.rules.place(joinRel(rel, e.name)).hidden {
 			continue
 		}
-		if err := add(e.name, e.q); err != nil {
+		if err := add(e.name, e.q, e.dtype); err != nil {
 			return nil, err
 		}
 	}
@@ -149,6 +155,10 @@ func (fs *fsys) number(ds p9.Dirents) p9.Dirents {
 	}
 	return ds
 }
+
+// memDType is the d_type of an in-memory node: S_IFMT's bits shifted,
+// as Linux defines DT_*.
+func memDType(ftype uint32) uint8 { return uint8(ftype >> 12) }
 
 func dtypeQID(t uint8) p9.QIDType {
 	switch t {

@@ -180,3 +180,38 @@ func TestDirectSetIDStripped(t *testing.T) {
 	}
 	check("chmod 6755")
 }
+
+// Directory entries carry Linux's d_type, which the kernel's client
+// passes to readdir(3) unchanged.
+func TestDirentTypes(t *testing.T) {
+	_, work := tree(t)
+	if err := os.Symlink("main.go", filepath.Join(work, "src", "link")); err != nil {
+		t.Fatal(err)
+	}
+	_, root := client(t, workspace(), work, Limits{})
+	nm, _ := walk(root, "node_modules")
+	if _, err := nm.Mkdir("pkg", 0o755, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]uint8{".": unix.DT_DIR, "..": unix.DT_DIR, "src": unix.DT_DIR, "node_modules": unix.DT_DIR,
+		"main.go": unix.DT_REG, "link": unix.DT_LNK, "pkg": unix.DT_DIR}
+	for _, dir := range [][]string{nil, {"src"}, {"node_modules"}} {
+		d, err := walk(root, dir...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := d.Open(p9.ReadOnly); err != nil {
+			t.Fatal(err)
+		}
+		ents, err := d.Readdir(0, 64<<10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			if w, ok := want[e.Name]; ok && uint8(e.Type) != w {
+				t.Errorf("%v/%s has d_type %d; want %d", dir, e.Name, e.Type, w)
+			}
+		}
+		d.Close()
+	}
+}
