@@ -54,7 +54,7 @@ func FuzzParseIndex(f *testing.F) {
 				continue
 			}
 			for _, p := range pkgs {
-				if !validName(p.Name) || !ValidVersion(p.Version) {
+				if !validPackageName(p.Name) || !ValidVersion(p.Version) || p.Arch != "" && !validArch(p.Arch) || strings.ContainsAny(p.Filename(), "\\?#%") || strings.Contains(p.Filename(), "..") {
 					t.Fatalf("parsed %q %q", p.Name, p.Version)
 				}
 				if !installed && (len(p.Checksum) != 30 || !strings.HasPrefix(p.Checksum, "Q1")) {

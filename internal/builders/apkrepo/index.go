@@ -118,7 +118,7 @@ func setField(p *Package, k byte, v string, dir *string, installed bool) error {
 	var err error
 	switch k {
 	case 'P':
-		if !validName(v) {
+		if !validPackageName(v) {
 			return fmt.Errorf("name %q (P:) is not a package name", v)
 		}
 		p.Name = v
@@ -128,6 +128,9 @@ func setField(p *Package, k byte, v string, dir *string, installed bool) error {
 		}
 		p.Version = v
 	case 'A':
+		if !validArch(v) {
+			return fmt.Errorf("architecture %q (A:) is not an apk architecture", v)
+		}
 		p.Arch = v
 	case 'C':
 		if !strings.HasPrefix(v, "Q1") || len(v) != 30 {
@@ -183,4 +186,35 @@ func setField(p *Package, k byte, v string, dir *string, installed bool) error {
 		return fmt.Errorf("%c:%q is negative", k, v)
 	}
 	return nil
+}
+
+// validPackageName follows apk-package(5): letters, digits and ._+-,
+// starting with a letter or digit. Package names become file names and
+// URL paths, so the rule is kept strictly.
+func validPackageName(s string) bool {
+	if s == "" || len(s) > 255 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || strings.IndexByte("._+-", c) < 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// validArch accepts apk architecture names ("x86_64", "armv7", "noarch").
+func validArch(s string) bool {
+	if s == "" || len(s) > 32 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
 }

@@ -61,6 +61,11 @@ type Result struct {
 // nodes left out, as for extracted artifacts; an entry that escapes the
 // root is an error naming the package. The same inputs give the same tree.
 func Install(ctx context.Context, tree *layers.Tree, keys Keys, pkgs []Fetched, world []string) (*Result, error) {
+	for _, w := range world {
+		if _, err := ParseDep(w); err != nil {
+			return nil, fmt.Errorf("world: %w", err)
+		}
+	}
 	pkgs = append([]Fetched(nil), pkgs...)
 	sort.Slice(pkgs, func(i, j int) bool { return pkgs[i].Pin.Name < pkgs[j].Pin.Name })
 	var base []*Package
@@ -144,9 +149,8 @@ func writeWorld(tree *layers.Tree, world []string) error {
 		}
 	}
 	for _, w := range world {
-		set[strings.TrimSpace(w)] = true
+		set[w] = true
 	}
-	delete(set, "")
 	var b strings.Builder
 	for _, w := range sortedKeys(set) {
 		b.WriteString(w)

@@ -196,3 +196,17 @@ func TestIndexNeedsTheRepositoryCertificate(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 }
+
+func TestParseIndexRefusesPathLikeNames(t *testing.T) {
+	for _, rec := range []string{
+		"C:Q1AAAAAAAAAAAAAAAAAAAAAAAAAAA=\nP:../../etc/passwd\nV:1-r0\nA:x86_64\n",
+		"C:Q1AAAAAAAAAAAAAAAAAAAAAAAAAAA=\nP:/etc/passwd\nV:1-r0\nA:x86_64\n",
+		"C:Q1AAAAAAAAAAAAAAAAAAAAAAAAAAA=\nP:git/../x\nV:1-r0\nA:x86_64\n",
+		"C:Q1AAAAAAAAAAAAAAAAAAAAAAAAAAA=\nP:git\nV:1-r0\nA:../x\n",
+		"C:Q1AAAAAAAAAAAAAAAAAAAAAAAAAAA=\nP:git\nV:1/../../x\nA:x86_64\n",
+	} {
+		if pkgs, err := apkrepo.ParseIndex(strings.NewReader(rec)); err == nil {
+			t.Errorf("%q parsed: %+v", rec, pkgs[0])
+		}
+	}
+}
