@@ -329,6 +329,9 @@ type walkDir struct {
 	inSecret bool
 }
 
+// walk goes through the tree until it ends or a bound stops it; the
+// entries already read when that happens are still classified, since
+// they cost nothing more to report.
 func (w *walker) walk() {
 	queue := []walkDir{{}}
 	for len(queue) > 0 && w.stopped == "" {
@@ -358,11 +361,8 @@ func (w *walker) walk() {
 					inSecret = isDir
 				}
 			}
-			if isDir {
+			if isDir && w.stopped == "" {
 				queue = append(queue, walkDir{rel: rel, inSecret: inSecret})
-			}
-			if w.stopped != "" {
-				return
 			}
 		}
 	}

@@ -141,6 +141,16 @@ func TestInspectMountsBounds(t *testing.T) {
 		t.Errorf("the text does not say the walk stopped:\n%s", text)
 	}
 
+	// The entries read before the bound hit are all reported.
+	many := map[string]string{}
+	for i := range 10 {
+		many[fmt.Sprintf(".env.%d", i)] = ""
+	}
+	top := inspect(t, checkout(t, t.TempDir(), ".", `hide = []`, many), plan.InspectOptions{MaxEntries: 5})
+	if top.Entries != 5 || len(top.Secrets) < 4 {
+		t.Errorf("MaxEntries 5 over 11 files: entries %d, secrets %q; want 5 entries, each .env.N reported", top.Entries, secretPaths(top))
+	}
+
 	timed := inspect(t, cfg, plan.InspectOptions{Timeout: time.Nanosecond})
 	if !strings.Contains(timed.Truncated, "time limit") || timed.Entries > 1 {
 		t.Errorf("Timeout 1ns: entries %d, truncated %q", timed.Entries, timed.Truncated)
