@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/sbx-dev/sbx/internal/builders/rootfs/imageinfo"
 	"io"
 	"os"
 	"path/filepath"
@@ -155,6 +156,10 @@ type Result struct {
 	// DiskSize is the root filesystem's size in bytes, the disk's
 	// virtual size.
 	DiskSize int64
+	// Packages and Executables are the image's inventory (see
+	// Manifest).
+	Packages    []imageinfo.Package
+	Executables []imageinfo.Executable
 }
 
 // Digests returns the "sha256:<hex>" of each output in LockedOutputs, as

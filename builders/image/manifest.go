@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/sbx-dev/sbx/internal/builders/rootfs/imageinfo"
 	"os"
 	"path/filepath"
 
@@ -37,6 +38,11 @@ type Manifest struct {
 	DiskSize int64 `json:"diskSize"`
 	// Outputs are keyed by output name.
 	Outputs map[string]ManifestOutput `json:"outputs"`
+	// Packages and Executables are the image's inventory: the packages
+	// installed from its package set, and the executables the build
+	// checked, as the guest's /etc/sbx/image.json has them.
+	Packages    []imageinfo.Package    `json:"packages,omitempty"`
+	Executables []imageinfo.Executable `json:"executables,omitempty"`
 }
 
 // ManifestOutput is one output file of a build.
@@ -89,6 +95,8 @@ func (m *Manifest) result(path string) *Result {
 		Manifest:      path,
 		KernelVersion: m.KernelVersion,
 		DiskSize:      m.DiskSize,
+		Packages:      m.Packages,
+		Executables:   m.Executables,
 	}
 	for name, o := range m.Outputs {
 		r.Outputs[name] = Output{Path: filepath.Join(dir, o.File), Digest: o.Digest, Size: o.Size}
@@ -110,6 +118,8 @@ func (s *staged) manifest(b *build) *Manifest {
 		Cmdline:       b.img.Kernel.Cmdline,
 		DiskSize:      s.diskSize,
 		Outputs:       map[string]ManifestOutput{},
+		Packages:      s.packages,
+		Executables:   s.executables,
 	}
 	for name, o := range s.outputs {
 		m.Outputs[name] = ManifestOutput{File: outputFiles[name], Digest: o.Digest, Size: o.Size}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/sbx-dev/sbx/internal/builders/rootfs/imageinfo"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -102,6 +103,24 @@ func TestBuildPackages(t *testing.T) {
 	}
 	if a, b := r1.Outputs[image.OutputDisk].Digest, r2.Outputs[image.OutputDisk].Digest; a != b {
 		t.Errorf("two cold builds of one lock differ: %s and %s", a, b)
+	}
+	// The inventory is in the result and in the manifest a cached build
+	// is read from.
+	m, err := image.ReadManifest(r1.Manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, inv := range [][]imageinfo.Package{r1.Packages, m.Packages} {
+		names := map[string]string{}
+		for _, p := range inv {
+			names[p.Name] = p.Version
+		}
+		if names["hello"] != li.Inputs["package.hello"].Version || names["libc6"] == "" {
+			t.Errorf("inventory %+v; want hello %s and libc6", inv, li.Inputs["package.hello"].Version)
+		}
+	}
+	if len(r1.Executables) != 1 || r1.Executables[0].Name != "hello" || r1.Executables[0].Path == "" {
+		t.Errorf("executables %+v", r1.Executables)
 	}
 
 	pool := "/" + li.Inputs["package.hello"].Filename

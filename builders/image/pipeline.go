@@ -4,8 +4,10 @@ import (
 	"archive/tar"
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sbx-dev/sbx/internal/builders/rootfs/imageinfo"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,6 +32,9 @@ type staged struct {
 	// kernelFresh says the kernel and initramfs were made by this run,
 	// not taken from the cache.
 	kernelFresh bool
+	// packages and executables are the image's inventory.
+	packages    []imageinfo.Package
+	executables []imageinfo.Executable
 }
 
 // run builds every output into dir.
@@ -183,6 +188,9 @@ func (b *build) rootDisk(ctx context.Context, dir string, fetched map[string]fet
 	defer tree.Close()
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if s.packages, s.executables, err = inventory(tree); err != nil {
+		return fmt.Errorf("image %q: %w", b.img.Name, err)
 	}
 
 	b.stage(StageExt4)
@@ -354,4 +362,18 @@ func formatSize(n int64) string {
 		return fmt.Sprintf("%.1fKiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%dB", n)
+}
+
+// inventory reads the image's inventory from the description the
+// assembled tree carries for the guest.
+func inventory(tree *layers.Tree) ([]imageinfo.Package, []imageinfo.Executable, error) {
+	r, err := tree.Open(imageinfo.Path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading %s: %w", imageinfo.Path, err)
+	}
+	var info imageinfo.Info
+	if err := json.NewDecoder(r).Decode(&info); err != nil {
+		return nil, nil, fmt.Errorf("reading %s: %w", imageinfo.Path, err)
+	}
+	return info.Packages, info.Executables, nil
 }
