@@ -17,6 +17,7 @@ import (
 
 	"github.com/sbx-dev/sbx/addrs"
 	"github.com/sbx-dev/sbx/builders/image"
+	"github.com/sbx-dev/sbx/internal/termtext"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/lockfiles"
 	"github.com/sbx-dev/sbx/pipeline"
@@ -268,6 +269,17 @@ func printResult(v *view, addr string, r *image.Result, verified bool, took stri
 		}
 	}
 	v.println("  %-10s %s", "manifest", r.Manifest)
+	if len(r.Packages) > 0 || len(r.Executables) > 0 {
+		var names []string
+		for _, e := range r.Executables {
+			names = append(names, termtext.Line(e.Name)+" "+termtext.Line(e.Path))
+		}
+		line := fmt.Sprintf("%d packages", len(r.Packages))
+		if len(names) > 0 {
+			line += "; executables " + strings.Join(names, ", ")
+		}
+		v.println("  %-10s %s (sbx show %s lists them)", "inventory", line, r.Manifest)
+	}
 }
 
 // recordOutputs records the built output hashes in the lock file. With

@@ -420,7 +420,7 @@ func TestShowLockAndState(t *testing.T) {
 	other := filepath.Join(t.TempDir(), "notes.json")
 	writeFile(t, other, `{"hello": 1}`)
 	r = f.mustRun(ExitError, "show", other)
-	if !strings.Contains(r.stderr, "not a plan, lock or state file") {
+	if !strings.Contains(r.stderr, "not a plan, lock, state or image file") {
 		t.Errorf("show of an unknown file:\n%s", r)
 	}
 }

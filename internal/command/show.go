@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/sbx-dev/sbx/builders/image"
 	"github.com/sbx-dev/sbx/internal/state"
 	"github.com/sbx-dev/sbx/internal/termtext"
 	"github.com/sbx-dev/sbx/lang"
@@ -23,7 +24,9 @@ const showUsage = `
 Usage: sbx show [options] [FILE|DIR]
 
   Show a saved plan (from "sbx plan -out FILE"), a lock file
-  (sbx.lock.hcl) or a state file (.sbx/state.json). The kind is recognised
+  (sbx.lock.hcl), a state file (.sbx/state.json) or a built image's
+  image.json (from "sbx build -o DIR"): its outputs and its inventory,
+  the packages installed and the executables checked. The kind is recognised
   from the file's name and content. A directory, or no argument at all,
   means that configuration directory's state.
 
@@ -81,9 +84,11 @@ func runShow(_ context.Context, env *Env, args []string) int {
 		return showStateFile(env, v, a)
 	case "plan":
 		return showPlan(env, v, a)
+	case "image":
+		return showImage(env, v, a)
 	}
-	v.errorDetail(fmt.Sprintf("%s is not a plan, lock or state file", a.target),
-		"sbx show reads files written by \"sbx plan -out FILE\", the lock file "+lockfiles.FileName+" and the state file "+filepath.Join(state.Dir, state.FileName)+".")
+	v.errorDetail(fmt.Sprintf("%s is not a plan, lock, state or image file", a.target),
+		"sbx show reads files written by \"sbx plan -out FILE\", the lock file "+lockfiles.FileName+", the state file "+filepath.Join(state.Dir, state.FileName)+" and a built image's image.json.")
 	return ExitError
 }
 
@@ -99,13 +104,57 @@ func kindOfFile(name string, data []byte) string {
 	_, hasLineage := probe["lineage"]
 	_, hasResources := probe["resources"]
 	_, hasChanges := probe["resource_changes"]
+	_, hasBuildKey := probe["buildKey"]
+	_, hasOutputs := probe["outputs"]
 	switch {
 	case hasChanges:
 		return "plan"
+	case hasBuildKey && hasOutputs:
+		return "image"
 	case hasLineage && hasResources:
 		return "state"
 	}
 	return ""
+}
+
+// showImage shows a built image's image.json: what it is, its outputs
+// and its inventory.
+func showImage(env *Env, v *view, a showArgs) int {
+	m, err := image.ReadManifest(a.target)
+	if err != nil {
+		v.errorf("Cannot read the image manifest: %v", err)
+		return ExitError
+	}
+	if a.json {
+		data, err := json.MarshalIndent(m, "", "  ")
+		if err != nil {
+			v.errorf("Cannot encode the manifest as JSON: %v", err)
+			return ExitError
+		}
+		env.Stdout.Write(append(data, '\n'))
+		return ExitOK
+	}
+	q := termtext.Line
+	w := env.Stdout
+	fmt.Fprintf(w, "image.%s  %s  kernel %s\n", q(m.Image), q(m.Platform), q(m.KernelVersion))
+	fmt.Fprintf(w, "  input hash  %s\n  build key   %s\n", q(m.InputHash), q(m.BuildKey))
+	for _, name := range sortedNames(m.Outputs) {
+		o := m.Outputs[name]
+		fmt.Fprintf(w, "  output %-10s %s  %s\n", q(name), q(o.File), q(o.Digest))
+	}
+	if len(m.Packages) > 0 {
+		fmt.Fprintf(w, "  packages (%d)\n", len(m.Packages))
+		for _, p := range m.Packages {
+			fmt.Fprintf(w, "    %s %s %s\n", q(p.Name), q(p.Version), q(p.Architecture))
+		}
+	}
+	if len(m.Executables) > 0 {
+		fmt.Fprintf(w, "  executables (%d)\n", len(m.Executables))
+		for _, e := range m.Executables {
+			fmt.Fprintf(w, "    %s  %s\n", q(e.Name), q(e.Path))
+		}
+	}
+	return ExitOK
 }
 
 func showPlan(env *Env, v *view, a showArgs) int {
