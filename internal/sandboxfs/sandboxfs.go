@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"strings"
 
 	"github.com/sbx-dev/sbx/internal/guest/agentproto"
 	"github.com/sbx-dev/sbx/internal/vfs"
@@ -41,17 +42,45 @@ func Resolve(cfg *lang.Config, sb *lang.Sandbox) ([]Mount, error) {
 		if err != nil {
 			return nil, fmt.Errorf("mount %s%s: %w", m.Guest, where(m.Origin), err)
 		}
-		host := m.Host
-		if !filepath.IsAbs(host) {
-			host = filepath.Join(cfg.Dir, host)
-		}
-		host, err = filepath.Abs(host)
+		host, err := hostDir(cfg.Dir, m.Host)
 		if err != nil {
 			return nil, fmt.Errorf("mount %s%s: %w", m.Guest, where(m.Origin), err)
 		}
 		out = append(out, Mount{Policy: m, HostDir: host, UID: uid, GID: gid})
 	}
 	return out, nil
+}
+
+// hostDir returns a mount's host directory, absolute. A directory the
+// spec names inside the configuration directory must stay there: one
+// that a symbolic link in the checkout leads out of is refused (a checkout
+// could otherwise point the guest at ~/.ssh), while a path the spec
+// writes as absolute or with ".." is taken as the user's explicit choice,
+// as lang's host_paths are. A directory that does not exist is left for
+// Open to report.
+func hostDir(configDir, host string) (string, error) {
+	if filepath.IsAbs(host) {
+		return filepath.Clean(host), nil
+	}
+	if host == ".." || strings.HasPrefix(host, "../") {
+		return filepath.Abs(filepath.Join(configDir, host))
+	}
+	dir, err := filepath.Abs(filepath.Join(configDir, host))
+	if err != nil {
+		return "", err
+	}
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return dir, nil
+	}
+	base, err := filepath.EvalSymlinks(configDir)
+	if err != nil {
+		return "", err
+	}
+	if rel, err := filepath.Rel(base, real); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", fmt.Errorf("host directory %q leads outside the configuration directory through a symbolic link; write the directory's own path in the spec to mount it", host)
+	}
+	return real, nil
 }
 
 // userIDs returns the uid and gid of user name of img; "" and "root"

@@ -61,3 +61,49 @@ func TestOpen(t *testing.T) {
 		t.Errorf("ports %v", s.Ports())
 	}
 }
+
+// TestResolveRefusesLinksOut: a host directory inside the checkout that a
+// symbolic link leads out of is refused (the checkout may be someone
+// else's); a link that stays inside is followed, and a directory the spec
+// names outside explicitly is taken.
+func TestResolveRefusesLinksOut(t *testing.T) {
+	cfgDir, outside := t.TempDir(), t.TempDir()
+	if err := os.Mkdir(filepath.Join(cfgDir, "src"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, target := range map[string]string{"out": outside, "in": "src", "home": "../../../../../../../../root"} {
+		if err := os.Symlink(target, filepath.Join(cfgDir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := &lang.Config{Dir: cfgDir, Images: map[string]*lang.Image{"box": {}}}
+	resolve := func(host string) (string, error) {
+		ms, err := Resolve(cfg, &lang.Sandbox{Image: "box", Policy: policy.Sandbox{Mounts: []policy.Mount{{Guest: "/w", Host: host}}}})
+		if err != nil {
+			return "", err
+		}
+		return ms[0].HostDir, nil
+	}
+	for _, bad := range []string{"out", "home", "out/sub"} {
+		if dir, err := resolve(bad); err == nil && !strings.HasPrefix(dir, cfgDir) {
+			t.Errorf("host %q resolved to %s outside the checkout", bad, dir)
+		} else if err == nil && bad != "out/sub" {
+			t.Errorf("host %q: no error", bad)
+		}
+	}
+	if dir, err := resolve("in"); err != nil || dir != filepath.Join(mustEval(t, cfgDir), "src") {
+		t.Errorf("a link inside: %s, %v", dir, err)
+	}
+	if dir, err := resolve(outside); err != nil || dir != outside {
+		t.Errorf("an absolute host: %s, %v", dir, err)
+	}
+}
+
+func mustEval(t *testing.T, p string) string {
+	t.Helper()
+	r, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
