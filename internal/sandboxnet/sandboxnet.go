@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/sbx-dev/sbx/internal/egress"
 	"github.com/sbx-dev/sbx/internal/egress/audit"
@@ -53,6 +54,11 @@ type Net struct {
 	mu           sync.Mutex
 	placeholders map[string]string // secret name → placeholder
 	envs         map[string]string // secret name → its env variable
+
+	// stop ends the goroutine that writes summaries of the refusals the
+	// stack did not report (over its rate); done is closed once it has.
+	stop, done chan struct{}
+	lost       uint64 // refusals already summarized; only that goroutine and Close touch it
 }
 
 // New builds the network for a sandbox. A secret of the policy without a
@@ -100,7 +106,44 @@ func New(opts Options) (*Net, error) {
 		n.closeAudit()
 		return nil, fmt.Errorf("sandbox network: %w", err)
 	}
+	n.stop, n.done = make(chan struct{}), make(chan struct{})
+	go n.summarize()
 	return n, nil
+}
+
+// summaryEvery is how often the refusals the stack could not report are
+// counted into the audit log.
+const summaryEvery = time.Second
+
+// summarize writes, while the network runs, an audit entry counting the
+// refusals the stack dropped over its report rate, so that a guest that
+// hides a probe among a flood of refusals leaves a trace saying entries
+// were lost.
+func (n *Net) summarize() {
+	defer close(n.done)
+	t := time.NewTicker(summaryEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			n.summarizeLost()
+			return
+		case <-t.C:
+			n.summarizeLost()
+		}
+	}
+}
+
+func (n *Net) summarizeLost() {
+	dropped, _ := n.ns.Dropped()
+	if n.aud == nil || dropped <= n.lost {
+		return
+	}
+	n.aud.Log(audit.Entry{
+		Time: time.Now(), Proto: audit.ProtoAudit, Decision: audit.DecisionDropped, Dropped: int64(dropped - n.lost),
+		Reason: "the network refused more than it reports a second; these refusals are not listed",
+	})
+	n.lost = dropped
 }
 
 // compile compiles p with the secrets' values, giving each secret a
@@ -212,6 +255,14 @@ func (n *Net) Update(p policy.Sandbox, values map[string][]byte) (reconfigure bo
 
 // Close ends every connection and closes the audit log.
 func (n *Net) Close() error {
+	if n.stop != nil {
+		select {
+		case <-n.stop:
+		default:
+			close(n.stop)
+		}
+		<-n.done
+	}
 	err := n.eng.Close()
 	return errors.Join(err, n.closeAudit())
 }
