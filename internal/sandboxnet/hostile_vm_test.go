@@ -121,11 +121,14 @@ var tcpLine = regexp.MustCompile(`^tcp (\S+):(\d+) > (\S+):(\d+) flags=(\w*)$`)
 // writes frames by hand on eth0 (testdata/rawguest): SYNs to addresses
 // DNS never gave out, with the guest's address and forged ones; spoofed
 // and flooded ARP; IP fragments; UDP and ICMP to the outside; IPv6; hostile
-// DNS over TCP and a burst over UDP; a SYN flood; more connections than
+// DNS over TCP and a burst over UDP; a probe hidden among refusals; SYN
+// floods to an allowed name and to the DNS port; more connections than
 // the sandbox may hold. Each case asserts what the host sent back (a
-// reset or nothing, never a handshake from an address that is not a
-// synthetic one), the audit entry and its reason where the network
-// reports one, and that an allowed HTTPS request still works afterwards.
+// reset or nothing, never a handshake from an address DNS did not give
+// out), the audit entry and its reason where the network reports one,
+// and that an allowed HTTPS request still works afterwards; at the end,
+// that nothing but those requests reached the upstream and that the
+// network never failed.
 func TestHostileGuestRawPackets(t *testing.T) {
 	_, _, img := machinetest.Require(t)
 	caPEM, cert := upstreamCA(t, "api.test")
