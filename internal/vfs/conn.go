@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hugelgupf/p9/p9"
@@ -27,6 +28,10 @@ const (
 )
 
 const headerLen = 7 // size[4] type[1] tag[2]
+
+// noTag is the tag of Tversion, and of the library's answer to a message
+// it could not decode.
+const noTag = 0xFFFF
 
 // conn is the framing layer between a guest connection and the 9P
 // server. The server library decodes and dispatches; this layer makes
@@ -52,6 +57,10 @@ type conn struct {
 	tagMu    sync.Mutex
 	inflight map[uint16]bool
 
+	// undecodable is set when the library answered a message it could
+	// not decode; the connection ends.
+	undecodable atomic.Bool
+
 	// wmu is held from the first byte of a reply to its last, so that
 	// the replies this layer writes itself never split one.
 	wmu sync.Mutex
@@ -73,11 +82,22 @@ func (c *conn) serve(ctx context.Context, srv *p9.Server) error {
 	stop := context.AfterFunc(ctx, func() { c.rw.Close() })
 	err := c.readLoop(ctx, pw)
 	stop()
-	// Replies to a closed connection are dropped at once; wait, bounded,
-	// for the requests in flight to be done with.
-	c.rw.Close()
-	for deadline := time.Now().Add(drainTimeout); len(c.slots) > 0 && time.Now().Before(deadline); {
+	// At the end of the guest's input the requests in flight are still
+	// answered; after an error or cancellation their replies are dropped
+	// (a closed connection fails at once). Either way the wait is
+	// bounded.
+	if c.undecodable.Load() {
+		return errors.New("9P: the guest sent a message that could not be decoded")
+	}
+	if err != nil || ctx.Err() != nil {
+		c.rw.Close()
+	}
+	for deadline := time.Now().Add(drainTimeout); len(c.slots) > 0 && time.Now().Before(deadline) && !c.undecodable.Load(); {
 		time.Sleep(5 * time.Millisecond)
+	}
+	c.rw.Close()
+	if c.undecodable.Load() {
+		return errors.New("9P: the guest sent a message that could not be decoded")
 	}
 	// The library's side of the connection is left waiting on pr, never
 	// ended: its teardown (p9 v0.3.0, Server.Handle) waits on a
@@ -232,7 +252,16 @@ func (w *replyWriter) Write(p []byte) (int, error) {
 				// has forgotten it already, and the guest may reuse it
 				// the moment it has read the reply, which can be before
 				// the reply's last Write returns.
-				w.held = w.c.untag(binary.LittleEndian.Uint16(w.hdr[5:7]))
+				tag := binary.LittleEndian.Uint16(w.hdr[5:7])
+				w.held = w.c.untag(tag)
+				if !w.held && tag == noTag && w.hdr[4] == msgRlerror {
+					// The library's answer to a message it could
+					// not decode: it cannot say which request that
+					// was, so the connection ends rather than hold
+					// a slot and a tag forever.
+					w.c.undecodable.Store(true)
+					w.c.rw.Close()
+				}
 			}
 		} else {
 			k = len(p)
@@ -267,9 +296,9 @@ func (w *replyWriter) Write(p []byte) (int, error) {
 			}
 		}
 	}
-	if w.broken != nil {
-		return total, w.broken
-	}
+	// Errors are not returned: the library would abandon the reply
+	// half-written, and its slot with it. A broken connection's replies
+	// are counted and dropped instead.
 	return total, nil
 }
 

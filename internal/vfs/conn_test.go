@@ -339,3 +339,22 @@ func TestLargeRepliesBackToBack(t *testing.T) {
 		t.Fatal("reading 8 MiB in 600 KiB reads did not finish within 20s")
 	}
 }
+
+// A message the library cannot decode is answered without its tag; the
+// connection ends at once rather than hold that request's slot forever.
+func TestUndecodableMessageEndsConnection(t *testing.T) {
+	_, work := tree(t)
+	_, r, _, done := rawServe(t, work, Limits{})
+	r.hello(64 << 10)
+	// A walk declaring 0xffff names and carrying none.
+	r.send(tWalk, 2, u32(1), u32(2), u16(0xffff))
+	select {
+	case err := <-done:
+		done <- err
+		if err == nil || !strings.Contains(err.Error(), "decoded") {
+			t.Errorf("Serve = %v; want an error about an undecodable message", err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the connection was still served 3s after an undecodable message")
+	}
+}
