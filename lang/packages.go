@@ -15,10 +15,13 @@ type ImagePackages struct {
 	Requests []string
 	// Repositories are apt source lines ("deb [signed-by=KEYRING] URI
 	// SUITE COMPONENT…") that replace the host's apt sources; empty means
-	// the host's.
+	// the host's. For an Alpine base they are repository URLs, as
+	// /etc/apk/repositories lists them, that replace the base's.
 	Repositories []string
 	// Keyring is the keyring file that signs repositories without their
 	// own signed-by; empty means the Debian archive keyring of the host.
+	// For an Alpine base it is an RSA public key file (NAME.rsa.pub) or a
+	// directory of them that replaces the base's /etc/apk/keys.
 	Keyring string
 	// Executables are commands (names looked up in /usr/local/sbin,
 	// /usr/local/bin, /usr/sbin, /usr/bin, /sbin, /bin, or absolute
@@ -50,10 +53,17 @@ func (l *loader) decodePackages(img *Image, attrs hcl.Attributes) {
 	}
 	if a := attrs["repositories"]; a != nil {
 		items, _ := l.attrStrings(a)
+		kinds := map[bool]bool{}
 		for _, it := range items {
 			f := strings.Fields(it.Value)
-			if len(f) < 4 || f[0] != "deb" || strings.ContainsRune(it.Value, '\n') {
-				l.errorf(it.Range, "Invalid repository", "A repository is an apt source line: \"deb [signed-by=KEYRING] URI SUITE COMPONENT…\".")
+			apk := apkRepositoryLine(it.Value)
+			if !apk && (len(f) < 4 || f[0] != "deb" || strings.ContainsRune(it.Value, '\n')) {
+				l.errorf(it.Range, "Invalid repository", "A repository is an apt source line, \"deb [signed-by=KEYRING] URI SUITE COMPONENT…\", or, for an Alpine image, a repository URL as /etc/apk/repositories has it (\"https://HOST/alpine/v3.20/main\", optionally after \"@TAG \").")
+				continue
+			}
+			kinds[apk] = true
+			if len(kinds) > 1 {
+				l.errorf(it.Range, "Mixed repositories", "An image's repositories are all apt source lines (a Debian base) or all Alpine repository URLs (an Alpine base), not both.")
 				continue
 			}
 			p.Repositories = append(p.Repositories, it.Value)
@@ -88,6 +98,25 @@ func (l *loader) decodePackages(img *Image, attrs hcl.Attributes) {
 			p.Executables = append(p.Executables, v)
 		}
 	}
+}
+
+// apkRepositoryLine reports whether s is a line of /etc/apk/repositories:
+// an http, https or file URL, optionally after "@TAG". The URL is parsed
+// again, fully, when the lock reads it.
+func apkRepositoryLine(s string) bool {
+	f := strings.Fields(s)
+	if len(f) == 2 && len(f[0]) > 1 && strings.HasPrefix(f[0], "@") {
+		f = f[1:]
+	}
+	if len(f) != 1 || strings.ContainsAny(s, "\n\x00") {
+		return false
+	}
+	for _, scheme := range []string{"https://", "http://", "file:///"} {
+		if strings.HasPrefix(f[0], scheme) && len(f[0]) > len(scheme) {
+			return true
+		}
+	}
+	return false
 }
 
 // packageRequestName returns the package name of a request and whether

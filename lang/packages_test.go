@@ -24,6 +24,22 @@ image "dev" {
 	}
 }
 
+// TestImageApkRepositories: an Alpine image names repositories as
+// /etc/apk/repositories does, tagged or not.
+func TestImageApkRepositories(t *testing.T) {
+	dir := writeDir(t, map[string]string{"main.sbx.hcl": `
+image "dev" {
+  packages     = ["git", "curl>=8"]
+  repositories = ["https://repo.test/alpine/v3.20/main", "@edge https://repo.test/alpine/edge/main"]
+  keyring      = "keys/repo.rsa.pub"
+}
+`})
+	p := mustLoad(t, dir, Options{}).Images["dev"].Packages
+	if strings.Join(p.Repositories, "|") != "https://repo.test/alpine/v3.20/main|@edge https://repo.test/alpine/edge/main" || strings.Join(p.Requests, "|") != "git|curl>=8" {
+		t.Errorf("packages %+v", p)
+	}
+}
+
 func TestImagePackagesInvalid(t *testing.T) {
 	for spec, want := range map[string]string{
 		`packages = ["Git"]`:                           "Invalid package",
@@ -33,7 +49,11 @@ func TestImagePackagesInvalid(t *testing.T) {
 		`packages = ["git (>= 2"]`:                     "Invalid package",
 		`repositories = ["deb https://x.test s main"]`: "Repositories without packages",
 		`packages = ["git"]
-  repositories = ["https://x.test"]`: "Invalid repository",
+  repositories = ["ftp://x.test/alpine/main"]`: "Invalid repository",
+		`packages = ["git"]
+  repositories = ["https://x.test/a https://x.test/b"]`: "Invalid repository",
+		`packages = ["git"]
+  repositories = ["https://x.test/alpine/main", "deb https://x.test s main"]`: "Mixed repositories",
 		`executables = ["bin/git"]`:     "Invalid executable",
 		`executables = ["/usr/../bin"]`: "Invalid executable",
 	} {

@@ -53,7 +53,8 @@ type Pin struct {
 	Integrity string
 	SHA256    string
 	Filename  string
-	// Architecture and Size are set for deb-package pins only.
+	// Architecture and Size are set for deb-package and apk-package pins
+	// only.
 	Architecture string
 	Size         string
 }
@@ -64,6 +65,10 @@ const (
 	PackageKeyPrefix = "package."
 	KindDebPackage   = "deb-package"
 	KindDebPackages  = "deb-packages"
+	// An Alpine image's package set: its apk packages pin the whole
+	// .apk's sha256 and size, and filename is ARCH/NAME-VERSION.apk.
+	KindApkPackage  = "apk-package"
+	KindApkPackages = "apk-packages"
 )
 
 // Lookup returns the lock entry of the image block name, or nil. l may be

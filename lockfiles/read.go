@@ -270,6 +270,8 @@ var kinds = map[string]kindRule{
 	// closure was resolved for.
 	KindDebPackage:  {required: []string{"version", "architecture", "filename", "sha256", "size"}, allowed: []string{"version", "architecture", "filename", "sha256", "size"}},
 	KindDebPackages: {required: []string{"digest"}, allowed: []string{"digest"}},
+	KindApkPackage:  {required: []string{"version", "architecture", "filename", "sha256", "size"}, allowed: []string{"version", "architecture", "filename", "sha256", "size"}},
+	KindApkPackages: {required: []string{"digest"}, allowed: []string{"digest"}},
 }
 
 func (d *decoder) pin(image, key string, blk *hclsyntax.Block) *Pin {
@@ -511,7 +513,7 @@ func checkInputKey(key string) error {
 	if key == "base" || key == "kernel" || key == PackagesKey {
 		return nil
 	}
-	if name, ok := strings.CutPrefix(key, PackageKeyPrefix); ok && debName(name) {
+	if name, ok := strings.CutPrefix(key, PackageKeyPrefix); ok && (debName(name) || apkName(name)) {
 		return nil
 	}
 	if name, ok := strings.CutPrefix(key, "artifact."); ok && addrs.ValidName(name) {
@@ -603,6 +605,21 @@ func debName(s string) bool {
 	for i, c := range s {
 		alnum := c >= 'a' && c <= 'z' || c >= '0' && c <= '9'
 		if !alnum && (i == 0 || !strings.ContainsRune("+-.", c)) {
+			return false
+		}
+	}
+	return true
+}
+
+// apkName reports whether s is an Alpine package name (apk also allows
+// upper-case letters and "_", which Debian names never hold).
+func apkName(s string) bool {
+	if s == "" || len(s) > 255 {
+		return false
+	}
+	for i, c := range s {
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || !strings.ContainsRune("._+-", c)) {
 			return false
 		}
 	}

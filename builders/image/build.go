@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/sbx-dev/sbx/internal/builders/agentbin"
+	"github.com/sbx-dev/sbx/internal/builders/apkrepo"
 	"github.com/sbx-dev/sbx/internal/builders/cache"
 	"github.com/sbx-dev/sbx/internal/builders/ctxio"
 	"github.com/sbx-dev/sbx/internal/builders/debrepo"
@@ -122,6 +123,10 @@ type Options struct {
 	// DebRepo is the template of the client packages are fetched with
 	// (its cache is the build's); nil means one with Fetch.HTTPClient.
 	DebRepo *debrepo.Client
+	// ApkRepo is the template of the client Alpine packages are fetched
+	// with (its cache, keys and architecture are the build's); nil means
+	// one with Fetch.HTTPClient.
+	ApkRepo *apkrepo.Client
 }
 
 // Output is one built file.

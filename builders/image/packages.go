@@ -18,6 +18,10 @@ import (
 // each checked against its pinned size and sha256, and returns them
 // sorted by name. Packages already in the cache are not fetched.
 func (b *build) fetchPackages(ctx context.Context) ([]debrepo.Fetched, error) {
+	if b.apkLocked() {
+		// Alpine packages are fetched once the base is unpacked (apkPackages).
+		return nil, nil
+	}
 	var pins []debrepo.Pin
 	for key, p := range b.lock.Inputs {
 		name, ok := strings.CutPrefix(key, lockfiles.PackageKeyPrefix)

@@ -181,7 +181,11 @@ func writeFile(path string, write func(w *bufio.Writer) error) error {
 // scratch files.
 func (b *build) rootDisk(ctx context.Context, dir string, fetched map[string]fetch.Fetched, s *staged, path, label string, toQcow2 bool) error {
 	b.stage(StageRootfs)
-	tree, err := rootfs.Assemble(ctx, b.img, rootfs.Inputs(fetched), rootfs.Options{InputHash: b.lock.InputHash, TempDir: dir, Packages: b.packages})
+	apk, err := b.apkPackages()
+	if err != nil {
+		return err
+	}
+	tree, err := rootfs.Assemble(ctx, b.img, rootfs.Inputs(fetched), rootfs.Options{InputHash: b.lock.InputHash, TempDir: dir, Packages: b.packages, Apk: apk})
 	if err != nil {
 		return err
 	}

@@ -127,8 +127,8 @@ func imageProblems(img *lang.Image, l *lockfiles.Image) []problem {
 		switch {
 		case pin == nil:
 			add(img.Packages.Range, "%s: packages are not locked; run `sbx lock`", addr)
-		case pin.Kind != lockfiles.KindDebPackages:
-			add(img.Packages.Range, "%s: packages are locked as %q, not a Debian package set; run `sbx lock`", addr, pin.Kind)
+		case pin.Kind != lockfiles.KindDebPackages && pin.Kind != lockfiles.KindApkPackages:
+			add(img.Packages.Range, "%s: packages are locked as %q, not a Debian or Alpine package set; run `sbx lock`", addr, pin.Kind)
 		case pin.Source != want:
 			add(img.Packages.Range, "%s: packages are locked for %q but the spec declares %q; run `sbx lock`", addr, pin.Source, want)
 		}

@@ -76,7 +76,8 @@ func packagesDigest(img *lang.Image, srcs []debrepo.Source, base *lockfiles.Pin)
 }
 
 // lockPackages returns the package pins of img: the "packages" pin and
-// one "package.NAME" pin per package of the closure.
+// one "package.NAME" pin per package of the closure. An Alpine base's
+// packages are locked by lockApkPackages; what follows is the Debian case.
 //
 // The previous lock's pins are kept unchanged, without any network
 // access, while the request, platform, base image, sources and keyrings
@@ -89,6 +90,9 @@ func packagesDigest(img *lang.Image, srcs []debrepo.Source, base *lockfiles.Pin)
 // version of every package unless upgrade is set, so that adding one
 // package moves no other.
 func (s *Set) lockPackages(ctx context.Context, img *lang.Image, base *lockfiles.Pin, prev *lockfiles.Image, upgrade bool) (map[string]*lockfiles.Pin, error) {
+	if alpine, pins, err := s.lockApkPackages(ctx, img, base, prev, upgrade); alpine {
+		return pins, err
+	}
 	srcs, err := PackageSources(img, s.dir, s.aptRoot)
 	if err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/sbx-dev/sbx/internal/builders/apkrepo"
 	"github.com/sbx-dev/sbx/internal/builders/debrepo"
 	"github.com/sbx-dev/sbx/internal/builders/recipe"
 	"github.com/sbx-dev/sbx/lang"
@@ -67,6 +68,10 @@ type Options struct {
 	// with (its Arch is set per image); nil means one with HTTPClient and
 	// the cache Environ's SBX_CACHE_DIR names, else the default cache.
 	DebRepo *debrepo.Client
+	// ApkRepo is the template of the client Alpine package sets are
+	// resolved with (its Arch and Keys are set per image); nil means one
+	// with HTTPClient and the cache as for DebRepo.
+	ApkRepo *apkrepo.Client
 }
 
 // Set pins sources of every kind, dispatching on lang.SourceKind.
@@ -78,6 +83,7 @@ type Set struct {
 	aptRoot   string
 	http      *http.Client
 	debRepo   *debrepo.Client
+	apkRepo   *apkrepo.Client
 	environ   []string
 }
 
@@ -120,6 +126,7 @@ func New(opts Options) *Set {
 		aptRoot:   opts.AptRoot,
 		http:      opts.HTTPClient,
 		debRepo:   opts.DebRepo,
+		apkRepo:   opts.ApkRepo,
 		environ:   opts.Environ,
 	}
 }

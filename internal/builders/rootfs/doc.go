@@ -24,7 +24,10 @@
 //     data trees unpacked without maintainer scripts, the dpkg database
 //     written, the CA bundle rebuilt (docs/packages.md lists what is and
 //     is not reproduced). An image with packages and none given is an
-//     error.
+//     error. Over an Alpine base, Options.Apk's packages are fetched from
+//     the repositories and with the keys the base's /etc/apk files (or
+//     the spec) name and installed by apkrepo.Install: no script run,
+//     the apk installed database and world written.
 //
 //  2. Artifacts, sorted by name (recipe.Canonical), each over the ones
 //     before. Without extract, one file goes to dest: the file the

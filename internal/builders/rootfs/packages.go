@@ -16,8 +16,12 @@ import (
 	"github.com/sbx-dev/sbx/internal/builders/rootfs/imageinfo"
 )
 
-// packages installs the image's pinned packages (Options.Packages).
+// packages installs the image's pinned packages (Options.Packages, or
+// Options.Apk for an Alpine base).
 func (a *assembler) packages(ctx context.Context) error {
+	if a.opts.Apk != nil {
+		return a.apkPackages(ctx)
+	}
 	if len(a.opts.Packages) == 0 {
 		if len(a.img.Packages.Requests) > 0 {
 			return fmt.Errorf("%simage %q has packages, but none were fetched", where(a.img.Packages.Range), a.img.Name)

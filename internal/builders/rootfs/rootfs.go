@@ -42,6 +42,8 @@ type Options struct {
 	// Packages are the image's pinned packages, fetched and verified
 	// (debrepo.Client.Download); an image with packages needs them.
 	Packages []debrepo.Fetched
+	// Apk, when set, are an Alpine image's pinned packages instead.
+	Apk *ApkPackages
 }
 
 // Assemble builds img's root filesystem from its fetched inputs and returns
