@@ -59,6 +59,7 @@ type Net struct {
 	// stack did not report (over its rate); done is closed once it has.
 	stop, done chan struct{}
 	lost       uint64 // refusals already summarized; only that goroutine and Close touch it
+	lostSYNs   uint64 // dropped SYNs already summarized, likewise
 }
 
 // New builds the network for a sandbox. A secret of the policy without a
@@ -116,7 +117,8 @@ func New(opts Options) (*Net, error) {
 const summaryEvery = time.Second
 
 // summarize writes, while the network runs, an audit entry counting the
-// refusals the stack dropped over its report rate, so that a guest that
+// refusals the stack dropped over its report rate and the SYNs it dropped
+// over its handshake limit, so that a guest that
 // hides a probe among a flood of refusals leaves a trace saying entries
 // were lost.
 func (n *Net) summarize() {
@@ -135,15 +137,24 @@ func (n *Net) summarize() {
 }
 
 func (n *Net) summarizeLost() {
-	dropped, _ := n.ns.Dropped()
-	if n.aud == nil || dropped <= n.lost {
+	denials, syns := n.ns.Dropped()
+	if n.aud == nil {
 		return
 	}
-	n.aud.Log(audit.Entry{
-		Time: time.Now(), Proto: audit.ProtoAudit, Decision: audit.DecisionDropped, Dropped: int64(dropped - n.lost),
-		Reason: "the network refused more than it reports a second; these refusals are not listed",
-	})
-	n.lost = dropped
+	if denials > n.lost {
+		n.aud.Log(audit.Entry{
+			Time: time.Now(), Proto: audit.ProtoAudit, Decision: audit.DecisionDropped, Dropped: int64(denials - n.lost),
+			Reason: "the network refused more than it reports a second; these refusals are not listed",
+		})
+		n.lost = denials
+	}
+	if syns > n.lostSYNs {
+		n.aud.Log(audit.Entry{
+			Time: time.Now(), Proto: audit.ProtoAudit, Decision: audit.DecisionDropped, Dropped: int64(syns - n.lostSYNs),
+			Reason: "connection attempts dropped while the sandbox had too many handshakes in progress (a SYN flood)",
+		})
+		n.lostSYNs = syns
+	}
 }
 
 // compile compiles p with the secrets' values, giving each secret a
