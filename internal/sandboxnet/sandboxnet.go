@@ -116,11 +116,10 @@ func New(opts Options) (*Net, error) {
 // counted into the audit log.
 const summaryEvery = time.Second
 
-// summarize writes, while the network runs, an audit entry counting the
+// summarize writes, while the network runs, audit entries counting the
 // refusals the stack dropped over its report rate and the SYNs it dropped
-// over its handshake limit, so that a guest that
-// hides a probe among a flood of refusals leaves a trace saying entries
-// were lost.
+// over its handshake limit, so that a guest that hides a probe among a
+// flood of refusals leaves a trace saying entries were lost.
 func (n *Net) summarize() {
 	defer close(n.done)
 	t := time.NewTicker(summaryEvery)
