@@ -108,4 +108,8 @@ sandbox "eval" {
   user    = "agent"
   cpus    = 2
   memory  = "2GiB"
+
+  # moltnet's own credentials stay on the host: no env source may put
+  # them in the guest, and sbx exec -e refuses them.
+  forbid_env = ["MOLTNET_*"]
 }
