@@ -1,0 +1,19 @@
+//go:build !linux
+
+package sandboxfs
+
+import (
+	"errors"
+	"log/slog"
+
+	"github.com/sbx-dev/sbx/machine"
+)
+
+// Open serves no mounts where sbx's file server does not run (it needs
+// Linux's openat2): a sandbox with mounts is an error.
+func Open(mounts []Mount, log *slog.Logger) (*Set, error) {
+	if len(mounts) > 0 {
+		return nil, errors.New("workspace mounts are served on Linux hosts only")
+	}
+	return &Set{ports: map[string]machine.Port{}}, nil
+}
