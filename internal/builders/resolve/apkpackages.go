@@ -183,11 +183,21 @@ func parseApkBase(files map[string][]byte) (*apkrepo.Base, error) {
 
 // ApkSources returns the repositories and trusted keys an Alpine image's
 // packages come from: the image's repositories when it names some, else
-// the base's /etc/apk/repositories; the image's keyring (a key file, or
+// the base's /etc/apk/repositories (http and https only: a base naming a
+// local path is an error); the image's keyring (a key file, or
 // a directory of them, relative to dir, the configuration directory)
 // when it names one, else the base's /etc/apk/keys.
 func ApkSources(img *lang.Image, dir string, base *apkrepo.Base) ([]apkrepo.Repository, apkrepo.Keys, error) {
 	repos := base.Repositories
+	if len(img.Packages.Repositories) == 0 {
+		for _, r := range repos {
+			// The base image is someone else's file system: it may name
+			// servers, but not files on this host.
+			if !strings.HasPrefix(r.URL, "http://") && !strings.HasPrefix(r.URL, "https://") {
+				return nil, nil, fmt.Errorf("%s: the base image's %s names %s; only http and https repositories are taken from a base (the spec's repositories may name a file: one)", img.Addr(), apkrepo.RepositoriesPath, r.URL)
+			}
+		}
+	}
 	if rs := img.Packages.Repositories; len(rs) > 0 {
 		if !apkRepositories(img) {
 			return nil, nil, fmt.Errorf("%s has an Alpine base, but its repositories are apt source lines", img.Addr())

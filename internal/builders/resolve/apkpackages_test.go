@@ -159,8 +159,9 @@ func TestLockApkPackages(t *testing.T) {
 // ones its top layer leaves. A base whose upper layer replaces
 // /etc/apk/keys (an opaque whiteout) with another key does not trust the
 // repository's key the lower layer held, and the lock fails naming the
-// signature; a base whose upper layer deletes /etc/apk/repositories has
-// none, and the error says so.
+// signature; a base naming a path on the host as a repository is refused;
+// a base whose upper layer deletes /etc/apk/repositories has none, and the
+// error says so.
 func TestLockApkPackagesBaseKeysWhitedOut(t *testing.T) {
 	f := newApkFixture(t)
 	ctx := apkCtx(t)
@@ -172,6 +173,14 @@ func TestLockApkPackagesBaseKeysWhitedOut(t *testing.T) {
 	_, _, diags := f.set.Lock(ctx, apkImage(swapped, "tool"), nil, false)
 	if !diags.HasErrors() || !strings.Contains(diags.Error(), f.repo.Key.Name) {
 		t.Errorf("a base whose top layer replaced its keys: %v", diags)
+	}
+
+	local := f.baseFiles()
+	local["etc/apk/repositories"] = "file:///etc\n"
+	hostPath := f.push(t, "hostpath", tarLayer(t, local))
+	_, _, diags = f.set.Lock(ctx, apkImage(hostPath, "tool"), nil, false)
+	if !diags.HasErrors() || !strings.Contains(diags.Error(), "names file:///etc") {
+		t.Errorf("a base naming a host path as its repository: %v", diags)
 	}
 
 	noRepos := f.push(t, "norepos", tarLayer(t, f.baseFiles()), tarLayer(t, map[string]string{"etc/apk/.wh.repositories": ""}))
