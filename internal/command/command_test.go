@@ -14,7 +14,7 @@ import (
 )
 
 func TestValidateExamples(t *testing.T) {
-	dirs, err := filepath.Glob("../examples/*")
+	dirs, err := filepath.Glob("../../examples/*")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +36,7 @@ func TestValidateExamples(t *testing.T) {
 		})
 	}
 	for _, want := range []string{"agent", "quickstart", "minimal"} {
-		if _, err := os.Stat(filepath.Join("../examples", want)); err != nil {
+		if _, err := os.Stat(filepath.Join("../../examples", want)); err != nil {
 			t.Errorf("example %s: %v", want, err)
 		}
 	}
