@@ -158,9 +158,11 @@ type Sandbox struct {
 
 // Start builds the image of the sandbox named name (see Config.Build),
 // boots a VM of it with the sandbox's CPUs and memory, and returns once
-// the guest agent answers. The VM's network device leads to a host
-// socket that drops every frame, and it has no host directories yet.
-// Stop it when done; it is not stopped when ctx ends.
+// the guest agent answers. Its egress policy is enforced on the host and
+// its secrets brokered (their values read from opts.Environ, or this
+// process's environment), and its workspace mounts are served, before
+// the first command runs (docs/egress.md, docs/vfs.md). Stop it when
+// done; it is not stopped when ctx ends.
 func Start(ctx context.Context, cfg *Config, name string, opts StartOptions) (*Sandbox, error) {
 	sb, err := pipeline.Sandbox(cfg.Lang, name)
 	if err != nil {
