@@ -148,8 +148,26 @@ func runApply(ctx context.Context, env *Env, args []string) int {
 
 	p.Mounts = plan.InspectMounts(ctx, cfg, plan.InspectOptions{})
 
+	refresh := func() bool {
+		done, err := apply.RefreshSecrets(ctx, apply.Options{
+			Config: cfg, Plan: p, State: st,
+			RuntimeBase: supervisor.RuntimeBase(env.Environ),
+			Spawn:       supervisor.SpawnOptions{Env: env.Environ},
+		})
+		for _, addr := range done {
+			v.println("%s: secrets read again and handed to the running sandbox.", addr)
+		}
+		if err != nil {
+			v.errorDetail("Cannot refresh the secrets of a running sandbox", quoteErr(err))
+			return false
+		}
+		return true
+	}
 	if !p.HasChanges() {
 		v.println("No changes. The sandboxes match the configuration.")
+		if !refresh() {
+			return ExitError
+		}
 		// The host files behind running sandboxes' mounts may have
 		// changed all the same.
 		if err := plan.RenderMounts(env.Stdout, p.Mounts, plan.RenderOptions{Color: v.colorOut, Width: int(v.width)}); err != nil {
@@ -183,7 +201,11 @@ func runApply(ctx context.Context, env *Env, args []string) int {
 		Parallelism: a.parallelism,
 		Progress:    o.progress,
 	})
-	return o.finish(v, res, err, ctx.Err() != nil)
+	exit := o.finish(v, res, err, ctx.Err() != nil)
+	if exit == ExitOK && !refresh() {
+		exit = ExitError
+	}
+	return exit
 }
 
 // lockState takes the state lock of dir, waiting at most timeout for

@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -362,6 +363,45 @@ func TestApplyLifecycle(t *testing.T) {
 		}
 		if code, out, _ := w.sbx(nil, "logs", "-egress", w.dir, "box"); code != 0 || !strings.Contains(out, "other.example.com") {
 			t.Errorf("logs -egress: exit %d, %q; want the refused name", code, out)
+		}
+	})
+
+	t.Run("secret-added-then-rotated", func(t *testing.T) {
+		path := filepath.Join(w.dir, "sbx.hcl")
+		spec, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		edited := strings.Replace(string(spec), "  egress = [egress.web]\n", "  egress = [egress.web]\n  secrets = [secret.token]\n", 1) +
+			"\nsecret \"token\" {\n  env    = \"TOKEN\"\n  hosts  = [\"api.example.com\"]\n  source = \"env:SBX_TEST_TOKEN\"\n}\n"
+		if err := os.WriteFile(path, []byte(edited), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// Without the value, nothing changes.
+		if code, _, stderr := w.sbx(nil, "apply", "-auto-approve", w.dir); code == 0 || !strings.Contains(stderr, "SBX_TEST_TOKEN") {
+			t.Errorf("apply without the secret's value: exit %d, stderr %q", code, stderr)
+		}
+		environ := w.environ
+		defer func() { w.environ = environ }()
+		w.environ = append(slices.Clone(environ), "SBX_TEST_TOKEN=first-value-0123456789")
+		code, out, stderr := w.sbx(nil, "apply", "-auto-approve", w.dir)
+		if code != 0 || !strings.Contains(out, "1 updated") {
+			t.Fatalf("apply of a new secret: exit %d\n%s\n%s", code, out, stderr)
+		}
+		_, placeholder, _ := w.sbx(nil, "exec", w.dir, "box", "--", "sh", "-c", "echo $TOKEN")
+		if !strings.HasPrefix(placeholder, "sbx_ph_token_") {
+			t.Errorf("the guest's TOKEN after the update: %q; want its placeholder", placeholder)
+		}
+		w.environ = append(slices.Clone(environ), "SBX_TEST_TOKEN=second-value-9876543210")
+		code, out, stderr = w.sbx(nil, "apply", "-auto-approve", w.dir)
+		if code != 0 || !strings.Contains(out, "No changes") || !strings.Contains(out, "sandbox.box: secrets read again") {
+			t.Errorf("apply after a rotation: exit %d\n%s\n%s", code, out, stderr)
+		}
+		if _, again, _ := w.sbx(nil, "exec", w.dir, "box", "--", "sh", "-c", "echo $TOKEN"); again != placeholder {
+			t.Errorf("the placeholder changed with the rotation: %q, was %q", again, placeholder)
+		}
+		if nrt := w.runtimeOf("box"); nrt.Pid != rt.Pid {
+			t.Errorf("the secret's update restarted the sandbox")
 		}
 	})
 
