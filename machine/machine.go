@@ -103,6 +103,11 @@ type Options struct {
 	// host's network with no policy; sandboxes never use it. Setting
 	// both is an error.
 	UserNetwork bool
+	// VirtFS, when set, is a host directory QEMU exports with its own 9p
+	// server ("-virtfs local", tag qemu.VirtFSTag), for comparisons only:
+	// it applies no rules and follows the host's links; sandboxes never
+	// use it (bench/vfsbench measures workspace mounts against it).
+	VirtFS string
 	// Ports are further virtio-serial ports, by the name the guest finds
 	// them under (bootproto.PortsDir), each served on the host by its
 	// Port from the start of the boot until the machine stops: a
@@ -296,6 +301,7 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 		AgentSocket:   filepath.Join(dir, AgentSocket),
 		Ports:         portSockets(dir, opts.Ports),
 		UserNetwork:   opts.UserNetwork,
+		VirtFS:        opts.VirtFS,
 		QEMULog:       filepath.Join(dir, QEMULogFile),
 	}
 	if m.net != nil {

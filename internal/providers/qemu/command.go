@@ -36,6 +36,9 @@ const (
 	maxPorts = 31
 )
 
+// VirtFSTag is the 9p mount tag of VMSpec.VirtFS.
+const VirtFSTag = "virtfs0"
+
 // VMSpec is one virtual machine as QEMU should run it: what Command turns
 // into an argument vector. Paths are used as given.
 type VMSpec struct {
@@ -91,6 +94,12 @@ type VMSpec struct {
 	// It is for comparisons only (benchmarks against the baseline users
 	// know); sandboxes never use it. It excludes NetSocket.
 	UserNetwork bool `json:"user_network,omitempty"`
+	// VirtFS, when set, is a host directory QEMU exports itself with its
+	// own 9p server ("-virtfs local", security_model=none), which the
+	// guest mounts by the tag VirtFSTag. It is for comparisons only
+	// (bench/vfsbench measures workspace mounts against it): it applies
+	// no rules and follows the host's links; sandboxes never use it.
+	VirtFS string `json:"virtfs,omitempty"`
 	// MAC is the network device's address; empty derives a locally
 	// administered one from Name.
 	MAC string `json:"mac,omitempty"`
@@ -283,6 +292,9 @@ func Command(spec VMSpec, host Host) ([]string, error) {
 				"-device", "virtserialport,bus=vser0.0,nr="+strconv.Itoa(i+1)+",chardev="+id+",name="+p.name,
 			)
 		}
+	}
+	if spec.VirtFS != "" {
+		argv = append(argv, "-virtfs", "local,path="+optValue(spec.VirtFS)+",mount_tag="+VirtFSTag+",security_model=none,id="+VirtFSTag)
 	}
 	argv = append(argv,
 		"-object", "rng-random,id=rng0,filename=/dev/urandom",

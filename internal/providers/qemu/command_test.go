@@ -177,7 +177,7 @@ func TestCommandEscapesAndNeverUserNet(t *testing.T) {
 			t.Errorf("argv lacks %q:\n%s", want, joined)
 		}
 	}
-	for _, bad := range []string{"user,", "-nic user", "hostfwd", "slirp"} {
+	for _, bad := range []string{"user,", "-nic user", "hostfwd", "slirp", "-virtfs", "virtio-9p", "fsdev"} {
 		if strings.Contains(joined, bad) {
 			t.Errorf("argv holds %q:\n%s", bad, joined)
 		}
