@@ -29,10 +29,13 @@
 //
 // It prints a Markdown table with the median, best and worst seconds of
 // each side for resolve, build and their total, the sbx/standard ratios,
-// and what each side produced; it fails when the two resolutions differ
-// in package count is not what it reports, when apt-get replaced a
-// prepared .deb, or when either disk lacks the checked file (/usr/bin/git
-// by default, read with debugfs).
+// the standard side's steps, what each side produced and whether apt's
+// resolution is the same NAME=VERSION set as sbx's lock. The log (stderr)
+// has each round's figures and the time of each sbx build stage. It fails
+// when either side fails, when a round's lock differs from round 0's,
+// when apt-get replaced a prepared .deb (it would have fetched it again),
+// or when either disk lacks the checked file (/usr/bin/git by default,
+// read with debugfs).
 //
 // Run it from the repository root, as root (dpkg-deb -x and mke2fs -d
 // must keep the packages' owners), with apt-get, dpkg-deb, mke2fs,

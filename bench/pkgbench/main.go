@@ -311,7 +311,21 @@ func (b *bench) build(ctx context.Context, cfg *lang.Config, l *lockfiles.Lock, 
 		return nil, err
 	}
 	opts.TempDir = b.work
-	return pipeline.Build(ctx, cfg, l, "bench", opts)
+	// Each stage's time goes to the log, to show where sbx's build time
+	// goes and that the kernel part came from the cache.
+	var last image.Stage
+	var since time.Time
+	opts.Stage = func(s image.Stage) {
+		if last != "" {
+			b.logf("  sbx %s: %v", last, time.Since(since).Round(time.Millisecond))
+		}
+		last, since = s, time.Now()
+	}
+	r, err := pipeline.Build(ctx, cfg, l, "bench", opts)
+	if last != "" {
+		b.logf("  sbx %s: %v", last, time.Since(since).Round(time.Millisecond))
+	}
+	return r, err
 }
 
 // withoutPackages is round 0's lock with the package pins removed, so
