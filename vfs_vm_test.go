@@ -412,7 +412,7 @@ echo unmounted
 			t.Fatalf("the raw client did not get through (exit %d):\n%s", code, out)
 		}
 		for _, p := range []string{"env", "gitconfig", "pem", "slashname", "dotdot", "dotdot-inside", "dotdot-hostname", "dot", "empty",
-			"via-l-env", "via-l-etc", "via-l-up", "link-onto-hidden"} {
+			"via-l-env", "via-l-etc", "via-l-up", "via-l-git", "via-l-root", "through-l-git", "through-l-root", "link-onto-hidden"} {
 			if !strings.Contains(out, "\n"+p+" err ") {
 				t.Errorf("raw probe %s was not refused", p)
 			}

@@ -304,7 +304,7 @@ func main() {
 	if _, err := c.walk(1, 5, "src"); err != nil {
 		fmt.Printf("plant err walk src: %v\n", err)
 	} else {
-		for _, l := range [][2]string{{"l-env", "../.env"}, {"l-etc", "/etc/hostname"}, {"l-up", "../../../../etc/hostname"}} {
+		for _, l := range [][2]string{{"l-env", "../.env"}, {"l-etc", "/etc/hostname"}, {"l-up", "../../../../etc/hostname"}, {"l-git", "../.git"}, {"l-root", "/"}} {
 			e = enc{}
 			e.u32(5)
 			e.str(l[0])
@@ -314,6 +314,11 @@ func main() {
 			fmt.Printf("symlink-%s %v\n", l[0], err)
 			c.probeRead("via-"+l[0], "src", l[0])
 		}
+		// Walks through a planted link to a directory: the server must
+		// never resolve a link on the host, whatever the library lets
+		// through.
+		c.probeRead("through-l-git", "src", "l-git", "config")
+		c.probeRead("through-l-root", "src", "l-root", "etc", "hostname")
 		if _, err := c.walk(1, 6, "README.md"); err == nil {
 			// Tlink: dfid fid name — a new name for README in the root
 			// that is hidden must be refused.
