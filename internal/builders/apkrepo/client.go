@@ -7,11 +7,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/sbx-dev/sbx/internal/builders/repoget"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
-	"os"
 	"path"
 	"strings"
 
@@ -224,7 +224,7 @@ func (c *Client) Download(ctx context.Context, repos []Repository, pin Pin) (str
 		seen[r.URL] = true
 		u := r.URL + "/" + pin.Filename
 		data, err := c.get(ctx, u, pin.Size)
-		var tl *tooLargeError
+		var tl *repoget.TooLargeError
 		if errors.As(err, &tl) {
 			return "", fmt.Errorf("%s from %s does not match the lock: more than the %d bytes it pins", what, u, pin.Size)
 		}
@@ -256,51 +256,5 @@ func checkFilename(p string) error {
 // get reads the URL u (http, https or file), at most limit bytes; more
 // is an error.
 func (c *Client) get(ctx context.Context, u string, limit int64) ([]byte, error) {
-	pu, err := url.Parse(u)
-	if err != nil {
-		return nil, err
-	}
-	var body io.ReadCloser
-	if pu.Scheme == "file" {
-		f, err := os.Open(pu.Path)
-		if err != nil {
-			return nil, err
-		}
-		body = f
-	} else {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-		if err != nil {
-			return nil, err
-		}
-		hc := c.HTTP
-		if hc == nil {
-			hc = http.DefaultClient
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		if resp.StatusCode != http.StatusOK {
-			resp.Body.Close()
-			return nil, fmt.Errorf("GET %s: %s", u, http.StatusText(resp.StatusCode))
-		}
-		body = resp.Body
-	}
-	defer body.Close()
-	var b bytes.Buffer
-	n, err := io.Copy(&b, io.LimitReader(body, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", u, err)
-	}
-	if n > limit {
-		return nil, &tooLargeError{url: u, limit: limit}
-	}
-	return b.Bytes(), nil
+	return repoget.Get(ctx, c.HTTP, u, limit)
 }
-
-type tooLargeError struct {
-	url   string
-	limit int64
-}
-
-func (e *tooLargeError) Error() string { return fmt.Sprintf("%s: more than %d bytes", e.url, e.limit) }

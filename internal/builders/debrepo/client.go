@@ -2,17 +2,16 @@ package debrepo
 
 import (
 	"bufio"
-	"bytes"
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/sbx-dev/sbx/internal/builders/repoget"
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -278,55 +277,7 @@ func parseIndexFile(p, name, label string) ([]*Package, error) {
 // get reads the URL u (http, https or file), at most limit bytes; more
 // is an error.
 func (c *Client) get(ctx context.Context, u string, limit int64) ([]byte, error) {
-	pu, err := url.Parse(u)
-	if err != nil {
-		return nil, err
-	}
-	var body io.ReadCloser
-	if pu.Scheme == "file" {
-		f, err := os.Open(pu.Path)
-		if err != nil {
-			return nil, err
-		}
-		body = f
-	} else {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-		if err != nil {
-			return nil, err
-		}
-		hc := c.HTTP
-		if hc == nil {
-			hc = http.DefaultClient
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		if resp.StatusCode != http.StatusOK {
-			resp.Body.Close()
-			return nil, &statusError{url: u, code: resp.StatusCode}
-		}
-		body = resp.Body
-	}
-	defer body.Close()
-	var b bytes.Buffer
-	n, err := io.Copy(&b, io.LimitReader(body, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", u, err)
-	}
-	if n > limit {
-		return nil, fmt.Errorf("%s: more than %d bytes", u, limit)
-	}
-	return b.Bytes(), nil
-}
-
-type statusError struct {
-	url  string
-	code int
-}
-
-func (e *statusError) Error() string {
-	return fmt.Sprintf("GET %s: %s", e.url, http.StatusText(e.code))
+	return repoget.Get(ctx, c.HTTP, u, limit)
 }
 
 // Pin is one package as a lock records it.
