@@ -28,7 +28,9 @@
 //     size and `qemu-img convert -O qcow2`.
 //
 // It prints a Markdown table with the median, best and worst seconds of
-// each side for resolve, build and their total, the sbx/standard ratios,
+// each side for resolve, build and their total, in wall time and in CPU
+// time (user and system, of the process and its children: on a shared
+// machine it moves less than wall time), the sbx/standard ratios,
 // the standard side's steps, what each side produced and whether apt's
 // resolution is the same NAME=VERSION set as sbx's lock. The log (stderr)
 // has each round's figures and the time of each sbx build stage. It fails

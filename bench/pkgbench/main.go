@@ -91,6 +91,10 @@ type round struct {
 	stdExtract           time.Duration
 	stdMkfs              time.Duration
 	stdQcow2             time.Duration
+	// CPU time (user and system) of this process and its children, less
+	// sensitive than wall time to other work on a shared machine.
+	sbxResolveCPU, sbxBuildCPU time.Duration
+	stdResolveCPU, stdBuildCPU time.Duration
 }
 
 func (r round) stdBuild() time.Duration {
@@ -159,9 +163,11 @@ func (b *bench) run(ctx context.Context) error {
 				return fmt.Errorf("round %d: %w", i, err)
 			}
 		}
-		b.logf("round %d: sbx resolve %v build %v; standard resolve %v build %v", i,
+		b.logf("round %d: sbx resolve %v build %v (CPU %v, %v); standard resolve %v build %v (CPU %v, %v)", i,
 			r.sbxResolve.Round(time.Millisecond), r.sbxBuild.Round(time.Millisecond),
-			r.stdResolve.Round(time.Millisecond), r.stdBuild().Round(time.Millisecond))
+			r.sbxResolveCPU.Round(time.Millisecond), r.sbxBuildCPU.Round(time.Millisecond),
+			r.stdResolve.Round(time.Millisecond), r.stdBuild().Round(time.Millisecond),
+			r.stdResolveCPU.Round(time.Millisecond), r.stdBuildCPU.Round(time.Millisecond))
 		b.results = append(b.results, r)
 		if err := os.RemoveAll(b.path(fmt.Sprint(i))); err != nil {
 			return err
@@ -383,24 +389,24 @@ func (b *bench) sbxRound(ctx context.Context, i int, r *round) error {
 		return err
 	}
 	runtime.GC()
-	start := time.Now()
+	start, cpu := time.Now(), cpuTime()
 	cfg, l, err := b.lock(ctx, cacheDir, nil)
 	if err != nil {
 		return err
 	}
-	r.sbxResolve = time.Since(start)
+	r.sbxResolve, r.sbxResolveCPU = time.Since(start), cpuTime()-cpu
 	if got, err := os.ReadFile(filepath.Join(b.cfgDir, lockfiles.FileName)); err != nil {
 		return err
 	} else if !bytes.Equal(got, b.lockBytes) {
 		return errors.New("sbx resolved a different lock than in round 0")
 	}
 	runtime.GC()
-	start = time.Now()
+	start, cpu = time.Now(), cpuTime()
 	res, err := b.build(ctx, cfg, l, cacheDir)
 	if err != nil {
 		return err
 	}
-	r.sbxBuild = time.Since(start)
+	r.sbxBuild, r.sbxBuildCPU = time.Since(start), cpuTime()-cpu
 	if res.Cached {
 		return errors.New("sbx found the image in a cache that should not hold it")
 	}
@@ -434,9 +440,9 @@ func (b *bench) stdRound(ctx context.Context, i int, r *round) error {
 		"-o", "Dir::State::status=" + status, "-o", "Dir::State::extended_states=" + filepath.Join(dir, "extended_states"),
 		"-o", "Dir::Cache::pkgcache=", "-o", "Dir::Cache::srcpkgcache="}
 	args = append(append(args, b.packages...), "?essential", "?priority(required)")
-	start := time.Now()
+	start, cpu := time.Now(), cpuTime()
 	out, err := exec.CommandContext(ctx, "apt-get", args...).Output()
-	r.stdResolve = time.Since(start)
+	r.stdResolve, r.stdResolveCPU = time.Since(start), cpuTime()-cpu
 	if err != nil {
 		return fmt.Errorf("apt-get %s: %w", strings.Join(args, " "), exitErr(err))
 	}
@@ -456,7 +462,7 @@ func (b *bench) stdRound(ctx context.Context, i int, r *round) error {
 	for _, p := range b.pkgs {
 		dlArgs = append(dlArgs, p.name+"="+p.version)
 	}
-	start = time.Now()
+	start, cpu = time.Now(), cpuTime()
 	if err := command(ctx, dl, "apt-get", dlArgs...); err != nil {
 		return err
 	}
@@ -488,6 +494,7 @@ func (b *bench) stdRound(ctx context.Context, i int, r *round) error {
 		return err
 	}
 	r.stdQcow2 = time.Since(start)
+	r.stdBuildCPU = cpuTime() - cpu
 
 	typ, err := fileType(ctx, raw, b.check)
 	if err != nil {
@@ -674,6 +681,9 @@ func (b *bench) table(w io.Writer) {
 	row("resolve", func(r round) time.Duration { return r.sbxResolve }, func(r round) time.Duration { return r.stdResolve })
 	row("build", func(r round) time.Duration { return r.sbxBuild }, round.stdBuild)
 	row("total", func(r round) time.Duration { return r.sbxResolve + r.sbxBuild }, func(r round) time.Duration { return r.stdResolve + r.stdBuild() })
+	row("resolve, CPU", func(r round) time.Duration { return r.sbxResolveCPU }, func(r round) time.Duration { return r.stdResolveCPU })
+	row("build, CPU", func(r round) time.Duration { return r.sbxBuildCPU }, func(r round) time.Duration { return r.stdBuildCPU })
+	row("total, CPU", func(r round) time.Duration { return r.sbxResolveCPU + r.sbxBuildCPU }, func(r round) time.Duration { return r.stdResolveCPU + r.stdBuildCPU })
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| standard build step | median | best | worst |")
 	fmt.Fprintln(w, "| --- | --- | --- | --- |")
@@ -698,6 +708,19 @@ func (b *bench) table(w io.Writer) {
 	} else {
 		fmt.Fprintf(w, "apt-get's resolution differs from sbx's lock: only apt %v; only sbx %v.\n", b.aptOnly, b.sbxOnly)
 	}
+}
+
+// cpuTime is the user and system time of this process and of its
+// children waited for so far.
+func cpuTime() time.Duration {
+	var total time.Duration
+	for _, who := range []int{syscall.RUSAGE_SELF, syscall.RUSAGE_CHILDREN} {
+		var ru syscall.Rusage
+		if syscall.Getrusage(who, &ru) == nil {
+			total += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		}
+	}
+	return total
 }
 
 func inode(path string) (uint64, error) {

@@ -36,7 +36,7 @@ func TestTinyRun(t *testing.T) {
 		t.Fatalf("exit %d\n%s\n%s", code, log.String(), out.String())
 	}
 	t.Logf("\n%s", out.String())
-	for _, want := range []string{"| resolve | ", "| build | ", "| total | ", "`dpkg-deb -x` of each", "/usr/bin/hello is a regular file; standard", "/usr/bin/hello is a regular file.\n"} {
+	for _, want := range []string{"| resolve | ", "| build | ", "| total | ", "| total, CPU | ", "`dpkg-deb -x` of each", "/usr/bin/hello is a regular file; standard", "/usr/bin/hello is a regular file.\n"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("no %q in the output:\n%s", want, out.String())
 		}
