@@ -92,7 +92,7 @@ func (r *results) print(w io.Writer) {
 		return
 	}
 	sbx, disk, virtfs := r.targets[0], r.targets[1], r.targets[2]
-	fmt.Fprintf(w, "Workspace mount benchmark: one TCG guest, 1 vCPU, %d MiB; %d rounds, medians (host: %d CPUs, %s %s, accelerator %s).\n\n",
+	fmt.Fprintf(w, "Workspace mount benchmark: one TCG guest, 1 vCPU, %d MiB; rounds: %d, medians (host: %d CPUs, %s %s, accelerator %s).\n\n",
 		machineMemory>>20, len(sbx.writes), r.hostCPUs, r.qemu.Path, r.qemu.Version, r.host.Accel("amd64"))
 	fmt.Fprintln(w, "| measurement | sbx mount | guest disk | QEMU -virtfs | sbx ÷ disk | sbx ÷ virtfs |")
 	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- |")
