@@ -18,6 +18,7 @@ import (
 
 	"github.com/sbx-dev/sbx/builders/image"
 	"github.com/sbx-dev/sbx/guestconn"
+	"github.com/sbx-dev/sbx/internal/boot"
 	"github.com/sbx-dev/sbx/internal/egress/ca"
 	"github.com/sbx-dev/sbx/internal/guest/agentproto"
 	"github.com/sbx-dev/sbx/internal/machine/machinetest"
@@ -263,12 +264,14 @@ func (b *bench) startSandbox(ctx context.Context, img *image.Result, host *qemu.
 	b.logf("booting the guest on the sandbox network")
 	// The audit log is written as a supervisor writes it: it is part of
 	// what each connection costs.
-	m, n, err := sandboxnet.Start(ctx,
-		machine.Options{Name: "netbench-sandbox", Image: img, Host: host, Dir: b.base, CPUs: 1, Memory: machineMemory},
-		sandboxnet.Options{Sandbox: "netbench", Policy: pol, AuditDir: audit, CA: auth})
+	sb, err := boot.Start(ctx, boot.Options{
+		Machine: machine.Options{Name: "netbench-sandbox", Image: img, Host: host, Dir: b.base, CPUs: 1, Memory: machineMemory},
+		Net:     sandboxnet.Options{Sandbox: "netbench", Policy: pol, AuditDir: audit, CA: auth},
+	})
 	if err != nil {
 		return nil, err
 	}
+	m, n := sb.Machine, sb.Net
 	p := &netPath{name: "sandbox network", m: m, n: n, url: "http://" + benchHost, res: &pathResult{name: "sandbox network"}}
 	b.paths = append(b.paths, p)
 	return p, nil

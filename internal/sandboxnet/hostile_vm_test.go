@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/sbx-dev/sbx/guestconn"
+	"github.com/sbx-dev/sbx/internal/boot"
 	"github.com/sbx-dev/sbx/internal/egress/audit"
 	"github.com/sbx-dev/sbx/internal/egress/ca"
 	"github.com/sbx-dev/sbx/internal/egress/netstack"
@@ -162,12 +163,14 @@ func TestHostileGuestRawPackets(t *testing.T) {
 	defer os.RemoveAll(mdir)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	m, n, err := sandboxnet.Start(ctx, machine.Options{Name: "hostile", Image: img, Memory: 512 << 20, Dir: mdir}, sandboxnet.Options{
-		Sandbox: "hostile", Policy: pol, AuditDir: auditDir, CA: auth,
+	sb, err := boot.Start(ctx, boot.Options{
+		Machine: machine.Options{Name: "hostile", Image: img, Memory: 512 << 20, Dir: mdir},
+		Net:     sandboxnet.Options{Sandbox: "hostile", Policy: pol, AuditDir: auditDir, CA: auth},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	m, n := sb.Machine, sb.Net
 	netClosed := false
 	defer func() {
 		if !netClosed {

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/sbx-dev/sbx/guestconn"
+	"github.com/sbx-dev/sbx/internal/boot"
 	"github.com/sbx-dev/sbx/internal/egress/audit"
 	"github.com/sbx-dev/sbx/internal/egress/ca"
 	"github.com/sbx-dev/sbx/internal/machine/machinetest"
@@ -205,13 +206,15 @@ func TestSandboxNetwork(t *testing.T) {
 	defer os.RemoveAll(mdir)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	m, n, err := sandboxnet.Start(ctx, machine.Options{Name: "net", Image: img, Memory: 512 << 20, Dir: mdir}, sandboxnet.Options{
-		Sandbox: "net", Policy: pol, Secrets: map[string][]byte{"token": []byte(secret)},
-		AuditDir: auditDir, CA: auth,
+	sb, err := boot.Start(ctx, boot.Options{
+		Machine: machine.Options{Name: "net", Image: img, Memory: 512 << 20, Dir: mdir},
+		Net: sandboxnet.Options{Sandbox: "net", Policy: pol, Secrets: map[string][]byte{"token": []byte(secret)},
+			AuditDir: auditDir, CA: auth},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	m, n := sb.Machine, sb.Net
 	defer n.Close()
 	defer m.Stop(context.Background())
 
