@@ -403,6 +403,21 @@ func TestApplyLifecycle(t *testing.T) {
 		if nrt := w.runtimeOf("box"); nrt.Pid != rt.Pid {
 			t.Errorf("the secret's update restarted the sandbox")
 		}
+		// The values reach the supervisor on a pipe and the control
+		// socket only: none of the files in its directory holds them.
+		ents, err := os.ReadDir(rt.Dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			b, err := os.ReadFile(filepath.Join(rt.Dir, e.Name()))
+			if err != nil {
+				continue // sockets, directories
+			}
+			if strings.Contains(string(b), "first-value-0123456789") || strings.Contains(string(b), "second-value-9876543210") {
+				t.Errorf("%s holds a secret's value", e.Name())
+			}
+		}
 	})
 
 	out = w.must("destroy", "-auto-approve", w.dir)
