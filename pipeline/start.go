@@ -2,8 +2,11 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/sbx-dev/sbx/builders/image"
@@ -30,6 +33,11 @@ type StartOptions struct {
 	// Logger receives what goes wrong on the sandbox's network; nil
 	// discards it.
 	Logger *slog.Logger
+	// MountDirs replaces the host directory of workspace mounts, by the
+	// mount's guest path, for this VM only: an eval run serves each run
+	// its own copy of the workspace. The mount's rules are unchanged. A
+	// guest path that no mount of the sandbox has is an error.
+	MountDirs map[string]string
 }
 
 // Start boots a VM of sandbox sb of cfg from its built image img, with
@@ -52,6 +60,9 @@ func Start(ctx context.Context, cfg *lang.Config, sb *lang.Sandbox, img *image.R
 	}
 	mounts, err := sandboxfs.Resolve(cfg, sb)
 	if err != nil {
+		return nil, err
+	}
+	if err := replaceMountDirs(mounts, opts.MountDirs); err != nil {
 		return nil, err
 	}
 	s, err := boot.Start(ctx, boot.Options{
@@ -80,4 +91,27 @@ func Start(ctx context.Context, cfg *lang.Config, sb *lang.Sandbox, img *image.R
 		s.Close()
 	}()
 	return s.Machine, nil
+}
+
+// replaceMountDirs points the mounts named in dirs (by guest path) at
+// their replacement host directories.
+func replaceMountDirs(mounts []sandboxfs.Mount, dirs map[string]string) error {
+	used := 0
+	for i := range mounts {
+		if d, ok := dirs[mounts[i].Policy.Guest]; ok {
+			if !filepath.IsAbs(d) {
+				return fmt.Errorf("mount %s: replacement host directory %q is not absolute", mounts[i].Policy.Guest, d)
+			}
+			mounts[i].HostDir = filepath.Clean(d)
+			used++
+		}
+	}
+	if used != len(dirs) {
+		for g := range dirs {
+			if !slices.ContainsFunc(mounts, func(m sandboxfs.Mount) bool { return m.Policy.Guest == g }) {
+				return fmt.Errorf("the sandbox has no workspace mount at %s", g)
+			}
+		}
+	}
+	return nil
 }
