@@ -117,6 +117,7 @@ const (
 // checks it against each verb's usage line.
 var completedArgs = map[string]verbArgs{
 	"run":        argsSandbox,
+	"eval":       argsSandbox,
 	"exec":       argsSandbox,
 	"logs":       argsSandbox,
 	"status":     argsSandbox,

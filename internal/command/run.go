@@ -85,6 +85,7 @@ func verbs() []verb {
 		{"plan", "Show what would change, and whether policy widens", planUsage, runPlan},
 		{"build", "Build images reproducibly into the cache", buildUsage, runBuild},
 		{"run", "Boot a sandbox, run one command in it, tear it down", runUsage, runRun},
+		{"eval", "Run one command in N fresh sandboxes, keep each run's changes", evalUsage, runEval},
 		{"apply", "Build images and start, replace or stop sandboxes", applyUsage, runApply},
 		{"exec", "Run a command in a running sandbox", execUsage, runExec},
 		{"cp", "Copy a file into or out of a running sandbox", cpUsage, runCp},

@@ -96,7 +96,8 @@ type Result struct {
 	Mounts []EvalMount
 }
 
-// Check reports what is wrong with opts before anything is made.
+// Check reports what is wrong with opts before anything is made, the
+// results directory included.
 func (o *Options) Check() error {
 	var errs []error
 	if o.Runs < 1 {
@@ -110,6 +111,8 @@ func (o *Options) Check() error {
 	}
 	if o.ResultsDir == "" {
 		errs = append(errs, errors.New("no results directory"))
+	} else if _, err := CheckResultsDir(o.ResultsDir); err != nil {
+		errs = append(errs, err)
 	}
 	if o.Start == nil {
 		errs = append(errs, errors.New("no way to start a sandbox (Options.Start)"))

@@ -105,34 +105,48 @@ type EvalMount struct {
 	Copy    CopyStats `json:"copy"`
 }
 
-// MakeResultsDir creates the results directory dir, private (0700), and
-// its parents. A directory that exists must be empty: an eval never
-// mixes its results with another's.
-func MakeResultsDir(dir string) error {
+// CheckResultsDir reports whether dir can be an eval's results
+// directory: it does not exist, or is an empty directory (not a link to
+// one). exists says which.
+func CheckResultsDir(dir string) (exists bool, err error) {
 	info, err := os.Lstat(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-			return err
-		}
-		return os.Mkdir(dir, 0o700)
+		return false, nil
 	case err != nil:
-		return err
+		return false, err
 	case !info.IsDir():
-		return fmt.Errorf("results directory %s exists and is not a directory", dir)
+		return true, fmt.Errorf("results directory %s exists and is not a directory", dir)
 	}
 	f, err := os.Open(dir)
 	if err != nil {
-		return err
+		return true, err
 	}
 	defer f.Close()
 	if _, err := f.Readdirnames(1); err != io.EOF {
 		if err == nil {
-			return fmt.Errorf("results directory %s is not empty; name a new one, or empty it", dir)
+			return true, fmt.Errorf("results directory %s is not empty; name a new one, or empty it", dir)
 		}
+		return true, err
+	}
+	return true, nil
+}
+
+// MakeResultsDir creates the results directory dir, private (0700), and
+// its parents. A directory that exists must be empty: an eval never
+// mixes its results with another's.
+func MakeResultsDir(dir string) error {
+	exists, err := CheckResultsDir(dir)
+	if err != nil {
 		return err
 	}
-	return os.Chmod(dir, 0o700)
+	if exists {
+		return os.Chmod(dir, 0o700)
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return err
+	}
+	return os.Mkdir(dir, 0o700)
 }
 
 // Index appends runs to a results directory's index.

@@ -1,0 +1,248 @@
+package command
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sbx-dev/sbx/guestconn"
+	"github.com/sbx-dev/sbx/internal/fanout"
+	"github.com/sbx-dev/sbx/internal/providers/qemu"
+	"github.com/sbx-dev/sbx/internal/sandboxfs"
+	"github.com/sbx-dev/sbx/internal/sandboxnet"
+	"github.com/sbx-dev/sbx/lang"
+	"github.com/sbx-dev/sbx/machine"
+	"github.com/sbx-dev/sbx/pipeline"
+)
+
+const evalUsage = `
+Usage: sbx eval [options] [DIR] SANDBOX -- COMMAND [ARG...]
+
+  Run COMMAND in -n fresh VMs of SANDBOX from the configuration in DIR
+  (default: the current directory), at most -p at once, and keep what
+  each run did in the results directory named by -results: its exit
+  code, standard output and error, durations, and the files it changed.
+
+  Each run gets its own copy of every read-write workspace mount's host
+  directory (reflinked where the file system can, else copied; the
+  mount's hidden and tmpfs paths are never copied), so runs never see
+  each other's changes and the host's tree is never written. Its command
+  gets SBX_RUN (0 to N-1) and SBX_RUNS (N) in its environment.
+
+  The results directory gets index.jsonl, one JSON line per finished run,
+  written and synced as each run finishes, and runs/N/ with stdout,
+  stderr, changes.tar (the files the run added or modified), changes.diff
+  (a unified diff of its text files) and its egress audit log.
+  docs/eval.md describes them.
+
+  Interrupting sbx (Ctrl-C) kills every running command and stops every
+  VM; the runs that had finished stay in the index, the others leave
+  nothing. sbx exits 0 when every run's command ran (whatever its exit
+  code), 1 when a run could not run it or the eval could not start, 130
+  when interrupted.
+
+Options:
+
+  -n N                How many runs (default 1).
+  -p P                How many run at once at most (default 1).
+  -results DIR        Where the results go: a new or empty directory.
+                      Required.
+  -u USER             Run as USER (a name or uid in the image, or uid:gid).
+                      Default: the sandbox's user, else root.
+  -e KEY=VALUE        Set an environment variable; may be repeated. The
+                      image's and the sandbox's env come first.
+  -w DIR              Working directory in the guest. Default: the user's
+                      home directory.
+  -i                  Read standard input to its end and give it to every
+                      run.
+  -timeout DURATION   Kill a run's command if it runs longer (e.g. 10m);
+                      the run is recorded with status "timeout".
+  -boot-timeout DURATION
+                      How long each VM may take to boot (default 2m).
+  -lockfile=readonly  Never update sbx.lock.hcl; fail if it is not up to
+                      date.
+` + varUsage + `  -no-color           Print without colour.
+`
+
+// maxEvalStdin bounds what -i reads.
+const maxEvalStdin = 64 << 20
+
+type evalArgs struct {
+	guestArgs
+	runs, parallel int
+	results        string
+	bootTimeout    time.Duration
+	lockfile       lockfileMode
+	vars           varFlags
+	noColor        bool
+}
+
+func runEval(ctx context.Context, env *Env, args []string) int {
+	var a evalArgs
+	flags := newFlagSet("eval")
+	flags.IntVar(&a.runs, "n", 1, "")
+	flags.IntVar(&a.parallel, "p", 1, "")
+	flags.StringVar(&a.results, "results", "", "")
+	flags.StringVar(&a.user, "u", "", "")
+	flags.Var(&a.env, "e", "")
+	flags.StringVar(&a.workdir, "w", "", "")
+	flags.BoolVar(&a.stdin, "i", false, "")
+	flags.DurationVar(&a.timeout, "timeout", 0, "")
+	flags.DurationVar(&a.bootTimeout, "boot-timeout", machine.DefaultBootTimeout, "")
+	flags.Var(&a.lockfile, "lockfile", "")
+	a.vars.register(flags)
+	flags.BoolVar(&a.noColor, "no-color", false, "")
+	if code, ok := a.parse(env, "eval", evalUsage, flags, args); !ok {
+		return code
+	}
+	if a.results == "" {
+		fmt.Fprintln(env.Stderr, "sbx eval: name the results directory with -results DIR")
+		return ExitError
+	}
+
+	quiet := *env
+	quiet.Stdout = env.Stderr
+	v := newView(&quiet, a.noColor)
+
+	ctx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+
+	cfg, diags := lang.Load(a.dir, a.vars.options(env))
+	v.diagnostics(sources(cfg), diags)
+	if diags.HasErrors() {
+		return ExitError
+	}
+	sb, ok := cfg.Sandboxes[strings.TrimPrefix(a.sandbox, "sandbox.")]
+	if !ok {
+		names := slices.Sorted(maps.Keys(cfg.Sandboxes))
+		v.errorDetail(fmt.Sprintf("No sandbox %q in the configuration", a.sandbox), "The sandboxes are: "+strings.Join(names, ", "))
+		return ExitError
+	}
+	if err := sandboxnet.CheckEnv(sb.Policy, a.env); err != nil {
+		fmt.Fprintf(env.Stderr, "sbx eval: -e %s\n", quoteErr(err))
+		return ExitError
+	}
+	user := a.user
+	if user == "" {
+		user = sb.User
+	}
+	opts := fanout.Options{
+		Sandbox:    sb.Addr().String(),
+		Runs:       a.runs,
+		Parallel:   a.parallel,
+		Cmd:        guestconn.Cmd{Args: a.command, Env: append(cfg.CommandEnv(sb), a.env...), Dir: a.workdir, User: user},
+		Timeout:    a.timeout,
+		ResultsDir: a.results,
+	}
+	// Checked before anything is built; the real Start comes after.
+	opts.Start = func(context.Context, int, map[string]string, string) (fanout.Sandbox, error) { return nil, nil }
+	if err := opts.Check(); err != nil {
+		fmt.Fprintf(env.Stderr, "sbx eval: %s\n", quoteErr(err))
+		return ExitError
+	}
+	mounts, err := sandboxfs.Resolve(cfg, sb)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "sbx eval: %s: %s\n", sb.Addr(), quoteErr(err))
+		return ExitError
+	}
+	for _, m := range mounts {
+		opts.Mounts = append(opts.Mounts, fanout.Mount{Policy: m.Policy, HostDir: m.HostDir})
+	}
+	if a.stdin {
+		data, err := io.ReadAll(io.LimitReader(env.Stdin, maxEvalStdin+1))
+		if err != nil {
+			fmt.Fprintf(env.Stderr, "sbx eval: reading standard input: %s\n", quoteErr(err))
+			return ExitError
+		}
+		if len(data) > maxEvalStdin {
+			fmt.Fprintf(env.Stderr, "sbx eval: standard input is larger than %d MiB\n", maxEvalStdin>>20)
+			return ExitError
+		}
+		opts.Stdin = data
+	}
+
+	lock, ok := lockForPlan(ctx, &quiet, v, cfg, a.lockfile == "readonly")
+	if !ok {
+		return failedOrInterrupted(ctx, env, "no VM was started")
+	}
+	img, ok := buildImage(ctx, &quiet, v, cfg, lock, sb.Image, a.lockfile == "readonly")
+	if !ok {
+		return failedOrInterrupted(ctx, env, "no VM was started")
+	}
+
+	var noted sync.Once
+	opts.Start = func(ctx context.Context, run int, dirs map[string]string, auditDir string) (fanout.Sandbox, error) {
+		m, err := pipeline.Start(ctx, cfg, sb, img, pipeline.StartOptions{
+			BootTimeout: a.bootTimeout, Environ: env.Environ, AuditDir: auditDir, MountDirs: dirs,
+		})
+		if err != nil {
+			return nil, err
+		}
+		if m.Accel() == qemu.AccelTCG {
+			noted.Do(func() {
+				note := m.Host().Note
+				if note == "" {
+					note = "no hardware virtualization for this guest; using TCG"
+				}
+				fmt.Fprintf(env.Stderr, "sbx eval: note: %s (commands run slower).\n", note)
+			})
+		}
+		return m, nil
+	}
+	opts.OnRun = func(r fanout.Run) {
+		fmt.Fprintf(env.Stderr, "sbx eval: run %d: %s\n", r.Run, runSummary(r))
+	}
+	fmt.Fprintf(env.Stderr, "sbx eval: %d runs of %s, at most %d at once, into %s\n", a.runs, sb.Addr(), min(a.parallel, a.runs), quoteText(a.results))
+	res, err := fanout.Execute(ctx, opts)
+	if res == nil {
+		if ctx.Err() != nil {
+			return interrupted(env, "no run had started")
+		}
+		fmt.Fprintf(env.Stderr, "sbx eval: %s\n", quoteErr(err))
+		return ExitError
+	}
+	runs := slices.Clone(res.Runs)
+	slices.SortFunc(runs, func(x, y fanout.Run) int { return x.Run - y.Run })
+	failed := false
+	for _, r := range runs {
+		fmt.Fprintf(env.Stdout, "run %d: %s\n", r.Run, runSummary(r))
+		failed = failed || r.Status == fanout.StatusError
+	}
+	fmt.Fprintf(env.Stdout, "%d of %d runs finished; results in %s\n", len(runs), a.runs, quoteText(a.results))
+	switch {
+	case ctx.Err() != nil:
+		return interrupted(env, fmt.Sprintf("every VM was stopped; the %d finished runs are in the index", len(runs)))
+	case err != nil:
+		fmt.Fprintf(env.Stderr, "sbx eval: %s\n", quoteErr(err))
+		return ExitError
+	case failed:
+		return ExitError
+	}
+	return ExitOK
+}
+
+// runSummary says in one line how a run ended.
+func runSummary(r fanout.Run) string {
+	var s string
+	switch r.Status {
+	case fanout.StatusExited:
+		s = fmt.Sprintf("exit %d", r.ExitCode)
+		if r.Signal != "" {
+			s += " (" + r.Signal + ")"
+		}
+	case fanout.StatusTimeout:
+		s = "timed out"
+	default:
+		s = "error: " + r.Error
+	}
+	d := time.Duration(r.DurationMS) * time.Millisecond
+	return fmt.Sprintf("%s in %v, %d changed paths", s, d.Round(100*time.Millisecond), len(r.Changes))
+}
