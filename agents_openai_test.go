@@ -22,12 +22,15 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sbx-dev/sbx"
+	"github.com/sbx-dev/sbx/internal/atomicfile"
 	"github.com/sbx-dev/sbx/internal/builders/cache"
 	"github.com/sbx-dev/sbx/internal/builders/fetch"
+	"github.com/sbx-dev/sbx/lockfiles"
 )
 
 // codexKey is the Codex key the host holds; the guest gets a
@@ -74,7 +77,7 @@ type openaiFake struct {
 	key string
 	// refuseWS answers WebSocket upgrades with 426, as a server without
 	// the WebSocket transport might: Codex then falls back to a POST.
-	refuseWS bool
+	refuseWS atomic.Bool
 
 	mu    sync.Mutex
 	reqs  []openaiReq
@@ -106,7 +109,7 @@ func (f *openaiFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch {
-	case ws && f.refuseWS:
+	case ws && f.refuseWS.Load():
 		http.Error(w, "this server speaks the Responses API over HTTP only", http.StatusUpgradeRequired)
 	case ws:
 		f.serveWS(w, r)
@@ -474,32 +477,36 @@ const codexSpec = `image "codex" {
 // codexTarballPath is the static musl executable in the npm tarball.
 const codexTarballPath = "package/vendor/x86_64-unknown-linux-musl/bin/codex"
 
-// agentsCacheDir is the per-machine cache of the agent tests' downloads
-// (the npm tarballs): the user cache directory's sbx-test/cache, as the
-// kernel package is cached under sbx-test/debs.
-func agentsCacheDir(t *testing.T) string {
+// codexExecutable returns the path of the real codex executable of
+// codexVersion for this host, brought the way the agent image's build
+// brings it: locked from the npm registry the host's npm configuration
+// names, fetched into sbx's default cache (where the VM tests' builds
+// find it too). The lock and the unpacked executable are kept in the
+// per-user cache's sbx-test/codex, so that a second run touches no
+// network and unpacks nothing.
+func codexExecutable(ctx context.Context, t *testing.T) string {
 	t.Helper()
 	base, err := os.UserCacheDir()
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := filepath.Join(base, "sbx-test", "cache")
-	if err := os.MkdirAll(d, 0o755); err != nil {
+	keep := filepath.Join(base, "sbx-test", "codex")
+	if err := os.MkdirAll(keep, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	return d
-}
-
-// codexExecutable returns the path of the real codex executable of
-// codexVersion for this host: locked from the npm registry the host's
-// npm configuration names, fetched into the per-machine cache once, and
-// unpacked next to the tarball's blob once.
-func codexExecutable(ctx context.Context, t *testing.T) string {
-	t.Helper()
-	cacheRoot := agentsCacheDir(t)
-	cfgDir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(cfgDir, "sbx.hcl"), []byte(codexSpec), 0o644); err != nil {
+	cacheRoot, err := cache.DefaultRoot()
+	if err != nil {
 		t.Fatal(err)
+	}
+	cfgDir := t.TempDir()
+	files := map[string][]byte{"sbx.hcl": []byte(codexSpec)}
+	if prev, err := os.ReadFile(filepath.Join(keep, lockfiles.FileName)); err == nil {
+		files[lockfiles.FileName] = prev
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(cfgDir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	env := withEnv(environ, cache.EnvRoot+"="+cacheRoot)
 	cfg, err := sbx.Load(cfgDir, sbx.Options{Environ: env})
@@ -509,6 +516,11 @@ func codexExecutable(ctx context.Context, t *testing.T) string {
 	lock, err := cfg.Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if data, err := os.ReadFile(filepath.Join(cfgDir, lockfiles.FileName)); err == nil {
+		if err := atomicfile.WriteBytes(filepath.Join(keep, lockfiles.FileName), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	c, err := cache.Open(cacheRoot)
 	if err != nil {
@@ -522,7 +534,7 @@ func codexExecutable(ctx context.Context, t *testing.T) string {
 	if blob == nil {
 		t.Fatalf("the cache holds no tarball for artifact.codex: %+v", got)
 	}
-	exe := filepath.Join(cacheRoot, "unpacked", strings.TrimPrefix(blob.Digest, "sha256:"), "codex")
+	exe := filepath.Join(keep, strings.TrimPrefix(blob.Digest, "sha256:"), "codex")
 	if _, err := os.Stat(exe); err == nil {
 		return exe
 	}
@@ -719,7 +731,8 @@ func TestCodexOnHost(t *testing.T) {
 		{"http2 fallback", true, "HTTP/2.0"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			fake := &openaiFake{key: codexKey, refuseWS: c.refuseWS}
+			fake := &openaiFake{key: codexKey}
+			fake.refuseWS.Store(c.refuseWS)
 			srv := httptest.NewUnstartedServer(fake)
 			srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
 			srv.EnableHTTP2 = true
