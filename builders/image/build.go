@@ -6,23 +6,23 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/sbx-dev/sbx/internal/builders/rootfs/imageinfo"
 	"io"
 	"os"
 	"path/filepath"
 	"sort"
 
 	"github.com/hashicorp/hcl/v2"
-
 	"github.com/sbx-dev/sbx/internal/builders/agentbin"
 	"github.com/sbx-dev/sbx/internal/builders/apkrepo"
 	"github.com/sbx-dev/sbx/internal/builders/cache"
 	"github.com/sbx-dev/sbx/internal/builders/ctxio"
 	"github.com/sbx-dev/sbx/internal/builders/debrepo"
+	"github.com/sbx-dev/sbx/internal/builders/digest"
 	"github.com/sbx-dev/sbx/internal/builders/fetch"
 	"github.com/sbx-dev/sbx/internal/builders/kernel"
+	"github.com/sbx-dev/sbx/internal/builders/localsrc"
 	"github.com/sbx-dev/sbx/internal/builders/recipe"
-	"github.com/sbx-dev/sbx/internal/builders/resolve"
+	"github.com/sbx-dev/sbx/internal/builders/rootfs/imageinfo"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/lockfiles"
 )
@@ -225,17 +225,16 @@ func (b *build) checkLocalFiles(ctx context.Context) error {
 		}
 		// Opened inside the directory the source is confined to, as
 		// fetching does: a symbolic link out of it is refused.
-		f, path, err := resolve.OpenLocalFile(b.opts.Fetch.Dir, in.Source)
+		f, path, err := localsrc.OpenFile(b.opts.Fetch.Dir, in.Source)
 		if err != nil {
 			return fmt.Errorf("image %q: input %s (%s): %w", b.img.Name, in.Key, in.Source.Raw, err)
 		}
-		h := sha256.New()
-		_, err = io.Copy(h, ctxio.Reader(ctx, f))
+		hx, _, err := digest.Reader(ctx, f)
 		f.Close()
 		if err != nil {
 			return fmt.Errorf("image %q: input %s (%s): %s: %w", b.img.Name, in.Key, in.Source.Raw, path, err)
 		}
-		got := "sha256:" + hex.EncodeToString(h.Sum(nil))
+		got := "sha256:" + hx
 		if want := "sha256:" + sum; got != want {
 			return fmt.Errorf("image %q: input %s (%s): %s changed since it was locked: want %s, got %s; run \"sbx lock\"",
 				b.img.Name, in.Key, in.Source.Raw, path, want, got)
@@ -444,9 +443,11 @@ func copyFrom(path string) func(io.Writer) error {
 	}
 }
 
-// hashFile returns "sha256:<hex>" of the file at path and its size.
+// hashFile returns "sha256:<hex>" of the file at path, the form outputs
+// are recorded in, and its size.
 func hashFile(ctx context.Context, path string) (string, int64, error) {
-	return copyHashed(ctx, io.Discard, path)
+	hx, n, err := digest.File(ctx, path)
+	return "sha256:" + hx, n, err
 }
 
 // copyHashed copies the file at path to w and returns "sha256:<hex>" of

@@ -5,9 +5,10 @@
 // layer blobs; npm tarballs, checked against both the pinned sha256 and
 // the pinned integrity, from the registry the user's npm configuration
 // names; https URLs; local files; and Debian packages through apt. Local
-// files and layouts are read inside their confining directory
-// (resolve.OpenLocalFile, resolve.OpenLayout), never through a symbolic
-// link out of it.
+// files and layouts are read inside their confining directory (package
+// builders/localsrc), never through a symbolic link out of it; npm
+// registries are found as the user's npm would (package builders/npmreg),
+// and Debian packages come through the host's apt (package builders/apt).
 //
 // What is already in the cache is not fetched again, so a warm cache
 // touches no network at all: not even a registry's version check. A
@@ -17,7 +18,8 @@
 // draw it; this package never prints.
 //
 // Package fetch does not choose pins (package builders/resolve does, for
-// `sbx lock`), does not unpack what it fetches (package builders/archive
+// `sbx lock`; the two share those packages, and fetch does not import
+// resolve), does not unpack what it fetches (package builders/archive
 // reads archives, package builders/layers flattens image layers) and does
 // not build images.
 //

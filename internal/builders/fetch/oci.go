@@ -10,7 +10,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/sbx-dev/sbx/internal/builders/resolve"
+	"github.com/sbx-dev/sbx/internal/builders/localsrc"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/lockfiles"
 )
@@ -183,13 +183,13 @@ func (r *remoteRepo) blob(ctx context.Context, h v1.Hash) (io.ReadCloser, error)
 }
 
 // layoutDir is a local OCI image layout, opened inside its confining
-// directory (resolve.OpenLayout).
+// directory (localsrc.OpenLayout).
 type layoutDir struct {
-	l *resolve.Layout
+	l *localsrc.Layout
 }
 
 func (f *fetcher) layoutSource(src *lang.Source) (blobSource, error) {
-	l, err := resolve.OpenLayout(f.opts.Dir, src)
+	l, err := localsrc.OpenLayout(f.opts.Dir, src)
 	if err != nil {
 		return nil, err
 	}

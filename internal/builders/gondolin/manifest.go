@@ -2,12 +2,12 @@ package gondolin
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -15,9 +15,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sbx-dev/sbx/internal/atomicfile"
-
 	"github.com/google/uuid"
+	"github.com/sbx-dev/sbx/internal/atomicfile"
+	"github.com/sbx-dev/sbx/internal/builders/digest"
 )
 
 // File names in a guest-asset directory, as Gondolin names them.
@@ -207,17 +207,13 @@ func hashFile(dir, name string) (string, error) {
 	if !filepath.IsLocal(name) {
 		return "", fmt.Errorf("gondolin: asset name %q leaves the directory %s", name, dir)
 	}
-	p := filepath.Join(dir, name)
-	f, err := os.Open(p)
+	// The manifest functions take no context: their callers hash the
+	// assets of a finished build, which a cancelled build never reaches.
+	sum, _, err := digest.File(context.Background(), filepath.Join(dir, name))
 	if err != nil {
 		return "", fmt.Errorf("gondolin: %w", err)
 	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("gondolin: reading %s: %w", p, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return sum, nil
 }
 
 // check reports what would make Gondolin refuse m or disagree with it.

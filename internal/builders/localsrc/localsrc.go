@@ -1,4 +1,4 @@
-package resolve
+package localsrc
 
 import (
 	"errors"
@@ -13,27 +13,19 @@ import (
 	"github.com/sbx-dev/sbx/lang"
 )
 
-// Local sources (file: and oci-layout:) are read only inside the directory
-// lang.Source.LocalRoot confines them to: the configuration directory, or
-// the image's host_paths entry that holds them. The directory is opened as
-// an os.Root and every path below it resolved inside it, so that neither
-// ".." nor a symbolic link (in the path or planted in a layout's blobs/)
-// reads a host file the spec did not name. Symbolic links that stay inside
-// the directory are followed.
-
-// OpenLocalFile opens the regular file a file: source names, inside its
+// OpenFile opens the regular file a file: source names, inside its
 // root (lang.Source.LocalRoot; configDir is the configuration directory).
 // path is the file's host path, for messages. A path that leads out of the
 // root is an error naming the spec position and the source.
-func OpenLocalFile(configDir string, src *lang.Source) (f *os.File, path string, err error) {
+func OpenFile(configDir string, src *lang.Source) (f *os.File, path string, err error) {
 	root, rel, err := src.LocalRoot(configDir)
 	if err != nil {
-		return nil, "", fmt.Errorf("%s%w", specPos(src), err)
+		return nil, "", fmt.Errorf("%s%w", Position(src), err)
 	}
 	path = filepath.Join(root, rel)
 	r, err := os.OpenRoot(root)
 	if err != nil {
-		return nil, path, fmt.Errorf("%s%s: %w", specPos(src), src.Raw, err)
+		return nil, path, fmt.Errorf("%s%s: %w", Position(src), src.Raw, err)
 	}
 	defer r.Close()
 	f, err = r.Open(rel)
@@ -67,12 +59,12 @@ type Layout struct {
 func OpenLayout(configDir string, src *lang.Source) (*Layout, error) {
 	root, rel, err := src.LocalRoot(configDir)
 	if err != nil {
-		return nil, fmt.Errorf("%s%w", specPos(src), err)
+		return nil, fmt.Errorf("%s%w", Position(src), err)
 	}
 	dir := filepath.Join(root, rel)
 	r, err := os.OpenRoot(root)
 	if err != nil {
-		return nil, fmt.Errorf("%s%s: %w", specPos(src), src.Raw, err)
+		return nil, fmt.Errorf("%s%s: %w", Position(src), src.Raw, err)
 	}
 	defer r.Close()
 	// Opened as a root of its own: what the layout holds is confined to
@@ -82,7 +74,7 @@ func OpenLayout(configDir string, src *lang.Source) (*Layout, error) {
 		if escapes(err) {
 			return nil, localError(src, root, dir, err)
 		}
-		return nil, fmt.Errorf("%s%s: %s is not an OCI image layout: %w", specPos(src), src.Raw, dir, pathErr(err))
+		return nil, fmt.Errorf("%s%s: %s is not an OCI image layout: %w", Position(src), src.Raw, dir, pathErr(err))
 	}
 	if _, err := lr.Stat("index.json"); err != nil {
 		lr.Close()
@@ -154,9 +146,9 @@ func localError(src *lang.Source, root, path string, err error) error {
 			where = "the host path " + root
 		}
 		return fmt.Errorf("%s%s: %s leads outside %s through a symbolic link; local sources are read inside it (list another directory in the image's host_paths to read from it)",
-			specPos(src), src.Raw, path, where)
+			Position(src), src.Raw, path, where)
 	}
-	return fmt.Errorf("%s%s: %s: %w", specPos(src), src.Raw, path, pathErr(err))
+	return fmt.Errorf("%s%s: %s: %w", Position(src), src.Raw, path, pathErr(err))
 }
 
 // escapes reports whether err is os.Root refusing a path that leaves it.
@@ -174,9 +166,9 @@ func pathErr(err error) error {
 	return err
 }
 
-// specPos names a source's position in the spec as "file:line: ", or ""
+// Position names a source's position in the spec as "file:line: ", or ""
 // for a source made in code.
-func specPos(src *lang.Source) string {
+func Position(src *lang.Source) string {
 	if src.Range.Filename == "" {
 		return ""
 	}

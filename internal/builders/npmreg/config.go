@@ -1,4 +1,4 @@
-package resolve
+package npmreg
 
 import (
 	"bufio"
@@ -16,11 +16,11 @@ import (
 	"strings"
 )
 
-// npmConfig is the part of npm's configuration that says where packages
+// config is the part of npm's configuration that says where packages
 // come from and how to authenticate: registries and per-registry
 // credentials, layered the way npm layers them (environment over the
 // project .npmrc over the user .npmrc).
-type npmConfig struct {
+type config struct {
 	// values holds the merged keys. Registry-scoped keys keep npm's
 	// "nerf dart" form, "//host/path/:_authToken".
 	values map[string]string
@@ -28,11 +28,11 @@ type npmConfig struct {
 	origin map[string]string
 }
 
-// loadNPMConfig reads npm configuration from environ and the .npmrc files
+// loadConfig reads npm configuration from environ and the .npmrc files
 // npm would read for a project in dir.
-func loadNPMConfig(dir string, environ []string) (*npmConfig, error) {
+func loadConfig(dir string, environ []string) (*config, error) {
 	env := envMap(environ)
-	c := &npmConfig{values: map[string]string{}, origin: map[string]string{}}
+	c := &config{values: map[string]string{}, origin: map[string]string{}}
 
 	userrc := envLookupFold(env, "npm_config_userconfig")
 	if userrc == "" && env["HOME"] != "" {
@@ -72,7 +72,7 @@ func loadNPMConfig(dir string, environ []string) (*npmConfig, error) {
 }
 
 // readFile merges one .npmrc file; a missing file is not an error.
-func (c *npmConfig) readFile(path string, env map[string]string) error {
+func (c *config) readFile(path string, env map[string]string) error {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -97,11 +97,11 @@ func (c *npmConfig) readFile(path string, env map[string]string) error {
 		if len(val) >= 2 && (val[0] == '"' && val[len(val)-1] == '"' || val[0] == '\'' && val[len(val)-1] == '\'') {
 			val = val[1 : len(val)-1]
 		}
-		key, err = expandNPMEnv(key, env)
+		key, err = expandEnv(key, env)
 		if err != nil {
 			return fmt.Errorf("%s:%d: %w", path, line, err)
 		}
-		val, err = expandNPMEnv(val, env)
+		val, err = expandEnv(val, env)
 		if err != nil {
 			return fmt.Errorf("%s:%d: %w", path, line, err)
 		}
@@ -111,11 +111,11 @@ func (c *npmConfig) readFile(path string, env map[string]string) error {
 	return sc.Err()
 }
 
-// expandNPMEnv replaces ${NAME} with the variable's value as npm does;
+// expandEnv replaces ${NAME} with the variable's value as npm does;
 // ${NAME?} expands to "" when unset, and \${ is a literal "${". A plain
 // ${NAME} that is unset is an error naming the variable, since the
 // alternative is silently sending an empty token.
-func expandNPMEnv(s string, env map[string]string) (string, error) {
+func expandEnv(s string, env map[string]string) (string, error) {
 	if !strings.Contains(s, "${") {
 		return s, nil
 	}
@@ -151,7 +151,7 @@ func expandNPMEnv(s string, env map[string]string) (string, error) {
 // registryFor returns the registry URL for a package name (with its
 // trailing slash) and the key it came from; ok is false when nothing is
 // configured.
-func (c *npmConfig) registryFor(pkg string) (reg, key string, ok bool) {
+func (c *config) registryFor(pkg string) (reg, key string, ok bool) {
 	if strings.HasPrefix(pkg, "@") {
 		scope, _, _ := strings.Cut(pkg, "/")
 		if v := c.values[scope+":registry"]; v != "" {
@@ -175,7 +175,7 @@ func withSlash(s string) string {
 // credentials under the longest "//host/path/" prefix of u that has any,
 // as a bearer token (_authToken) or basic auth (_auth, or username and
 // base64 _password).
-func (c *npmConfig) authHeader(u *url.URL) (string, error) {
+func (c *config) authHeader(u *url.URL) (string, error) {
 	key := "//" + u.Host + u.EscapedPath()
 	if i := strings.LastIndexByte(key, '/'); i >= 1 {
 		key = key[:i+1]
@@ -206,10 +206,10 @@ func (c *npmConfig) authHeader(u *url.URL) (string, error) {
 	return "", nil
 }
 
-// npmDefaultRegistry asks the user's own npm for its registry, which is
+// defaultRegistry asks the user's own npm for its registry, which is
 // what npm falls back to when no configuration names one. The npm program
 // is looked up on the PATH of environ.
-func npmDefaultRegistry(ctx context.Context, dir string, environ []string) (string, error) {
+func defaultRegistry(ctx context.Context, dir string, environ []string) (string, error) {
 	hint := "set NPM_CONFIG_REGISTRY or add registry=URL to .npmrc"
 	bin, err := lookPathIn("npm", envMap(environ)["PATH"])
 	if err != nil {

@@ -17,6 +17,8 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/sbx-dev/sbx/internal/builders/archive"
+	"github.com/sbx-dev/sbx/internal/builders/digest"
+	"github.com/sbx-dev/sbx/internal/builders/localsrc"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/lockfiles"
 )
@@ -84,7 +86,7 @@ func (s *Set) baseLayers(ctx context.Context, src *lang.Source, pin *lockfiles.P
 		}
 		return out, nothing, nil
 	case lang.SourceOCILayout:
-		l, err := OpenLayout(s.dir, src)
+		l, err := localsrc.OpenLayout(s.dir, src)
 		if err != nil {
 			return nil, nothing, err
 		}
@@ -186,7 +188,7 @@ func (r *hashingReader) Read(p []byte) (int, error) {
 	r.h.Write(p[:n])
 	if errors.Is(err, io.EOF) {
 		if got := hex.EncodeToString(r.h.Sum(nil)); got != r.want {
-			return n, &MismatchError{Input: r.what, Algo: "sha256", Want: r.want, Got: got}
+			return n, &digest.MismatchError{Input: r.what, Algo: "sha256", Want: r.want, Got: got}
 		}
 	}
 	return n, err

@@ -12,17 +12,18 @@
 // configuration whenever the sources are fetched.
 //
 // Local sources (file: and oci-layout:) are read only inside the
-// directory lang.Source.LocalRoot confines them to — the configuration
-// directory, or the image's host_paths entry that holds them — through an
-// os.Root, so that neither ".." nor a symbolic link leads to a host file
-// the spec does not name. OpenLocalFile and OpenLayout are that reading
-// step; package builders/fetch and builders/image use them too.
+// directory lang.Source.LocalRoot confines them to, through package
+// builders/localsrc, so that neither ".." nor a symbolic link leads to a
+// host file the spec does not name. What it shares with fetching lives in
+// small packages both import: localsrc, npmreg (finding npm tarballs the
+// way the user's npm would), apt (the host's apt-get and apt-cache),
+// download (verified https downloads) and digest (sha256 of files and
+// the mismatch error).
 //
 // It does not parse specs (package lang), read or write the lock file
 // (package lockfiles), define input hashes (package builders/recipe,
 // whose InputHash Lock calls), or keep downloaded bytes: building an
-// image fetches its inputs again, by pin, and FetchVerified and FetchFile
-// are the download-and-verify step it shares with this package.
+// image fetches its inputs again, by pin (package builders/fetch).
 //
 // The entry point is New, which returns a Set; Set.Lock computes a new
 // lock from a configuration and the previous lock, reusing pins whose

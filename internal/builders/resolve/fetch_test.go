@@ -1,12 +1,9 @@
 package resolve
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -38,94 +35,6 @@ func fileServer(t *testing.T, files map[string][]byte) (*httptest.Server, *reque
 	})))
 	t.Cleanup(srv.Close)
 	return srv, log
-}
-
-func TestFetchVerified(t *testing.T) {
-	body := bytes.Repeat([]byte("kernel image bytes "), 5000)
-	srv, _ := fileServer(t, map[string][]byte{"/vmlinuz": body})
-	client := tlsClient(t, srv)
-	ctx := context.Background()
-
-	var buf bytes.Buffer
-	got, err := FetchVerified(ctx, client, srv.URL+"/vmlinuz", Want{SHA256: sha256Hex(body), Integrity: sri512(body), SHA1: sha1Hex(body), Size: int64(len(body))}, &buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := Digests{Size: int64(len(body)), SHA256: sha256Hex(body), SHA1: sha1Hex(body), Integrity: sri512(body)}
-	if got != want || !bytes.Equal(buf.Bytes(), body) {
-		t.Errorf("got %+v, want %+v (and the body)", got, want)
-	}
-
-	other := sha256Hex([]byte("something else"))
-	for _, c := range []struct {
-		name string
-		url  string
-		want Want
-		msg  []string
-	}{
-		{"sha256", "/vmlinuz", Want{SHA256: other}, []string{"sha256 mismatch", other, sha256Hex(body)}},
-		{"integrity", "/vmlinuz", Want{Integrity: sri512([]byte("x"))}, []string{"sha512 mismatch", sri512([]byte("x")), sri512(body)}},
-		{"size", "/vmlinuz", Want{Size: 3}, []string{"size mismatch"}},
-		{"truncated", "/short", Want{}, []string{"of 1000 bytes"}},
-		{"status", "/missing", Want{}, []string{"404 Not Found"}},
-		{"sri without known hash", "/vmlinuz", Want{Integrity: "md5-AAAA"}, []string{"no supported hash"}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := FetchVerified(ctx, client, srv.URL+c.url, c.want, nil)
-			if err == nil {
-				t.Fatal("no error")
-			}
-			for _, m := range c.msg {
-				if !strings.Contains(err.Error(), m) {
-					t.Errorf("error %q lacks %q", err, m)
-				}
-			}
-		})
-	}
-}
-
-func TestFetchVerifiedIntegrityStrongestDecides(t *testing.T) {
-	body := []byte("package")
-	srv, _ := fileServer(t, map[string][]byte{"/p.tgz": body})
-	client := tlsClient(t, srv)
-	// A correct sha1 does not save a wrong sha512.
-	_, err := FetchVerified(context.Background(), client, srv.URL+"/p.tgz", Want{Integrity: "sha1-" + sri512([]byte("x"))[7:] + " " + sri512([]byte("y"))}, nil)
-	var mm *MismatchError
-	if !errors.As(err, &mm) || mm.Algo != "sha512" {
-		t.Fatalf("err = %v, want a sha512 mismatch", err)
-	}
-	// Of two sha512 values, one matching is enough.
-	if _, err := FetchVerified(context.Background(), client, srv.URL+"/p.tgz", Want{Integrity: sri512([]byte("y")) + " " + sri512(body) + "?opt"}, nil); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func TestFetchFileLeavesNothingOnFailure(t *testing.T) {
-	body := []byte("artifact")
-	srv, _ := fileServer(t, map[string][]byte{"/a": body})
-	client := tlsClient(t, srv)
-	dir := t.TempDir()
-	dst := filepath.Join(dir, "a")
-
-	if _, err := FetchFile(context.Background(), client, srv.URL+"/a", Want{SHA256: sha256Hex([]byte("other"))}, dst); err == nil {
-		t.Fatal("mismatch accepted")
-	}
-	if _, err := FetchFile(context.Background(), client, srv.URL+"/short", Want{}, dst); err == nil {
-		t.Fatal("truncated download accepted")
-	}
-	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
-		t.Fatalf("failed downloads left %v", entries)
-	}
-	got, err := FetchFile(context.Background(), client, srv.URL+"/a", Want{SHA256: sha256Hex(body)}, dst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b, _ := os.ReadFile(dst); !bytes.Equal(b, body) || got.SHA256 != sha256Hex(body) {
-		t.Errorf("file = %q, digests %+v", b, got)
-	}
-	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
-		t.Errorf("directory holds %v, want only the file", entries)
-	}
 }
 
 func urlSource(u, sha string) *lang.Source {

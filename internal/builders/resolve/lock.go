@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/sbx-dev/sbx/internal/builders/localsrc"
 	"github.com/sbx-dev/sbx/internal/builders/recipe"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/lockfiles"
@@ -106,7 +107,7 @@ func (s *Set) Lock(ctx context.Context, cfg *lang.Config, old *lockfiles.Lock, u
 					// The diagnostic's subject is the source's position;
 					// the message need not repeat it.
 					diags = append(diags, sourceDiag(in.Source, "Cannot pin source",
-						fmt.Sprintf("%s of image.%s: %s", in.Key, name, strings.TrimPrefix(r.err.Error(), specPos(in.Source)))))
+						fmt.Sprintf("%s of image.%s: %s", in.Key, name, strings.TrimPrefix(r.err.Error(), localsrc.Position(in.Source)))))
 					failed = true
 					continue
 				}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sbx-dev/sbx/internal/builders/digest"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/lockfiles"
 )
@@ -239,7 +240,7 @@ func TestNPMTamperedTarball(t *testing.T) {
 	reg.publish("tool", "1.0.0", &npmVersion{tgz: good, served: evil})
 	s := New(Options{Environ: isolatedEnv(t, "NPM_CONFIG_REGISTRY="+reg.registry()), HTTPClient: tlsClient(t, reg.srv)})
 	_, err := s.Resolve(context.Background(), npmSource("npm:tool@1.0.0"), linuxAMD64)
-	var mm *MismatchError
+	var mm *digest.MismatchError
 	if !errors.As(err, &mm) {
 		t.Fatalf("err = %v, want a MismatchError", err)
 	}

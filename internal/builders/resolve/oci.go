@@ -15,6 +15,8 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/sbx-dev/sbx/internal/builders/digest"
+	"github.com/sbx-dev/sbx/internal/builders/localsrc"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/lockfiles"
 )
@@ -65,7 +67,7 @@ type layoutResolver struct {
 var _ Resolver = (*layoutResolver)(nil)
 
 func (r *layoutResolver) Resolve(_ context.Context, src *lang.Source, platform lang.Platform) (*lockfiles.Pin, error) {
-	l, err := OpenLayout(r.dir, src)
+	l, err := localsrc.OpenLayout(r.dir, src)
 	if err != nil {
 		return nil, err
 	}
@@ -94,6 +96,9 @@ func (r *layoutResolver) Resolve(_ context.Context, src *lang.Source, platform l
 
 // refNameAnnotation names an entry of a layout's index.json.
 const refNameAnnotation = "org.opencontainers.image.ref.name"
+
+// maxManifest bounds a manifest or config blob read into memory.
+const maxManifest = 16 << 20
 
 // findInLayout picks the entry of index.json that version names: a
 // "sha256:…" digest, a tag (the ref.name annotation, alone or at the end
@@ -133,23 +138,23 @@ func findInLayout(dir string, im *v1.IndexManifest, version string) (v1.Descript
 }
 
 // verifiedBlob reads a blob of a layout (a manifest or config, at most
-// maxIndex bytes) and checks it hashes to its name.
-func verifiedBlob(l *Layout, h v1.Hash) ([]byte, error) {
+// maxManifest bytes) and checks it hashes to its name.
+func verifiedBlob(l *localsrc.Layout, h v1.Hash) ([]byte, error) {
 	rc, err := l.Blob(h)
 	if err != nil {
 		return nil, err
 	}
 	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, maxIndex+1))
+	b, err := io.ReadAll(io.LimitReader(rc, maxManifest+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", l.Where(h), err)
 	}
-	if len(b) > maxIndex {
-		return nil, fmt.Errorf("%s: larger than %d bytes, too large for a manifest or config", l.Where(h), maxIndex)
+	if len(b) > maxManifest {
+		return nil, fmt.Errorf("%s: larger than %d bytes, too large for a manifest or config", l.Where(h), maxManifest)
 	}
 	sum := sha256.Sum256(b)
 	if got := hex.EncodeToString(sum[:]); got != h.Hex {
-		return nil, &MismatchError{Input: l.Where(h), Algo: "sha256", Want: h.Hex, Got: got}
+		return nil, &digest.MismatchError{Input: l.Where(h), Algo: "sha256", Want: h.Hex, Got: got}
 	}
 	return b, nil
 }

@@ -11,7 +11,10 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/sbx-dev/sbx/internal/builders/apkrepo"
+	"github.com/sbx-dev/sbx/internal/builders/apt"
 	"github.com/sbx-dev/sbx/internal/builders/debrepo"
+	"github.com/sbx-dev/sbx/internal/builders/download"
+	"github.com/sbx-dev/sbx/internal/builders/npmreg"
 	"github.com/sbx-dev/sbx/internal/builders/recipe"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/lockfiles"
@@ -50,11 +53,11 @@ type Options struct {
 	Keychain authn.Keychain
 	// OCIOptions are passed to every registry call after the keychain.
 	OCIOptions []remote.Option
-	// Apt downloads Debian packages; nil means AptGet, which runs
+	// Apt downloads Debian packages; nil means apt.Get, which runs
 	// apt-get download with the machine's apt sources. A deb source
-	// without an exact version also needs it to implement AptVersions
-	// (AptGet asks apt-cache policy).
-	Apt AptDownloader
+	// without an exact version also needs it to implement apt.Lister
+	// (apt.Get asks apt-cache policy).
+	Apt apt.Downloader
 	// Logger receives progress at debug and info level; nil discards it.
 	Logger *slog.Logger
 	// InputHash computes an image's input hash from its pins; nil means
@@ -104,7 +107,7 @@ func New(opts Options) *Set {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Apt == nil {
-		opts.Apt = &AptGet{Environ: opts.Environ}
+		opts.Apt = &apt.Get{Environ: opts.Environ}
 	}
 	ih := opts.InputHash
 	if ih == nil {
@@ -115,7 +118,7 @@ func New(opts Options) *Set {
 		resolvers: map[lang.SourceKind]Resolver{
 			lang.SourceOCI:       oci,
 			lang.SourceOCILayout: &layoutResolver{dir: opts.Dir},
-			lang.SourceNPM:       newNPMResolver(opts.Dir, opts.Environ, opts.HTTPClient),
+			lang.SourceNPM:       &npmResolver{reg: npmreg.New(opts.Dir, opts.Environ, opts.HTTPClient), client: opts.HTTPClient},
 			lang.SourceURL:       &urlResolver{client: opts.HTTPClient},
 			lang.SourceFile:      &fileResolver{dir: opts.Dir},
 			lang.SourceDeb:       &debResolver{apt: opts.Apt},
@@ -175,7 +178,7 @@ func (s *Set) resolve(ctx context.Context, src *lang.Source, platform lang.Platf
 // displaySource is the source as written, minus URL credentials.
 func displaySource(src *lang.Source) string {
 	if src.Kind == lang.SourceURL {
-		return redactURL(src.Raw)
+		return download.Redact(src.Raw)
 	}
 	return src.Raw
 }

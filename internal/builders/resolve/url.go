@@ -9,9 +9,11 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 
+	"github.com/sbx-dev/sbx/internal/builders/digest"
+	"github.com/sbx-dev/sbx/internal/builders/download"
+	"github.com/sbx-dev/sbx/internal/builders/localsrc"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/lockfiles"
 )
@@ -37,32 +39,11 @@ func (r *urlResolver) Resolve(ctx context.Context, src *lang.Source, _ lang.Plat
 	if err != nil {
 		return nil, err
 	}
-	got, err := FetchVerified(ctx, httpsOnly(r.client), src.Ref, Want{SHA256: want}, io.Discard)
+	got, err := download.Get(ctx, download.HTTPSOnly(r.client), src.Ref, nil, download.Want{SHA256: want}, io.Discard)
 	if err != nil {
 		return nil, err
 	}
 	return &lockfiles.Pin{SHA256: got.SHA256}, nil
-}
-
-// httpsOnly returns a copy of client that refuses redirects away from
-// https, so a first download trusted without a declared hash cannot be
-// downgraded to plain http on the way.
-func httpsOnly(client *http.Client) *http.Client {
-	c := *client
-	next := client.CheckRedirect
-	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
-		if req.URL.Scheme != "https" {
-			return fmt.Errorf("refused redirect to %s: only https", redactURL(req.URL.String()))
-		}
-		if next != nil {
-			return next(req, via)
-		}
-		if len(via) >= 10 {
-			return errors.New("stopped after 10 redirects")
-		}
-		return nil
-	}
-	return &c
 }
 
 // fileResolver pins local files by their sha256.
@@ -72,53 +53,24 @@ type fileResolver struct {
 
 var _ Resolver = (*fileResolver)(nil)
 
-func (r *fileResolver) Resolve(_ context.Context, src *lang.Source, _ lang.Platform) (*lockfiles.Pin, error) {
+func (r *fileResolver) Resolve(ctx context.Context, src *lang.Source, _ lang.Platform) (*lockfiles.Pin, error) {
 	want, err := declaredSHA256(src)
 	if err != nil {
 		return nil, err
 	}
-	f, path, err := OpenLocalFile(r.dir, src)
+	f, path, err := localsrc.OpenFile(r.dir, src)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	got, err := hashReader(f, path, want)
+	got, _, err := digest.Reader(ctx, f)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if want != "" && got != want {
+		return nil, &digest.MismatchError{Input: path, Algo: "sha256", Want: want, Got: got}
 	}
 	return &lockfiles.Pin{SHA256: got}, nil
-}
-
-// hashFile returns the hex sha256 of a regular file and checks it against
-// want when want is set. Errors name the path.
-func hashFile(path, want string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err // *fs.PathError names the path
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return "", err
-	}
-	if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("%s is not a regular file", path)
-	}
-	return hashReader(f, path, want)
-}
-
-// hashReader returns the hex sha256 of what r holds and checks it against
-// want when want is set. path names r in errors.
-func hashReader(r io.Reader, path, want string) (string, error) {
-	h := sha256.New()
-	if _, err := io.Copy(h, r); err != nil {
-		return "", fmt.Errorf("%s: %w", path, err)
-	}
-	got := hex.EncodeToString(h.Sum(nil))
-	if want != "" && got != want {
-		return "", &MismatchError{Input: path, Algo: "sha256", Want: want, Got: got}
-	}
-	return got, nil
 }
 
 // declaredSHA256 returns the sha256 the spec declares for src, lower-case

@@ -1,7 +1,6 @@
 package machinetest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -17,9 +15,8 @@ import (
 
 	"github.com/sbx-dev/sbx/builders/image"
 	"github.com/sbx-dev/sbx/internal/builders/agentbin"
-	"github.com/sbx-dev/sbx/internal/builders/archive"
+	"github.com/sbx-dev/sbx/internal/builders/apt/apttest"
 	"github.com/sbx-dev/sbx/internal/builders/cache"
-	"github.com/sbx-dev/sbx/internal/builders/kernel"
 	"github.com/sbx-dev/sbx/internal/providers/qemu/qemutest"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/pipeline"
@@ -120,11 +117,11 @@ func New(ctx context.Context, work string) (*Fixture, error) {
 	if f.Agent, err = agentbin.Build(ctx, lang.Platform{OS: "linux", Architecture: "amd64"}, work); err != nil {
 		return nil, fmt.Errorf("building the guest agent: %w", err)
 	}
-	kdeb, err := kernelDeb()
+	kdeb, err := apttest.DebianKernel(ctx)
 	if err != nil {
 		return nil, err
 	}
-	bdeb, err := aptDownload("busybox-static")
+	bdeb, err := apttest.Download(ctx, "busybox-static", "")
 	if err != nil {
 		return nil, err
 	}
@@ -216,121 +213,6 @@ func Cleanup() {
 	if shared.work != "" {
 		os.RemoveAll(shared.work)
 	}
-}
-
-// debCache is the per-user cache of real packages that
-// archivetest.CacheDir also names.
-func debCache() (string, error) {
-	base, err := os.UserCacheDir()
-	if err != nil {
-		return "", err
-	}
-	dir := filepath.Join(base, "sbx-test", "debs")
-	return dir, os.MkdirAll(dir, 0o755)
-}
-
-// kernelDeb returns the Debian generic amd64 kernel package, as
-// kerneltest.DebianKernelDeb does.
-func kernelDeb() (string, error) {
-	dir, err := debCache()
-	if err != nil {
-		return "", err
-	}
-	debs, _ := filepath.Glob(filepath.Join(dir, "linux-image-[0-9]*-amd64_*.deb"))
-	var keep []string
-	for _, d := range debs {
-		if !strings.Contains(filepath.Base(d), "-unsigned_") {
-			keep = append(keep, d)
-		}
-	}
-	if p := newest(keep); p != "" {
-		return p, nil
-	}
-	meta, err := aptDownload("linux-image-amd64")
-	if err != nil {
-		return "", err
-	}
-	mf, err := os.Open(meta)
-	if err != nil {
-		return "", err
-	}
-	fields, err := archive.Control(mf)
-	mf.Close()
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", meta, err)
-	}
-	pkg, version, ok := kernel.FollowMeta(fields)
-	if !ok {
-		return "", fmt.Errorf("%s depends on no versioned kernel package", meta)
-	}
-	return aptDownloadVersion(pkg, version)
-}
-
-func aptDownload(name string) (string, error) { return aptDownloadVersion(name, "") }
-
-// aptDownloadVersion returns package name from the cache, downloading it
-// with apt-get when the cache has none, as archivetest.AptDownload does.
-func aptDownloadVersion(name, version string) (string, error) {
-	dir, err := debCache()
-	if err != nil {
-		return "", err
-	}
-	glob := name + "_*.deb"
-	if version != "" {
-		glob = name + "_" + strings.ReplaceAll(version, ":", "%3a") + "_*.deb"
-	}
-	debs, _ := filepath.Glob(filepath.Join(dir, glob))
-	if p := newest(debs); p != "" {
-		return p, nil
-	}
-	if _, err := exec.LookPath("apt-get"); err != nil {
-		return "", fmt.Errorf("package %s is not in %s and apt-get is not installed to download it", name, dir)
-	}
-	tmp, err := os.MkdirTemp(dir, ".download-")
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(tmp)
-	spec := name
-	if version != "" {
-		spec += "=" + version
-	}
-	cmd := exec.Command("apt-get", "download", "-q", "-o", "Debug::NoLocking=1", spec)
-	cmd.Dir = tmp
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("apt-get download %s: %v\n%s", spec, err, out.String())
-	}
-	got, _ := filepath.Glob(filepath.Join(tmp, name+"_*.deb"))
-	if len(got) != 1 {
-		return "", fmt.Errorf("apt-get download %s wrote %v, want one package", spec, got)
-	}
-	dst := filepath.Join(dir, filepath.Base(got[0]))
-	return dst, os.Rename(got[0], dst)
-}
-
-func newest(paths []string) string {
-	type file struct {
-		path string
-		mod  int64
-	}
-	var fs []file
-	for _, p := range paths {
-		if fi, err := os.Stat(p); err == nil {
-			fs = append(fs, file{p, fi.ModTime().UnixNano()})
-		}
-	}
-	if len(fs) == 0 {
-		return ""
-	}
-	sort.Slice(fs, func(i, j int) bool {
-		if fs[i].mod != fs[j].mod {
-			return fs[i].mod > fs[j].mod
-		}
-		return fs[i].path > fs[j].path
-	})
-	return fs[0].path
 }
 
 func linkOrCopy(src, dst string) error {

@@ -2,65 +2,36 @@ package kerneltest
 
 import (
 	"bytes"
+	"context"
 	"debug/elf"
 	"encoding/binary"
-	"os"
-	"path/filepath"
+	"errors"
 	"strings"
 	"testing"
 
-	"github.com/sbx-dev/sbx/internal/builders/archive"
+	"github.com/sbx-dev/sbx/internal/builders/apt/apttest"
 	"github.com/sbx-dev/sbx/internal/builders/archive/archivetest"
-	"github.com/sbx-dev/sbx/internal/builders/kernel"
 )
 
 // MetaPackage is the Debian meta package that depends on the current
 // generic amd64 kernel.
-const MetaPackage = "linux-image-amd64"
+const MetaPackage = apttest.KernelMeta
 
 // DebianKernelDeb returns the path of the Debian generic amd64 kernel
-// package (linux-image-VERSION-amd64, about 70 MB). A copy already in the
-// cache is reused, the newest when there are several; otherwise the meta
-// package linux-image-amd64 is downloaded, FollowMeta names the versioned
-// package it depends on, and that is downloaded. Without apt-get the test
-// is skipped with a message saying why (archivetest.RequireApt); a failed
+// package (linux-image-VERSION-amd64, about 70 MB), as
+// apttest.DebianKernel finds or downloads it. Without apt-get the test is
+// skipped with a message saying why (archivetest.RequireApt); a failed
 // download fails it.
 func DebianKernelDeb(t testing.TB) string {
 	t.Helper()
-	if p := cachedKernel(t); p != "" {
-		return p
+	p, err := apttest.DebianKernel(context.Background())
+	if errors.Is(err, apttest.ErrNoApt) {
+		archivetest.RequireApt(t)
 	}
-	archivetest.RequireApt(t)
-	meta := archivetest.AptDownload(t, MetaPackage, "")
-	f, err := os.Open(meta)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fields, err := archive.Control(f)
-	f.Close()
-	if err != nil {
-		t.Fatalf("%s: %v", meta, err)
-	}
-	pkg, version, ok := kernel.FollowMeta(fields)
-	if !ok {
-		t.Fatalf("%s depends on no versioned kernel package (Depends: %s)", meta, fields.Get("Depends"))
-	}
-	return archivetest.AptDownload(t, pkg, version)
-}
-
-func cachedKernel(t testing.TB) string {
-	t.Helper()
-	debs, err := filepath.Glob(filepath.Join(archivetest.CacheDir(t), "linux-image-[0-9]*-amd64_*.deb"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var keep []string
-	for _, d := range debs {
-		if !strings.Contains(filepath.Base(d), "-unsigned_") {
-			keep = append(keep, d)
-		}
-	}
-	return archivetest.Newest(t, keep)
+	return p
 }
 
 // ModuleObject returns a little-endian ELF64 relocatable object for
