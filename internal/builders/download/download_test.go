@@ -18,47 +18,43 @@ import (
 	"github.com/sbx-dev/sbx/internal/builders/download"
 )
 
-// fileServer serves fixed bodies over TLS; "/short" announces more bytes
-// than it sends and "/downgrade" redirects to plain http.
+// fileServer serves fixed bodies over TLS, and a few paths that
+// misbehave: "/short" announces more bytes than it sends, "/downgrade"
+// redirects to plain http, "/auth" echoes two request headers.
 func fileServer(t *testing.T, files map[string][]byte) *httptest.Server {
 	t.Helper()
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/downgrade":
+	special := map[string]http.HandlerFunc{
+		"/downgrade": func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "http://"+r.Host+"/vmlinuz", http.StatusFound)
-			return
-		case "/short":
+		},
+		"/short": func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Length", "1000")
 			w.Write([]byte("only a few bytes"))
-			return
-		case "/auth":
+		},
+		"/auth": func(w http.ResponseWriter, r *http.Request) {
 			w.Write([]byte(r.Header.Get("Authorization") + " " + r.Header.Get("User-Agent")))
-			return
-		}
-		b, ok := files[r.URL.Path]
-		if !ok {
+		},
+	}
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h := special[r.URL.Path]; h != nil {
+			h(w, r)
+		} else if b, ok := files[r.URL.Path]; ok {
+			w.Write(b)
+		} else {
 			http.Error(w, "no such file", http.StatusNotFound)
-			return
 		}
-		w.Write(b)
 	}))
 	t.Cleanup(srv.Close)
 	return srv
 }
 
-func sha256Hex(b []byte) string {
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
-}
-
-func sri512(b []byte) string {
-	s := sha512.Sum512(b)
-	return "sha512-" + base64.StdEncoding.EncodeToString(s[:])
-}
-
-func sha1Hex(b []byte) string {
-	s := sha1.Sum(b)
-	return hex.EncodeToString(s[:])
+// digestsOf is what Get should report for b.
+func digestsOf(b []byte) download.Digests {
+	s256, s512, s1 := sha256.Sum256(b), sha512.Sum512(b), sha1.Sum(b)
+	return download.Digests{
+		Size: int64(len(b)), SHA256: hex.EncodeToString(s256[:]), SHA1: hex.EncodeToString(s1[:]),
+		Integrity: "sha512-" + base64.StdEncoding.EncodeToString(s512[:]),
+	}
 }
 
 func TestGet(t *testing.T) {
@@ -67,26 +63,27 @@ func TestGet(t *testing.T) {
 	client := srv.Client()
 	ctx := context.Background()
 
+	want := digestsOf(body)
 	var buf bytes.Buffer
-	got, err := download.Get(ctx, client, srv.URL+"/vmlinuz", nil, download.Want{SHA256: sha256Hex(body), Integrity: sri512(body), SHA1: sha1Hex(body), Size: int64(len(body))}, &buf)
+	got, err := download.Get(ctx, client, srv.URL+"/vmlinuz", nil, download.Want{SHA256: want.SHA256, Integrity: want.Integrity, SHA1: want.SHA1, Size: want.Size}, &buf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := download.Digests{Size: int64(len(body)), SHA256: sha256Hex(body), SHA1: sha1Hex(body), Integrity: sri512(body)}
 	if got != want || !bytes.Equal(buf.Bytes(), body) {
 		t.Errorf("got %+v, want %+v (and the body)", got, want)
 	}
 
-	other := sha256Hex([]byte("something else"))
+	other := digestsOf([]byte("something else")).SHA256
+	x := digestsOf([]byte("x")).Integrity
 	for _, c := range []struct {
 		name string
 		url  string
 		want download.Want
 		msg  []string
 	}{
-		{"sha256", "/vmlinuz", download.Want{SHA256: other}, []string{"sha256 mismatch", other, sha256Hex(body)}},
-		{"integrity", "/vmlinuz", download.Want{Integrity: sri512([]byte("x"))}, []string{"sha512 mismatch", sri512([]byte("x")), sri512(body)}},
-		{"sha1", "/vmlinuz", download.Want{SHA1: other[:40]}, []string{"sha1 mismatch", sha1Hex(body)}},
+		{"sha256", "/vmlinuz", download.Want{SHA256: other}, []string{"sha256 mismatch", other, want.SHA256}},
+		{"integrity", "/vmlinuz", download.Want{Integrity: x}, []string{"sha512 mismatch", x, want.Integrity}},
+		{"sha1", "/vmlinuz", download.Want{SHA1: other[:40]}, []string{"sha1 mismatch", want.SHA1}},
 		{"size", "/vmlinuz", download.Want{Size: 3}, []string{"size mismatch"}},
 		{"truncated", "/short", download.Want{}, []string{"of 1000 bytes"}},
 		{"status", "/missing", download.Want{}, []string{"404 Not Found"}},
@@ -110,14 +107,17 @@ func TestGetIntegrityStrongestDecides(t *testing.T) {
 	body := []byte("package")
 	srv := fileServer(t, map[string][]byte{"/p.tgz": body})
 	client := srv.Client()
+	y := digestsOf([]byte("y")).Integrity
 	// A correct sha1 does not save a wrong sha512.
-	_, err := download.Get(context.Background(), client, srv.URL+"/p.tgz", nil, download.Want{Integrity: "sha1-" + sri512([]byte("x"))[7:] + " " + sri512([]byte("y"))}, nil)
+	s1 := sha1.Sum(body)
+	sha1SRI := "sha1-" + base64.StdEncoding.EncodeToString(s1[:])
+	_, err := download.Get(context.Background(), client, srv.URL+"/p.tgz", nil, download.Want{Integrity: sha1SRI + " " + y}, nil)
 	var mm *digest.MismatchError
 	if !errors.As(err, &mm) || mm.Algo != "sha512" {
 		t.Fatalf("err = %v, want a sha512 mismatch", err)
 	}
 	// Of two sha512 values, one matching is enough.
-	if _, err := download.Get(context.Background(), client, srv.URL+"/p.tgz", nil, download.Want{Integrity: sri512([]byte("y")) + " " + sri512(body) + "?opt"}, nil); err != nil {
+	if _, err := download.Get(context.Background(), client, srv.URL+"/p.tgz", nil, download.Want{Integrity: y + " " + digestsOf(body).Integrity + "?opt"}, nil); err != nil {
 		t.Fatal(err)
 	}
 }

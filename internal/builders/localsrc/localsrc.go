@@ -106,7 +106,8 @@ func (l *Layout) Index() (*v1.IndexManifest, error) {
 // Blob opens the blob with digest h (blobs/ALGORITHM/HEX). The caller
 // checks its digest.
 func (l *Layout) Blob(h v1.Hash) (io.ReadCloser, error) {
-	if h.Algorithm != "sha256" || !isHex64(h.Hex) {
+	// NewHash checks that the hex is the algorithm's length and lower case.
+	if _, err := v1.NewHash(h.String()); h.Algorithm != "sha256" || err != nil {
 		return nil, fmt.Errorf("%s: blob %s: only sha256 digests are supported", l.Dir, h)
 	}
 	return l.open(filepath.Join("blobs", h.Algorithm, h.Hex))
@@ -173,16 +174,4 @@ func Position(src *lang.Source) string {
 		return ""
 	}
 	return fmt.Sprintf("%s:%d: ", src.Range.Filename, src.Range.Start.Line)
-}
-
-func isHex64(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for _, c := range s {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }

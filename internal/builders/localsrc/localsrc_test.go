@@ -99,4 +99,15 @@ func TestLayoutBlobStaysInside(t *testing.T) {
 	if !strings.Contains(err.Error(), "outside the layout directory") {
 		t.Errorf("err = %v, want it to say the blob leads outside", err)
 	}
+	// A digest is a file name only when it is sha256 hex.
+	for _, bad := range []v1.Hash{
+		{Algorithm: "sha256", Hex: "../../../secret"},
+		{Algorithm: "sha256", Hex: strings.Repeat("AB", 32)},
+		{Algorithm: "sha512", Hex: strings.Repeat("ab", 64)},
+	} {
+		if rc, err := l.Blob(bad); err == nil {
+			rc.Close()
+			t.Errorf("Blob(%s) opened", bad)
+		}
+	}
 }
