@@ -108,6 +108,14 @@ type Options struct {
 	// it applies no rules and follows the host's links; sandboxes never
 	// use it (bench/vfsbench measures workspace mounts against it).
 	VirtFS string
+	// Legacy runs QEMU as sbx did before decision 0009
+	// (docs/decisions/0009-density.md; qemu.VMSpec.Legacy): QEMU's
+	// default translation buffer under TCG, q35's default devices and no
+	// balloon, so that the memory the guest frees is never returned to
+	// the host. It is for comparisons only (bench/densitybench measures
+	// the host memory of idle sandboxes against it); sandboxes never use
+	// it.
+	Legacy bool
 	// Ports are further virtio-serial ports, by the name the guest finds
 	// them under (bootproto.PortsDir), each served on the host by its
 	// Port from the start of the boot until the machine stops: a
@@ -302,6 +310,7 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 		Ports:         portSockets(dir, opts.Ports),
 		UserNetwork:   opts.UserNetwork,
 		VirtFS:        opts.VirtFS,
+		Legacy:        opts.Legacy,
 		QEMULog:       filepath.Join(dir, QEMULogFile),
 	}
 	if m.net != nil {

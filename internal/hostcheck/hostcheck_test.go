@@ -109,6 +109,7 @@ name "virtio-blk-pci", bus PCI, alias "virtio-blk"
 name "virtio-serial-pci", bus PCI, alias "virtio-serial"
 name "virtserialport", bus virtio-serial-bus
 name "virtio-rng-pci", bus PCI, alias "virtio-rng"
+name "virtio-balloon-pci", bus PCI, alias "virtio-balloon"
 `
 	if got := missingDevices(help); len(got) != 1 || got[0] != "virtio-net-pci" {
 		t.Errorf("missingDevices = %q, want [virtio-net-pci]", got)

@@ -17,8 +17,8 @@ import (
 
 // qemuDevices are the devices providers/qemu's Command gives every
 // machine: the root disk, the agent's and other ports, the entropy
-// source and the network device.
-var qemuDevices = []string{"virtio-blk-pci", "virtio-serial-pci", "virtserialport", "virtio-rng-pci", "virtio-net-pci"}
+// source, the network device and the balloon that returns freed memory.
+var qemuDevices = []string{"virtio-blk-pci", "virtio-serial-pci", "virtserialport", "virtio-rng-pci", "virtio-net-pci", "virtio-balloon-pci"}
 
 // kvmDevice is the device QEMU uses KVM through.
 const kvmDevice = "/dev/kvm"

@@ -23,11 +23,11 @@ const DefaultImage = "boot/vmlinuz-*"
 
 // DefaultModules are the modules every sbx guest loads (or finds built
 // in): the virtio transport and devices (disk, network, the serial ports
-// of the agent and the file server, entropy), overlay and ext4 for the
-// root filesystem, 9p with its fd transport for host directories, and
-// fuse.
+// of the agent and the file server, entropy, the balloon through which
+// the guest returns the memory it frees), overlay and ext4 for the root
+// filesystem, 9p with its fd transport for host directories, and fuse.
 var DefaultModules = []string{
-	"virtio_pci", "virtio_blk", "virtio_net", "virtio_console", "virtio_rng",
+	"virtio_pci", "virtio_blk", "virtio_net", "virtio_console", "virtio_rng", "virtio_balloon",
 	"overlay", "ext4",
 	"9pnet", "9pnet_fd", "9p",
 	"fuse",

@@ -42,6 +42,7 @@ var synthModules = []mod{
 	{"kernel/drivers/net/net_failover.ko", []string{"depends=failover", "name=net_failover"}, archive.None},
 	{"kernel/drivers/net/virtio_net.ko", []string{"depends=virtio_ring,virtio,net_failover", "name=virtio_net"}, archive.None},
 	{"kernel/drivers/virtio/virtio.ko", []string{"depends=", "name=virtio"}, archive.None},
+	{"kernel/drivers/virtio/virtio_balloon.ko", []string{"depends=virtio,virtio_ring", "name=virtio_balloon"}, archive.None},
 	{"kernel/drivers/virtio/virtio_ring.ko", []string{"depends=", "name=virtio_ring"}, archive.None},
 	{"kernel/fs/9p/9p.ko", []string{"alias=fs-9p", "depends=9pnet,netfs", "name=9p"}, archive.None},
 	{"kernel/fs/ext4/ext4.ko", []string{"softdep=pre: crypto-crc32c", "alias=fs-ext4", "depends=jbd2,mbcache,crc16", "name=ext4"}, archive.None},
@@ -177,7 +178,7 @@ func TestClosureDefault(t *testing.T) {
 		// virtio_pci is built in
 		"virtio", "virtio_ring", "virtio_blk",
 		"failover", "net_failover", "virtio_net",
-		"virtio_console", "virtio_rng", "overlay",
+		"virtio_console", "virtio_rng", "virtio_balloon", "overlay",
 		// ext4's soft dependency on crypto-crc32c picks crc32c_generic;
 		// crc16 is built in
 		"crc32c_generic", "jbd2", "mbcache", "ext4",

@@ -34,7 +34,21 @@ const (
 	// maxPorts is how many ports one virtio-serial device holds by
 	// default.
 	maxPorts = 31
+	// DenseMajor and DenseMinor are the first QEMU version with both a
+	// bounded translation buffer ("-accel tcg,tb-size", 5.0) and free
+	// page reporting on the balloon device (5.1). An older QEMU runs the
+	// machine as Legacy does.
+	DenseMajor, DenseMinor = 5, 1
 )
+
+// TCGBufferMiB is the size of TCG's translation buffer, the host memory
+// that holds the guest code QEMU has translated, when the machine runs
+// under TCG. QEMU's default is 1 GiB, of which an idle sbx guest keeps
+// 56 to 64 MiB resident after boot, and a busy one more, for good; a
+// full buffer is flushed and refilled, which costs time, not
+// correctness. docs/decisions/0009-density.md has the measurements
+// behind the size.
+const TCGBufferMiB = 16
 
 // VirtFSTag is the 9p mount tag of VMSpec.VirtFS.
 const VirtFSTag = "virtfs0"
@@ -106,6 +120,13 @@ type VMSpec struct {
 	// Paused starts the machine with its CPUs stopped ("-S") until a
 	// QMP "cont".
 	Paused bool `json:"paused,omitempty"`
+	// Legacy runs the machine as sbx did before decision 0009
+	// (docs/decisions/0009-density.md): a q35 with its SATA controller,
+	// SMBus, VMware port and SMM, QEMU's default 1 GiB translation
+	// buffer under TCG, and no balloon device, so that memory the guest
+	// frees stays with QEMU. It is for comparisons only
+	// (bench/densitybench); sandboxes never use it.
+	Legacy bool `json:"legacy,omitempty"`
 
 	// QEMULog is where Launch sends QEMU's own standard output and
 	// error; empty keeps their last few KiB in memory for error
@@ -116,19 +137,23 @@ type VMSpec struct {
 // machine is what differs between guest architectures.
 type machine struct {
 	machine string // -machine
+	legacy  string // -machine for VMSpec.Legacy
 	console string // the serial console's kernel device
 }
 
 // machines holds the machine for each guest architecture.
 //
-// On x86 the machine is q35, with virtio devices on PCI. QEMU's microvm
-// was measured here against it and rejected: with Debian's generic
-// kernel (virtio_mmio a module, no VIRTIO_MMIO_CMDLINE_DEVICES) under
-// TCG it never got past TSC calibration in 60 s, where q35 reached user
-// space in under 4 s of guest time.
+// On x86 the machine is q35, with virtio devices on PCI, without the
+// built-in devices sbx never uses: the SATA controller, the SMBus
+// controller, the VMware I/O port and System Management Mode. QEMU's
+// microvm was measured here against it and not taken: with Debian's
+// generic kernel (virtio_mmio a module, no VIRTIO_MMIO_CMDLINE_DEVICES)
+// it boots only with PCIe on ("microvm,pcie=on"), and then holds as much
+// host memory as this q35 (decision 0009); plain microvm never got past
+// TSC calibration in 60 s under TCG.
 var machines = map[string]machine{
-	"amd64": {machine: "q35", console: "ttyS0"},
-	"arm64": {machine: "virt", console: "ttyAMA0"},
+	"amd64": {machine: "q35,sata=off,smbus=off,vmport=off,smm=off", legacy: "q35", console: "ttyS0"},
+	"arm64": {machine: "virt", legacy: "virt", console: "ttyAMA0"},
 }
 
 var (
@@ -145,7 +170,10 @@ var (
 //
 // The machine has no default devices, no display, no user-mode network
 // unless spec.UserNetwork asks for it, and no way to reboot: a guest
-// reboot or kernel panic ends QEMU.
+// reboot or kernel panic ends QEMU. Unless spec.Legacy asks otherwise (or
+// QEMU is older than 5.1), it is sized for density: TCG's translation
+// buffer is TCGBufferMiB, and a balloon device with free page reporting
+// lets the guest return the memory it frees.
 func Command(spec VMSpec, host Host) ([]string, error) {
 	where := fmt.Sprintf("VM %q", spec.Name)
 	if spec.Name == "" {
@@ -222,6 +250,12 @@ func Command(spec VMSpec, host Host) ([]string, error) {
 		}
 	}
 
+	// The density settings of decision 0009 need QEMU 5.1.
+	dense := !spec.Legacy && bin.Version.AtLeast(DenseMajor, DenseMinor)
+	machineOpt := m.legacy
+	if dense {
+		machineOpt = m.machine
+	}
 	accel := host.Accel(arch)
 	cpu := "max"
 	if accel != AccelTCG {
@@ -230,6 +264,9 @@ func Command(spec VMSpec, host Host) ([]string, error) {
 	accelOpt := string(accel)
 	if accel == AccelTCG && spec.CPUs > 1 {
 		accelOpt += ",thread=multi"
+	}
+	if accel == AccelTCG && dense {
+		accelOpt += ",tb-size=" + strconv.Itoa(TCGBufferMiB)
 	}
 
 	argv := []string{bin.Path,
@@ -240,7 +277,7 @@ func Command(spec VMSpec, host Host) ([]string, error) {
 		argv = append(argv, "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny")
 	}
 	argv = append(argv,
-		"-machine", m.machine,
+		"-machine", machineOpt,
 		"-accel", accelOpt,
 		"-cpu", cpu,
 		"-smp", strconv.Itoa(spec.CPUs),
@@ -300,6 +337,14 @@ func Command(spec VMSpec, host Host) ([]string, error) {
 		"-object", "rng-random,id=rng0,filename=/dev/urandom",
 		"-device", "virtio-rng-pci,rng=rng0",
 	)
+	if dense {
+		// The balloon is never inflated: it is there for free page
+		// reporting, through which the guest's kernel hands the pages
+		// it frees (in blocks of 2 MiB or more) back to QEMU, which
+		// gives them back to the host. The guest can only hand over
+		// its own memory.
+		argv = append(argv, "-device", "virtio-balloon-pci,free-page-reporting=on")
+	}
 	switch {
 	case spec.UserNetwork:
 		argv = append(argv,

@@ -14,7 +14,9 @@
 //   - Command (pure) turns a VMSpec and a Host into the argument vector:
 //     q35 (x86) or virt (arm) with no default devices, the kernel booted
 //     directly, the root disk on virtio-blk, virtio-serial ports on unix
-//     sockets, virtio-rng, and either no network device at all or one
+//     sockets, virtio-rng, a virtio-balloon that only reports the pages
+//     the guest frees (so QEMU returns them to the host), a bounded TCG
+//     translation buffer, and either no network device at all or one
 //     virtio-net device whose other end is the host's userspace network
 //     stack over "-netdev stream" (never QEMU's user-mode network).
 //     Golden tests in testdata/*.txtar pin it.
