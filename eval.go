@@ -6,6 +6,7 @@ import (
 
 	"github.com/sbx-dev/sbx/internal/fanout"
 	"github.com/sbx-dev/sbx/internal/sandboxfs"
+	"github.com/sbx-dev/sbx/internal/sandboxnet"
 	"github.com/sbx-dev/sbx/pipeline"
 )
 
@@ -103,6 +104,9 @@ func Eval(ctx context.Context, cfg *Config, name string, opts EvalOptions) (*Eva
 	// before the build.
 	fo.Start = func(context.Context, int, map[string]string, string) (fanout.Sandbox, error) { return nil, nil }
 	if err := fo.Check(); err != nil {
+		return nil, err
+	}
+	if err := sandboxnet.CheckEnv(sb.Policy, opts.Cmd.Env); err != nil {
 		return nil, err
 	}
 	mounts, err := sandboxfs.Resolve(cfg.Lang, sb)

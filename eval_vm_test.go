@@ -110,9 +110,11 @@ func (c *copiesSeen) watch(ctx context.Context, workDir string) {
 				c.copies++
 			}
 			for _, hidden := range []string{".env", "keys/id.pem", "scratch"} {
-				if _, err := os.Lstat(filepath.Join(cp, hidden)); err == nil {
-					c.bad++
-					c.badPaths = append(c.badPaths, filepath.Join(cp, hidden))
+				if p := filepath.Join(cp, hidden); !slices.Contains(c.badPaths, p) {
+					if _, err := os.Lstat(p); err == nil {
+						c.bad++
+						c.badPaths = append(c.badPaths, p)
+					}
 				}
 			}
 			c.mu.Unlock()
