@@ -435,6 +435,7 @@ func (a *agentSandbox) CheckNoLeak(t *testing.T, ctx context.Context) {
 		b, _ := os.ReadFile(p)
 		for _, s := range a.secrets {
 			if bytes.Contains(b, []byte(s)) {
+				found[p] = true
 				t.Errorf("the worktree's %s holds a real secret value", p)
 			}
 		}
@@ -447,22 +448,41 @@ func (a *agentSandbox) CheckNoLeak(t *testing.T, ctx context.Context) {
 	if rerr != nil {
 		t.Errorf("the audit log: %v", rerr)
 	}
+	leaks := len(found)
 	for _, s := range a.secrets {
 		if strings.Contains(procs, s) {
-			t.Error("a guest process's environment or command line holds a real secret value")
+			leaks++
+			t.Errorf("a guest process's environment or command line holds a real secret value:\n%s", linesWith(procs, s))
 		}
 		if strings.Contains(printed, s) {
-			t.Errorf("the guest printed a real secret value:\n%s", printed)
+			leaks++
+			t.Errorf("the guest printed a real secret value:\n%s", linesWith(printed, s))
 		}
 		if bytes.Contains(a.SB.Machine().Console(), []byte(s)) {
+			leaks++
 			t.Error("the console holds a real secret value")
 		}
 		if bytes.Contains(raw, []byte(s)) {
+			leaks++
 			t.Error("the audit log holds a real secret value")
 		}
 	}
+	if leaks > 0 {
+		return
+	}
 	t.Logf("no secret value in the environments of %d guest processes, %d guest files, the worktree, %d bytes of output, the console or the audit log",
 		strings.Count(procs, "== /proc/"), nfiles, len(printed))
+}
+
+// linesWith returns the lines of text that hold s.
+func linesWith(text, s string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // Audit returns the audit log's entries, waiting up to 10 s for one that
@@ -525,7 +545,7 @@ func TestClaudeCodeInVM(t *testing.T) {
 
 			// The image: Debian's tools, the three CLIs, the CA bundle with
 			// the sbx CA in it.
-			out, code, _ := a.Run(t, ctx, "", 3*time.Minute, `set -e
+			out, code, took := a.Run(t, ctx, "", 3*time.Minute, `set -e
 id -un
 git --version
 moltnet --version
@@ -536,12 +556,14 @@ grep -c 'BEGIN CERTIFICATE' /etc/ssl/certs/ca-certificates.crt`)
 				!strings.Contains(out, "codex-cli ") || !strings.Contains(out, "(Claude Code)") {
 				t.Fatalf("the image's tools: exit %d\n%s", code, out)
 			}
+			t.Logf("the image's tools answered in %v", took.Round(time.Millisecond))
 
 			// claude -p, as an eval runner calls it: no prompts, the
 			// permission checks skipped (which Claude Code allows only to
 			// a non-root user), text output.
-			const bound = 8 * time.Minute
-			out, code, took := a.Run(t, ctx, "", bound,
+			// Measured under TCG on a loaded two-core host: 63 to 80 s.
+			const bound = 5 * time.Minute
+			out, code, took = a.Run(t, ctx, "", bound,
 				`claude -p "Write a short note to notes/from-claude.md, then say what you did." --dangerously-skip-permissions --output-format text`)
 			t.Logf("claude -p took %v:\n%s", took.Round(time.Millisecond), out)
 			if code != 0 || !strings.Contains(out, "Done: the note is written.") {
@@ -583,7 +605,7 @@ grep -c 'BEGIN CERTIFICATE' /etc/ssl/certs/ca-certificates.crt`)
 			// The CLI's other calls to api.anthropic.com were refused by
 			// the request rule, each with an audit entry naming it.
 			entries := a.Audit(t, nil)
-			var denied []string
+			var denied []audit.Entry
 			for _, e := range entries {
 				if e.Decision != audit.DecisionDeny {
 					continue
@@ -591,10 +613,9 @@ grep -c 'BEGIN CERTIFICATE' /etc/ssl/certs/ca-certificates.crt`)
 				if e.Reason == "" {
 					t.Errorf("a refusal without a reason: %s", audit.Format(e))
 				}
-				denied = append(denied, fmt.Sprintf("%s %s %s", e.Name, e.Method, e.Path))
+				denied = append(denied, e)
 			}
-			sort.Strings(denied)
-			t.Logf("refused: %s", strings.Join(slices.Compact(denied), "; "))
+			t.Logf("refused:\n%s", formatAudit(denied))
 			if !slices.ContainsFunc(entries, func(e audit.Entry) bool {
 				return e.Decision == audit.DecisionDeny && e.Name == "api.anthropic.com" && e.Path != "/v1/messages" && e.RuleLine > 0
 			}) {
