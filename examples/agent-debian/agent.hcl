@@ -142,6 +142,14 @@ egress "openai" {
   allow = local.openai_hosts
   hosts = { for name, addr in var.upstreams : name => addr if contains(local.openai_hosts, name) }
   ca    = var.upstream_ca
+
+  # The Responses API only: a WebSocket (the GET upgrade) or, when that
+  # is refused, POST with an event stream. The key cannot be spent on
+  # other API paths.
+  request "api.openai.com" {
+    methods = ["GET", "POST"]
+    paths   = ["/v1/responses", "/v1/responses/**"]
+  }
 }
 
 # Claude Code sends this as Authorization: Bearer.
