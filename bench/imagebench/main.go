@@ -409,7 +409,7 @@ func writeDisk(args []string) error {
 		return err
 	}
 	defer os.Remove(raw)
-	_, err = ext4.Build(dst, bufio.NewReaderSize(src, 1<<20), ext4.Options{
+	_, err = ext4.Build(context.Background(), dst, bufio.NewReaderSize(src, 1<<20), ext4.Options{
 		Size: size, Label: image.DiskLabel, Seed: []byte(in), JournalBlocks: image.JournalBlocks(size),
 	})
 	if cerr := dst.Close(); err == nil {
@@ -418,5 +418,5 @@ func writeDisk(args []string) error {
 	if err != nil {
 		return err
 	}
-	return qcow2.ConvertFile(out, raw, qcow2.Options{})
+	return qcow2.ConvertFile(context.Background(), out, raw, qcow2.Options{})
 }

@@ -202,7 +202,7 @@ func (b *build) rootDisk(ctx context.Context, dir string, fetched map[string]fet
 	if toQcow2 {
 		raw = filepath.Join(dir, "disk.ext4")
 	}
-	size, err := b.writeExt4(tree, raw, label)
+	size, err := b.writeExt4(ctx, tree, raw, label)
 	if err != nil {
 		return err
 	}
@@ -214,7 +214,7 @@ func (b *build) rootDisk(ctx context.Context, dir string, fetched map[string]fet
 		return nil
 	}
 	b.stage(StageQcow2)
-	if err := qcow2.ConvertFile(path, raw, qcow2.Options{}); err != nil {
+	if err := qcow2.ConvertFile(ctx, path, raw, qcow2.Options{}); err != nil {
 		return fmt.Errorf("image %q: qcow2: %w", b.img.Name, err)
 	}
 	if err := os.Remove(raw); err != nil {
@@ -225,7 +225,7 @@ func (b *build) rootDisk(ctx context.Context, dir string, fetched map[string]fet
 
 // writeExt4 writes tree to path as an ext4 image of the declared size, or
 // of the default size (see DefaultSize), and returns the size.
-func (b *build) writeExt4(tree *layers.Tree, path, label string) (int64, error) {
+func (b *build) writeExt4(ctx context.Context, tree *layers.Tree, path, label string) (int64, error) {
 	declared := b.img.Size > 0
 	size := roundUp(b.img.Size, blockSize)
 	if !declared {
@@ -240,13 +240,13 @@ func (b *build) writeExt4(tree *layers.Tree, path, label string) (int64, error) 
 			JournalBlocks: JournalBlocks(size),
 		}
 	}
-	_, err := rootfs.BuildDisk(tree, path, opts(size))
+	_, err := rootfs.BuildDisk(ctx, tree, path, opts(size))
 	var fe *ext4.FitError
 	if errors.As(err, &fe) && !declared && fe.MinSize > 0 {
 		// The estimate fell short (many small files, say): give the
 		// default headroom above what the tree needs.
 		size = DefaultSize(fe.MinSize)
-		_, err = rootfs.BuildDisk(tree, path, opts(size))
+		_, err = rootfs.BuildDisk(ctx, tree, path, opts(size))
 	}
 	if errors.As(err, &fe) {
 		if !declared {

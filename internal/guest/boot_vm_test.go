@@ -95,14 +95,14 @@ func rootDisk(t *testing.T, files map[string]string) (raw, disk string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ext4.Build(f, &tb, ext4.Options{Size: 64 << 20, Label: "sbx-root", Seed: []byte("boot test"), Epoch: testEpoch, JournalBlocks: 1024}); err != nil {
+	if _, err := ext4.Build(context.Background(), f, &tb, ext4.Options{Size: 64 << 20, Label: "sbx-root", Seed: []byte("boot test"), Epoch: testEpoch, JournalBlocks: 1024}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
 	disk = filepath.Join(dir, "root.qcow2")
-	if err := qcow2.ConvertFile(disk, raw, qcow2.Options{}); err != nil {
+	if err := qcow2.ConvertFile(context.Background(), disk, raw, qcow2.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	return raw, disk
@@ -238,7 +238,7 @@ func TestBoot(t *testing.T) {
 			t.Fatal(err)
 		}
 		disk := filepath.Join(dir, "junk.qcow2")
-		if err := qcow2.ConvertFile(disk, raw, qcow2.Options{}); err != nil {
+		if err := qcow2.ConvertFile(context.Background(), disk, raw, qcow2.Options{}); err != nil {
 			t.Fatal(err)
 		}
 		console := f.boot(t, disk, "qcow2")

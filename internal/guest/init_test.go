@@ -3,6 +3,7 @@ package guest_test
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -51,7 +52,7 @@ func ext4Disk(t *testing.T) string {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if _, err := ext4.Build(f, &tb, ext4.Options{Size: 8 << 20, Seed: []byte("init test"), Epoch: 1700000000}); err != nil {
+	if _, err := ext4.Build(context.Background(), f, &tb, ext4.Options{Size: 8 << 20, Seed: []byte("init test"), Epoch: 1700000000}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(p)

@@ -40,3 +40,39 @@ func (w *writer) Write(p []byte) (int, error) {
 	}
 	return w.w.Write(p)
 }
+
+// WriterAt returns a WriterAt to w whose every WriteAt first returns
+// ctx's error if ctx is done.
+func WriterAt(ctx context.Context, w io.WriterAt) io.WriterAt {
+	return &writerAt{ctx: ctx, w: w}
+}
+
+type writerAt struct {
+	ctx context.Context
+	w   io.WriterAt
+}
+
+func (w *writerAt) WriteAt(p []byte, off int64) (int, error) {
+	if err := w.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return w.w.WriteAt(p, off)
+}
+
+// ReaderAt returns a ReaderAt of r whose every ReadAt first returns
+// ctx's error if ctx is done.
+func ReaderAt(ctx context.Context, r io.ReaderAt) io.ReaderAt {
+	return &readerAt{ctx: ctx, r: r}
+}
+
+type readerAt struct {
+	ctx context.Context
+	r   io.ReaderAt
+}
+
+func (r *readerAt) ReadAt(p []byte, off int64) (int, error) {
+	if err := r.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return r.r.ReadAt(p, off)
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -52,4 +53,36 @@ func (c *cancelAfter) Write(p []byte) (int, error) {
 		c.cancel()
 	}
 	return n, err
+}
+
+// A sequence of positioned writes (or reads) stops at the first call
+// after the context ends; the calls before it went through.
+func TestAtStopsAtTheNextCall(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f, err := os.CreateTemp(t.TempDir(), "img")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w, r := ctxio.WriterAt(ctx, f), ctxio.ReaderAt(ctx, f)
+	buf := []byte("block")
+	for i := range 3 {
+		if _, err := w.WriteAt(buf, int64(i*len(buf))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := r.ReadAt(buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if _, err := w.WriteAt([]byte("late!"), 0); !errors.Is(err, context.Canceled) {
+		t.Errorf("WriteAt after cancel = %v, want context.Canceled", err)
+	}
+	if _, err := r.ReadAt(buf, 0); !errors.Is(err, context.Canceled) {
+		t.Errorf("ReadAt after cancel = %v, want context.Canceled", err)
+	}
+	if b, _ := os.ReadFile(f.Name()); string(b) != "blockblockblock" {
+		t.Errorf("file holds %q, want the three writes before the cancel only", b)
+	}
 }

@@ -9,5 +9,7 @@
 // checking the context by hand between steps. A wrapper checks before each
 // call; what one call does (one buffer's worth) is never cut short.
 //
-// The entry points are Reader and Writer.
+// The entry points are Reader and Writer, and ReaderAt and WriterAt for
+// the random-access reads and writes of disk images (builders/ext4,
+// builders/qcow2).
 package ctxio

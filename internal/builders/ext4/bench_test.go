@@ -2,6 +2,7 @@ package ext4
 
 import (
 	"archive/tar"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -52,7 +53,7 @@ func benchChild(spec string) error {
 		return err
 	}
 	opts := Options{Size: size, Label: "gondolin-root", Seed: []byte("bench"), Epoch: testEpoch, JournalBlocks: uint32(journal)}
-	if _, err := Build(out, in, opts); err != nil {
+	if _, err := Build(context.Background(), out, in, opts); err != nil {
 		out.Close()
 		return err
 	}

@@ -2,12 +2,15 @@ package ext4
 
 import (
 	"archive/tar"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"path"
 	"strings"
 	"time"
+
+	"github.com/sbx-dev/sbx/internal/builders/ctxio"
 )
 
 // Build writes an ext4 image of opts.Size bytes to w holding the tree the
@@ -24,12 +27,16 @@ import (
 // zeros; otherwise w must read as zeros where Build does not write (a new
 // file or buffer) for the image to be reproducible. Build writes file data
 // as it reads r and keeps only metadata in memory.
-func Build(w io.WriterAt, r io.Reader, opts Options) (Stats, error) {
-	b, err := newBuilder(w, opts)
+//
+// Once ctx ends, Build returns its error at the next read of r or write
+// to w, each at most a megabyte, and writes nothing more: what w holds
+// then is not an image, and the caller discards it.
+func Build(ctx context.Context, w io.WriterAt, r io.Reader, opts Options) (Stats, error) {
+	b, err := newBuilder(ctx, w, opts)
 	if err != nil {
 		return Stats{}, err
 	}
-	tr := tar.NewReader(r)
+	tr := tar.NewReader(ctxio.Reader(ctx, r))
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
@@ -58,7 +65,7 @@ type builder struct {
 	stats  Stats
 }
 
-func newBuilder(w io.WriterAt, opts Options) (*builder, error) {
+func newBuilder(ctx context.Context, w io.WriterAt, opts Options) (*builder, error) {
 	if opts.Size <= 0 || opts.Size%blockSize != 0 {
 		return nil, fmt.Errorf("ext4: image size %d is not a positive multiple of %d bytes", opts.Size, blockSize)
 	}
@@ -79,7 +86,7 @@ func newBuilder(w io.WriterAt, opts Options) (*builder, error) {
 		return nil, err
 	}
 	b := &builder{
-		w:     w,
+		w:     ctxio.WriterAt(ctx, w),
 		opts:  opts,
 		ge:    ge,
 		paths: map[string]uint32{},

@@ -3,6 +3,7 @@ package ext4
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -274,7 +275,7 @@ func TestReproducible(t *testing.T) {
 
 	// A target without Truncate gets the same bytes.
 	var m memImage
-	if _, err := Build(&m, bytes.NewReader(tarball), opts); err != nil {
+	if _, err := Build(context.Background(), &m, bytes.NewReader(tarball), opts); err != nil {
 		t.Fatal(err)
 	}
 	if sha256.Sum256(m.b) != sha(t, a) {
@@ -318,7 +319,7 @@ func TestTooSmall(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	_, err = Build(f, bytes.NewReader(tarball), opts)
+	_, err = Build(context.Background(), f, bytes.NewReader(tarball), opts)
 	var fe *FitError
 	if !errors.As(err, &fe) {
 		t.Fatalf("Build into %d bytes: %v, want a *FitError", opts.Size, err)
@@ -338,7 +339,7 @@ func TestTooSmall(t *testing.T) {
 	img, _ = buildFile(t, tarball, opts)
 	fsck(t, img)
 	opts.Size = fe.MinSize - blockSize
-	if _, err := Build(&memImage{}, bytes.NewReader(tarball), opts); !errors.As(err, &fe) {
+	if _, err := Build(context.Background(), &memImage{}, bytes.NewReader(tarball), opts); !errors.As(err, &fe) {
 		t.Errorf("Build one block below the minimum: %v, want a *FitError", err)
 	}
 }
@@ -351,7 +352,7 @@ func TestTooManyFiles(t *testing.T) {
 	tarball := makeTar(t, entries)
 	opts := testOptions()
 	opts.Size, opts.InodeRatio = 16<<20, 16384 // 1024 inodes
-	_, err := Build(&memImage{}, bytes.NewReader(tarball), opts)
+	_, err := Build(context.Background(), &memImage{}, bytes.NewReader(tarball), opts)
 	var fe *FitError
 	if !errors.As(err, &fe) || fe.Reason != "inodes" || fe.Inodes < 3000 {
 		t.Fatalf("Build: %v, want a *FitError about inodes", err)
@@ -419,7 +420,7 @@ func TestLargeFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if _, err := Build(f, pr, opts); err != nil {
+	if _, err := Build(context.Background(), f, pr, opts); err != nil {
 		t.Fatal(err)
 	}
 	fsck(t, img)
@@ -543,7 +544,7 @@ func TestBuildErrors(t *testing.T) {
 			if c.opts != nil {
 				c.opts(&opts)
 			}
-			_, err := Build(&memImage{}, bytes.NewReader(makeTar(t, c.entries)), opts)
+			_, err := Build(context.Background(), &memImage{}, bytes.NewReader(makeTar(t, c.entries)), opts)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("Build: %v, want an error with %q", err, c.want)
 			}
@@ -552,7 +553,7 @@ func TestBuildErrors(t *testing.T) {
 
 	// A stream cut short in the middle of a file.
 	tarball := makeTar(t, []entry{file("a", 0o644, randomBytes(8, 100000))})
-	_, err := Build(&memImage{}, bytes.NewReader(tarball[:50000]), testOptions())
+	_, err := Build(context.Background(), &memImage{}, bytes.NewReader(tarball[:50000]), testOptions())
 	if err == nil || !strings.Contains(err.Error(), `"a"`) {
 		t.Errorf("Build of a truncated stream: %v, want an error naming the entry", err)
 	}

@@ -3,6 +3,7 @@ package ext4
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -75,7 +76,7 @@ func buildFile(t testing.TB, tarball []byte, opts Options) (string, Stats) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	st, err := Build(f, bytes.NewReader(tarball), opts)
+	st, err := Build(context.Background(), f, bytes.NewReader(tarball), opts)
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}

@@ -1,6 +1,7 @@
 package qcow2
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -35,7 +36,7 @@ func BenchmarkConvert(b *testing.B) {
 		name, dst string
 		convert   func(dst string) error
 	}{
-		{"sbx", filepath.Join(dir, "sbx.qcow2"), func(dst string) error { return ConvertFile(dst, src, Options{}) }},
+		{"sbx", filepath.Join(dir, "sbx.qcow2"), func(dst string) error { return ConvertFile(context.Background(), dst, src, Options{}) }},
 		{"qemu-img", filepath.Join(dir, "qemu-img.qcow2"), func(dst string) error {
 			if out, err := exec.Command(tool, "convert", "-f", "raw", "-O", "qcow2", src, dst).CombinedOutput(); err != nil {
 				return fmt.Errorf("%s convert: %v\n%s", tool, err, out)

@@ -2,12 +2,14 @@ package qcow2
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 
 	"github.com/sbx-dev/sbx/internal/atomicfile"
+	"github.com/sbx-dev/sbx/internal/builders/ctxio"
 )
 
 // chunkBytes is how much raw data Convert reads at a time.
@@ -21,11 +23,19 @@ const chunkBytes = 4 << 20
 // When src is an *os.File, Convert asks the file system where its holes are
 // and does not read them; the file's offset is restored afterwards. The
 // image is the same either way.
-func Convert(dst io.WriterAt, src io.ReaderAt, size int64, opts Options) error {
+//
+// Once ctx ends, Convert returns its error at the next read of src or
+// write to dst, each at most a few megabytes, and writes nothing more:
+// dst then holds no image, and the caller discards it.
+func Convert(ctx context.Context, dst io.WriterAt, src io.ReaderAt, size int64, opts Options) error {
 	g, err := newGeometry(size, opts)
 	if err != nil {
 		return err
 	}
+	// Holes are asked of the file itself; reads and writes go through
+	// the context.
+	extents := dataExtents(src, size)
+	src, dst = ctxio.ReaderAt(ctx, src), ctxio.WriterAt(ctx, dst)
 	cs := g.clusterSize
 	chunk := max(chunkBytes/cs, 1) * cs
 	buf := make([]byte, chunk)
@@ -34,7 +44,7 @@ func Convert(dst io.WriterAt, src io.ReaderAt, size int64, opts Options) error {
 	var runs []run
 	host := int64(1) // next free data cluster
 	covered := int64(0)
-	for _, e := range dataExtents(src, size) {
+	for _, e := range extents {
 		// Whole clusters touched by the extent, less those already done.
 		start := max(e.off/cs*cs, covered)
 		end := min(ceilDiv(e.end, cs), ceilDiv(g.virtualSize, cs)) * cs
@@ -94,8 +104,9 @@ func readFull(src io.ReaderAt, p []byte, off, size int64) error {
 
 // ConvertFile converts the raw image at srcPath to a qcow2 image at
 // dstPath. The image is written to a temporary file beside dstPath and
-// renamed into place, so dstPath never holds a partial image.
-func ConvertFile(dstPath, srcPath string, opts Options) error {
+// renamed into place, so dstPath never holds a partial image: not when
+// the conversion fails, nor when ctx ends (see Convert).
+func ConvertFile(ctx context.Context, dstPath, srcPath string, opts Options) error {
 	src, err := os.Open(srcPath)
 	if err != nil {
 		return fmt.Errorf("qcow2: %w", err)
@@ -106,7 +117,7 @@ func ConvertFile(dstPath, srcPath string, opts Options) error {
 		return fmt.Errorf("qcow2: %w", err)
 	}
 	return atomicfile.Write(dstPath, 0o644, func(f *os.File) error {
-		if err := Convert(f, src, fi.Size(), opts); err != nil {
+		if err := Convert(ctx, f, src, fi.Size(), opts); err != nil {
 			return fmt.Errorf("%w (converting %s)", err, srcPath)
 		}
 		return nil

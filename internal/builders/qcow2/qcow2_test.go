@@ -2,6 +2,7 @@ package qcow2
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
@@ -126,7 +127,7 @@ func TestConvert(t *testing.T) {
 			rawPath := writeRaw(t, dir, c)
 			opts := Options{ClusterBits: c.clusterBits}
 			q1 := filepath.Join(dir, "a.qcow2")
-			if err := ConvertFile(q1, rawPath, opts); err != nil {
+			if err := ConvertFile(context.Background(), q1, rawPath, opts); err != nil {
 				t.Fatal(err)
 			}
 			img, err := os.ReadFile(q1)
@@ -148,7 +149,7 @@ func TestConvert(t *testing.T) {
 			// Same input, same bytes: from the file again, and from a plain
 			// ReaderAt that gives no hole information.
 			q2 := filepath.Join(dir, "b.qcow2")
-			if err := ConvertFile(q2, rawPath, opts); err != nil {
+			if err := ConvertFile(context.Background(), q2, rawPath, opts); err != nil {
 				t.Fatal(err)
 			}
 			if sha(t, q1) != sha(t, q2) {
@@ -160,7 +161,7 @@ func TestConvert(t *testing.T) {
 			}
 			defer f.Close()
 			var mem memWriterAt
-			if err := Convert(&mem, onlyReaderAt{f}, c.size, opts); err != nil {
+			if err := Convert(context.Background(), &mem, onlyReaderAt{f}, c.size, opts); err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(mem.b, img) {
@@ -206,11 +207,11 @@ func compareWithRaw(t *testing.T, im *image, rawPath string) {
 
 func TestConvertErrors(t *testing.T) {
 	var mem memWriterAt
-	err := Convert(&mem, bytes.NewReader(make([]byte, 1000)), 5000, Options{})
+	err := Convert(context.Background(), &mem, bytes.NewReader(make([]byte, 1000)), 5000, Options{})
 	if err == nil || !strings.Contains(err.Error(), "offset 1000") {
 		t.Errorf("short source: got %v, want an error naming offset 1000", err)
 	}
-	if err := Convert(&mem, bytes.NewReader(nil), 0, Options{ClusterBits: 22}); err == nil {
+	if err := Convert(context.Background(), &mem, bytes.NewReader(nil), 0, Options{ClusterBits: 22}); err == nil {
 		t.Error("cluster bits 22 accepted")
 	}
 	// A file shorter than the size asked for is an error too, not zeros.
@@ -224,12 +225,12 @@ func TestConvertErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if err := Convert(&memWriterAt{}, f, 1<<20, Options{}); err == nil {
+	if err := Convert(context.Background(), &memWriterAt{}, f, 1<<20, Options{}); err == nil {
 		t.Error("file shorter than size accepted")
 	}
 	// A failed conversion leaves nothing at the destination.
 	dst := filepath.Join(dir, "out.qcow2")
-	if err := ConvertFile(dst, filepath.Join(dir, "missing.raw"), Options{}); err == nil {
+	if err := ConvertFile(context.Background(), dst, filepath.Join(dir, "missing.raw"), Options{}); err == nil {
 		t.Error("missing source accepted")
 	}
 	if _, err := os.Stat(dst); !os.IsNotExist(err) {
@@ -277,7 +278,7 @@ func TestCreateOverlay(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "base.raw"), base, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := ConvertFile(filepath.Join(dir, "base.qcow2"), filepath.Join(dir, "base.raw"), Options{}); err != nil {
+	if err := ConvertFile(context.Background(), filepath.Join(dir, "base.qcow2"), filepath.Join(dir, "base.raw"), Options{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, format := range []string{"raw", "qcow2"} {

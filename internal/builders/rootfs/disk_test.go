@@ -3,6 +3,7 @@ package rootfs
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sbx-dev/sbx/internal/builders/ctxio/ctxiotest"
 	"github.com/sbx-dev/sbx/internal/builders/ext4"
 )
 
@@ -42,7 +44,7 @@ func TestBuildDisk(t *testing.T) {
 	defer tree.Close()
 	img := filepath.Join(t.TempDir(), "rootfs.ext4")
 	opts := ext4.Options{Size: 32 << 20, Label: "sbx-root", Seed: []byte("agent"), Epoch: 1700000000}
-	stats, err := BuildDisk(tree, img, opts)
+	stats, err := BuildDisk(context.Background(), tree, img, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +105,7 @@ func TestBuildDisk(t *testing.T) {
 
 	// The same tree written again gives the same disk.
 	img2 := filepath.Join(t.TempDir(), "rootfs.ext4")
-	if _, err := BuildDisk(tree, img2, opts); err != nil {
+	if _, err := BuildDisk(context.Background(), tree, img2, opts); err != nil {
 		t.Fatal(err)
 	}
 	a, _ := os.ReadFile(img)
@@ -121,11 +123,57 @@ func TestBuildDiskTooSmall(t *testing.T) {
 	}
 	defer tree.Close()
 	dir := t.TempDir()
-	_, err = BuildDisk(tree, filepath.Join(dir, "rootfs.ext4"), ext4.Options{Size: 64 << 10, Seed: []byte("x")})
+	_, err = BuildDisk(context.Background(), tree, filepath.Join(dir, "rootfs.ext4"), ext4.Options{Size: 64 << 10, Seed: []byte("x")})
 	if err == nil {
 		t.Fatal("a 64 KiB disk held the image")
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 		t.Errorf("a failed build left %d files behind", len(ents))
+	}
+}
+
+// TestBuildDiskCancelled is Ctrl-C in the middle of writing the disk:
+// BuildDisk returns the context's error and leaves no disk and no
+// temporary file, and an earlier disk at the path stays as it was.
+func TestBuildDiskCancelled(t *testing.T) {
+	tree, err := Assemble(context.Background(), loadImage(t, agentSpec()), agentInputs(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tree.Close()
+	opts := ext4.Options{Size: 32 << 20, Label: "sbx-root", Seed: []byte("agent"), Epoch: 1700000000, JournalBlocks: 1024}
+	dir := t.TempDir()
+	img := filepath.Join(dir, "rootfs.ext4")
+	whole := ctxiotest.CancelAt(0)
+	defer whole.Stop()
+	if _, err := BuildDisk(whole, tree, img, opts); err != nil {
+		t.Fatal(err)
+	}
+	if whole.Calls() < 4 {
+		t.Fatalf("a whole build consulted its context %d times; too few to cancel in the middle", whole.Calls())
+	}
+	if err := os.Remove(img); err != nil {
+		t.Fatal(err)
+	}
+	for _, earlier := range []bool{false, true} {
+		if earlier {
+			if err := os.WriteFile(img, []byte("earlier disk"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ctx := ctxiotest.CancelAt(whole.Calls() / 2)
+		_, err := BuildDisk(ctx, tree, img, opts)
+		ctx.Stop()
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("BuildDisk cancelled halfway = %v, want context.Canceled", err)
+		}
+		ents, _ := os.ReadDir(dir)
+		b, rerr := os.ReadFile(img)
+		switch {
+		case !earlier && len(ents) != 0:
+			t.Errorf("the cancelled build left %v", ents)
+		case earlier && (len(ents) != 1 || rerr != nil || string(b) != "earlier disk"):
+			t.Errorf("the cancelled build left %v; the earlier disk reads %q, %v", ents, b, rerr)
+		}
 	}
 }

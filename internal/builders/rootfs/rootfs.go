@@ -127,8 +127,10 @@ func Assemble(ctx context.Context, img *lang.Image, inputs Inputs, opts Options)
 
 // BuildDisk writes tree as an ext4 image to path, with every modification
 // time opts.Epoch. The image is written to a temporary file beside path and
-// renamed into place, so that path is either the whole image or untouched.
-func BuildDisk(tree *layers.Tree, path string, opts ext4.Options) (ext4.Stats, error) {
+// renamed into place, so that path is either the whole image or untouched:
+// also when ctx ends, which stops the build at its next write (see
+// ext4.Build) and returns ctx's error.
+func BuildDisk(ctx context.Context, tree *layers.Tree, path string, opts ext4.Options) (ext4.Stats, error) {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return ext4.Stats{}, err
@@ -140,10 +142,17 @@ func BuildDisk(tree *layers.Tree, path string, opts ext4.Options) (ext4.Stats, e
 		return ext4.Stats{}, fmt.Errorf("building %s: %w", path, err)
 	}
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(tree.WriteTar(pw, opts.Epoch)) }()
-	stats, err := ext4.Build(f, pr, opts)
-	// Drain the writer so that its goroutine ends whatever Build did.
+	wrote := make(chan struct{})
+	go func() {
+		defer close(wrote)
+		pw.CloseWithError(tree.WriteTar(pw, opts.Epoch))
+	}()
+	stats, err := ext4.Build(ctx, f, pr, opts)
+	// Close the reading end so that the tar writer's next write fails,
+	// whatever Build did, and wait for it: nothing reads the tree once
+	// BuildDisk has returned.
 	pr.CloseWithError(errors.New("ext4 build ended"))
+	<-wrote
 	if err != nil {
 		return fail(err)
 	}

@@ -192,7 +192,7 @@ func ext4Image(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if _, err := ext4.Build(f, &tb, ext4.Options{Size: 8 << 20, Seed: []byte("t"), Epoch: 1700000000}); err != nil {
+	if _, err := ext4.Build(context.Background(), f, &tb, ext4.Options{Size: 8 << 20, Seed: []byte("t"), Epoch: 1700000000}); err != nil {
 		t.Fatal(err)
 	}
 	img, err := os.ReadFile(f.Name())

@@ -373,12 +373,12 @@ func TestLaunchBoot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ext4.Build(f, &tb, ext4.Options{Size: 64 << 20, Label: "sbx-root", Seed: []byte("launch test"), Epoch: 1700000000, JournalBlocks: 1024}); err != nil {
+	if _, err := ext4.Build(context.Background(), f, &tb, ext4.Options{Size: 64 << 20, Label: "sbx-root", Seed: []byte("launch test"), Epoch: 1700000000, JournalBlocks: 1024}); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
 	base := filepath.Join(dir, "base.qcow2")
-	if err := qcow2.ConvertFile(base, raw, qcow2.Options{}); err != nil {
+	if err := qcow2.ConvertFile(context.Background(), base, raw, qcow2.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	overlay := filepath.Join(dir, "root.qcow2")
