@@ -59,6 +59,12 @@ func TestCodexInVM(t *testing.T) {
 	} {
 		if !t.Run(c.name, func(t *testing.T) {
 			fake.refuseWS.Store(c.refuseWS)
+			// Over HTTP the final message quotes the credential the
+			// fake got, which must reach the guest as the placeholder.
+			// WebSocket frames after the upgrade are not inspected
+			// (docs/egress.md), so an upstream that echoed the key on
+			// one would hand it to the guest: the fake does not.
+			fake.echoPost.Store(c.refuseWS)
 			before := len(fake.turnsSoFar())
 			hostFile := filepath.Join(a.Work, codexFile)
 			os.Remove(hostFile)
@@ -71,6 +77,9 @@ func TestCodexInVM(t *testing.T) {
 			}
 			if code != 0 || !strings.Contains(out, codexFinal) {
 				t.Errorf("codex exec: exit %d", code)
+			}
+			if c.refuseWS && !strings.Contains(out, "upstream saw [Bearer "+placeholder+"]") {
+				t.Errorf("the echoed key did not reach the guest masked to %s", placeholder)
 			}
 			got, err := os.ReadFile(hostFile)
 			if err != nil || string(got) != codexContent+"\n" {
@@ -144,6 +153,22 @@ func TestCodexInVM(t *testing.T) {
 		return e.Decision == audit.DecisionDeny && e.Name == "chatgpt.com" && strings.Contains(e.Reason, "codex_key")
 	}) {
 		t.Errorf("no refusal of the key headed to chatgpt.com in the audit log:\n%s", formatAudit(entries))
+	}
+
+	// The engine's side of the same: the upgrade and the POSTs allowed
+	// with codex_key substituted, and every refusal decided at once.
+	for _, want := range []struct{ proto, method string }{{"ws", "GET"}, {"h2", "POST"}} {
+		if !slices.ContainsFunc(entries, func(e audit.Entry) bool {
+			return e.Decision == audit.DecisionAllow && e.Proto == want.proto && e.Name == "api.openai.com" &&
+				e.Method == want.method && e.Path == "/v1/responses" && slices.Contains(e.Secrets, "codex_key")
+		}) {
+			t.Errorf("no %s %s /v1/responses allowed with codex_key substituted in the audit log:\n%s", want.proto, want.method, formatAudit(entries))
+		}
+	}
+	for _, e := range entries {
+		if e.Decision == audit.DecisionDeny && e.Duration > 2*time.Second {
+			t.Errorf("a refusal took %v: %s", e.Duration, audit.Format(e))
+		}
 	}
 
 	// The placeholder is what the guest holds; the real key is nowhere.

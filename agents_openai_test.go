@@ -78,6 +78,10 @@ type openaiFake struct {
 	// refuseWS answers WebSocket upgrades with 426, as a server without
 	// the WebSocket transport might: Codex then falls back to a POST.
 	refuseWS atomic.Bool
+	// echoPost makes the final message of a POST turn repeat the
+	// Authorization header it came with, as error pages and debugging
+	// endpoints do: the host must mask the value on the way back.
+	echoPost atomic.Bool
 
 	mu    sync.Mutex
 	reqs  []openaiReq
@@ -140,7 +144,11 @@ func (f *openaiFake) servePost(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	events, t, err := codexReply(body, len(f.turnsSoFar()))
+	echo := ""
+	if f.echoPost.Load() {
+		echo = r.Header.Get("Authorization")
+	}
+	events, t, err := codexReply(body, len(f.turnsSoFar()), echo)
 	if err != nil {
 		f.oddity("POST /v1/responses: %v", err)
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -212,7 +220,7 @@ func (f *openaiFake) serveWS(w http.ResponseWriter, r *http.Request) {
 			// response.processed and the like acknowledge a turn.
 			continue
 		}
-		events, t, err := codexReply(msg, len(f.turnsSoFar()))
+		events, t, err := codexReply(msg, len(f.turnsSoFar()), "")
 		if err != nil {
 			f.oddity("WebSocket response.create: %v", err)
 			data, _ := json.Marshal(map[string]any{"type": "error", "status": 400,
@@ -254,8 +262,9 @@ type responsesRequest struct {
 // carries the output of the scripted call gets the final message.
 // Otherwise the answer is the call, made with the first of the tools
 // the request offers that can write a file: apply_patch (freeform or
-// JSON), exec_command, shell. n numbers the response ids.
-func codexReply(body []byte, n int) ([]map[string]any, codexTurn, error) {
+// JSON), exec_command, shell. n numbers the response ids; a non-empty
+// echo is quoted in the final message as "upstream saw [echo]".
+func codexReply(body []byte, n int, echo string) ([]map[string]any, codexTurn, error) {
 	var req responsesRequest
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, codexTurn{}, fmt.Errorf("the request is not a Responses request: %v", err)
@@ -273,8 +282,12 @@ func codexReply(body []byte, n int) ([]map[string]any, codexTurn, error) {
 		if json.Unmarshal(in.Output, &s) == nil {
 			out = s
 		}
+		text := codexFinal
+		if echo != "" {
+			text += "; upstream saw [" + echo + "]"
+		}
 		msg := map[string]any{"type": "message", "role": "assistant", "id": "msg_" + id, "status": "completed",
-			"content": []any{map[string]any{"type": "output_text", "text": codexFinal, "annotations": []any{}}}}
+			"content": []any{map[string]any{"type": "output_text", "text": text, "annotations": []any{}}}}
 		return responseEvents(id, msg), codexTurn{kind: "final", output: out}, nil
 	}
 	cmd := fmt.Sprintf("printf '%%s\\n' '%s' > %s", codexContent, codexFile)
