@@ -31,6 +31,7 @@ import (
 	"github.com/sbx-dev/sbx/internal/builders/cache"
 	"github.com/sbx-dev/sbx/internal/builders/fetch"
 	"github.com/sbx-dev/sbx/lockfiles"
+	"golang.org/x/sys/unix"
 )
 
 // codexKey is the Codex key the host holds; the guest gets a
@@ -626,9 +627,10 @@ func withEnv(env []string, set ...string) []string {
 
 // connectProxy is the only network a host-side codex run reaches: every
 // CONNECT, whatever name it asks for, is tunnelled to one local address.
-// It records the names.
+// It listens on a unix socket, which the relay inside codex's network
+// namespace forwards to (codexRelay). It records the names.
 type connectProxy struct {
-	ln   net.Listener
+	sock string
 	to   string
 	mu   sync.Mutex
 	seen []string
@@ -636,11 +638,12 @@ type connectProxy struct {
 }
 
 func newConnectProxy(t *testing.T, to string) *connectProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	sock := filepath.Join(t.TempDir(), "proxy.sock")
+	ln, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &connectProxy{ln: ln, to: to}
+	p := &connectProxy{sock: sock, to: to}
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
@@ -686,21 +689,106 @@ func (p *connectProxy) serve(c net.Conn) {
 	defer up.Close()
 	up.SetDeadline(time.Now().Add(5 * time.Minute))
 	io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n")
+	splice(c, br, up)
+}
+
+// splice copies both ways between a (read through ar) and b until both
+// directions end, half-closing each side's write as its input ends.
+func splice(a net.Conn, ar io.Reader, b net.Conn) {
 	done := make(chan struct{})
 	go func() {
-		io.Copy(up, br)
-		up.(*net.TCPConn).CloseWrite()
+		io.Copy(b, ar)
+		closeWrite(b)
 		close(done)
 	}()
-	io.Copy(c, up)
-	c.(*net.TCPConn).CloseWrite()
+	io.Copy(a, b)
+	closeWrite(a)
 	<-done
+}
+
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
 }
 
 func (p *connectProxy) names() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]string(nil), p.seen...)
+}
+
+// codexRelayEnv, set in this test binary's environment, makes it the
+// relay of a host-side codex run instead of a test run: unshare starts it
+// in a network namespace of its own, where it brings the loopback up,
+// listens on it for codex's proxy connections, forwards each to the
+// unix socket the variable names (a file, so it crosses namespaces) and
+// runs codex with that proxy. codex so has no route to any address, and
+// whatever it fails to send through the proxy goes nowhere.
+const codexRelayEnv = "SBX_TEST_CODEX_RELAY"
+
+func init() {
+	if sock := os.Getenv(codexRelayEnv); sock != "" {
+		os.Exit(codexRelay(sock, os.Args[1:]))
+	}
+}
+
+func codexRelay(sock string, argv []string) int {
+	fail := func(err error) int {
+		fmt.Fprintln(os.Stderr, "codex relay:", err)
+		return 125
+	}
+	if len(argv) == 0 {
+		return fail(errors.New("no command"))
+	}
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fail(err)
+	}
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return fail(err)
+	}
+	ifr.SetUint16(unix.IFF_UP | unix.IFF_LOOPBACK | unix.IFF_RUNNING)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fail(fmt.Errorf("bringing lo up: %w", err))
+	}
+	unix.Close(fd)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fail(err)
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				up, err := net.Dial("unix", sock)
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				splice(c, c, up)
+			}()
+		}
+	}()
+	proxy := "http://" + ln.Addr().String()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = withEnv(os.Environ(), codexRelayEnv+"=",
+		"HTTPS_PROXY="+proxy, "https_proxy="+proxy, "HTTP_PROXY="+proxy, "http_proxy="+proxy,
+		"ALL_PROXY="+proxy, "all_proxy="+proxy, "NO_PROXY=", "no_proxy=")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode()
+		}
+		return fail(err)
+	}
+	return 0
 }
 
 // codexArgs is how the tests run Codex non-interactively: in dir, with
@@ -719,9 +807,10 @@ func codexArgs(exe, dir, prompt string) []string {
 
 // TestCodexOnHost runs the real codex binary on this host against the
 // fake OpenAI service, twice: once with the turn on a WebSocket, once
-// with the WebSocket refused and the turn on HTTP/2 POSTs. Its only
-// network is a CONNECT proxy that tunnels every name to the fake, so
-// nothing leaves the machine. Each run must write the scripted file in
+// with the WebSocket refused and the turn on HTTP/2 POSTs. codex runs in
+// a network namespace of its own (unshare, as an unprivileged user
+// namespace) whose only way out is a CONNECT proxy that tunnels every
+// name to the fake, so nothing can leave the machine. Each run must write the scripted file in
 // its working directory and end with the scripted message, with the key
 // sent as Authorization: Bearer. This pins the protocol facts the VM
 // test relies on, in seconds instead of minutes.
@@ -729,6 +818,14 @@ func TestCodexOnHost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	exe := codexExecutable(ctx, t)
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Fatalf("unshare (util-linux) is needed to run codex without a network: %v", err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	caPEM, cert := testPKI(t, "api.openai.com", "chatgpt.com")
 	caFile := filepath.Join(t.TempDir(), "ca.pem")
@@ -755,18 +852,18 @@ func TestCodexOnHost(t *testing.T) {
 			srv.StartTLS()
 			defer srv.Close()
 			proxy := newConnectProxy(t, srv.Listener.Addr().String())
-			proxyURL := "http://" + proxy.ln.Addr().String()
 
 			home, work := t.TempDir(), t.TempDir()
 			hostGit(t, work, "init", "-q")
 			ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, exe, codexArgs(exe, work, "write the file")[1:]...)
+			// codex in a network namespace of its own, through the relay
+			// (codexRelayEnv) to the proxy.
+			cmd := exec.CommandContext(ctx, unshare, append([]string{"--user", "--map-root-user", "--net", "--", self},
+				codexArgs(exe, work, "write the file")...)...)
 			cmd.Dir = work
 			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "CODEX_API_KEY=" + codexKey,
-				"SSL_CERT_FILE=" + caFile,
-				"HTTPS_PROXY=" + proxyURL, "https_proxy=" + proxyURL, "HTTP_PROXY=" + proxyURL, "http_proxy=" + proxyURL,
-				"ALL_PROXY=" + proxyURL, "NO_PROXY=", "no_proxy="}
+				"SSL_CERT_FILE=" + caFile, codexRelayEnv + "=" + proxy.sock}
 			cmd.WaitDelay = 5 * time.Second
 			var stdout, stderr strings.Builder
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
