@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -910,5 +911,63 @@ func TestCodexOnHost(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCodexReply checks the fake's script against request bodies of the
+// shapes Codex sends: the prewarm, a turn offering each kind of tool,
+// the turn carrying the call's output, and a turn with no usable tool.
+func TestCodexReply(t *testing.T) {
+	for _, c := range []struct {
+		name, body string
+		kind, tool string
+		item       string // the answer's item type
+		wantErr    bool
+	}{
+		{"prewarm", `{"type":"response.create","generate":false,"input":[],"tools":[{"type":"function","name":"exec_command"}]}`, "prewarm", "", "", false},
+		{"freeform apply_patch first", `{"input":[],"tools":[{"type":"function","name":"exec_command"},{"type":"custom","name":"apply_patch"}]}`, "tool", "apply_patch", "custom_tool_call", false},
+		{"JSON apply_patch", `{"input":[],"tools":[{"type":"function","name":"apply_patch"}]}`, "tool", "apply_patch", "function_call", false},
+		{"exec_command", `{"input":[],"tools":[{"type":"function","name":"write_stdin"},{"type":"function","name":"exec_command"}]}`, "tool", "exec_command", "function_call", false},
+		{"shell", `{"input":[],"tools":[{"type":"function","name":"shell"}]}`, "tool", "shell", "function_call", false},
+		{"the call's output", `{"input":[{"type":"function_call_output","call_id":"` + codexCallID + `","output":"Process exited with code 0"}],"tools":[{"type":"function","name":"exec_command"}]}`, "final", "", "message", false},
+		{"another call's output", `{"input":[{"type":"function_call_output","call_id":"call_other","output":"x"}],"tools":[{"type":"function","name":"exec_command"}]}`, "tool", "exec_command", "function_call", false},
+		{"no tool that writes", `{"input":[],"tools":[{"type":"function","name":"view_image"}]}`, "", "", "", true},
+		{"not JSON", `{`, "", "", "", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			evs, turn, err := codexReply([]byte(c.body), 1, "")
+			if (err != nil) != c.wantErr {
+				t.Fatalf("err %v, want error %v", err, c.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			if turn.kind != c.kind || turn.tool != c.tool {
+				t.Errorf("turn %+v, want kind %q tool %q", turn, c.kind, c.tool)
+			}
+			if evs[0]["type"] != "response.created" || evs[len(evs)-1]["type"] != "response.completed" {
+				t.Errorf("events %v do not open with response.created and close with response.completed", evs)
+			}
+			var items []string
+			for _, ev := range evs[1 : len(evs)-1] {
+				items = append(items, ev["item"].(map[string]any)["type"].(string))
+			}
+			var want []string
+			if c.item != "" {
+				want = []string{c.item}
+			}
+			if !slices.Equal(items, want) {
+				t.Errorf("items %v, want %v", items, want)
+			}
+		})
+	}
+	// The final message quotes an echo when asked to.
+	evs, _, err := codexReply([]byte(`{"input":[{"type":"custom_tool_call_output","call_id":"`+codexCallID+`","output":"ok"}]}`), 2, "Bearer x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := evs[1]["item"].(map[string]any)["content"].([]any)[0].(map[string]any)["text"]
+	if text != codexFinal+"; upstream saw [Bearer x]" {
+		t.Errorf("final text %q", text)
 	}
 }
