@@ -219,7 +219,7 @@ func runEval(ctx context.Context, env *Env, args []string) int {
 	fmt.Fprintf(env.Stdout, "%d of %d runs finished; results in %s\n", len(runs), a.runs, quoteText(a.results))
 	switch {
 	case ctx.Err() != nil:
-		return interrupted(env, fmt.Sprintf("every VM was stopped; the %d finished runs are in the index", len(runs)))
+		return interrupted(env, fmt.Sprintf("every VM was stopped; %s in the index", count(len(runs), "finished run is", "finished runs are")))
 	case err != nil:
 		fmt.Fprintf(env.Stderr, "sbx eval: %s\n", quoteErr(err))
 		return ExitError
@@ -244,5 +244,13 @@ func runSummary(r fanout.Run) string {
 		s = "error: " + r.Error
 	}
 	d := time.Duration(r.DurationMS) * time.Millisecond
-	return fmt.Sprintf("%s in %v, %d changed paths", s, d.Round(100*time.Millisecond), len(r.Changes))
+	return fmt.Sprintf("%s in %v, %s", s, d.Round(100*time.Millisecond), count(len(r.Changes), "changed path", "changed paths"))
+}
+
+// count writes n with the noun's singular or plural.
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
