@@ -4,6 +4,7 @@ package fanout
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -39,7 +40,7 @@ func TestCopyTreeClones(t *testing.T) {
 	writeTree(t, src, map[string]string{"a.txt": "a\n", "sub/big.bin": string(big), "empty": ""})
 	clones := canClone(t, dir)
 	dst := filepath.Join(dir, "dst")
-	st, err := CopyTree(src, dst, nil, nil)
+	st, err := CopyTree(context.Background(), src, dst, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,10 +29,10 @@ func snapshot(t *testing.T, src string) (base, run string) {
 	t.Helper()
 	dir := t.TempDir()
 	base, run = filepath.Join(dir, "base"), filepath.Join(dir, "run")
-	if _, err := CopyTree(src, base, nil, nil); err != nil {
+	if _, err := CopyTree(context.Background(), src, base, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := CopyTree(base, run, nil, nil); err != nil {
+	if _, err := CopyTree(context.Background(), base, run, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	return base, run
@@ -233,6 +233,8 @@ func TestExecuteRefuses(t *testing.T) {
 		return nil, fmt.Errorf("no")
 	}
 	cmd := guestconn.Cmd{Args: []string{"true"}}
+	failedCopy := filepath.Join(t.TempDir(), "r")
+	emptyBefore := t.TempDir()
 	for _, tc := range []struct {
 		opts Options
 		want string
@@ -243,13 +245,23 @@ func TestExecuteRefuses(t *testing.T) {
 		{Options{Runs: 1, Parallel: 1, Cmd: cmd, Start: start}, "no results directory"},
 		{Options{Runs: 1, Parallel: 1, Cmd: cmd, ResultsDir: full, Start: start}, "is not empty"},
 		{Options{Runs: 1, Parallel: 1, Cmd: cmd, ResultsDir: file, Start: start}, "not a directory"},
-		{Options{Runs: 1, Parallel: 1, Cmd: cmd, ResultsDir: filepath.Join(t.TempDir(), "r"), Start: start,
+		{Options{Runs: 1, Parallel: 1, Cmd: cmd, ResultsDir: failedCopy, Start: start,
+			Mounts: []Mount{{Policy: policy.Mount{Guest: "/w", Access: policy.ReadWrite}, HostDir: filepath.Join(full, "missing")}}}, "copying mount /w"},
+		{Options{Runs: 1, Parallel: 1, Cmd: cmd, ResultsDir: emptyBefore, Start: start,
 			Mounts: []Mount{{Policy: policy.Mount{Guest: "/w", Access: policy.ReadWrite}, HostDir: filepath.Join(full, "missing")}}}, "copying mount /w"},
 	} {
 		_, err := Execute(context.Background(), tc.opts)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: error %v, want %q", tc.opts, err, tc.want)
 		}
+	}
+	// A failure before the first run leaves the results directory as
+	// it was.
+	if _, err := os.Lstat(failedCopy); err == nil {
+		t.Errorf("%s was left behind", failedCopy)
+	}
+	if ents, err := os.ReadDir(emptyBefore); err != nil || len(ents) != 0 {
+		t.Errorf("%s holds %v, %v", emptyBefore, ents, err)
 	}
 }
 

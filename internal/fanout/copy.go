@@ -1,6 +1,7 @@
 package fanout
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -45,9 +46,10 @@ const modeBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
 // them (the file server hides them too; this is the second wall). So
 // are the directories in exclude (absolute host paths), where they lie
 // inside src: an eval's own results directory, for one. rules may be
-// nil (copy everything but exclude).
-func CopyTree(src, dst string, rules *vfs.Rules, exclude []string) (CopyStats, error) {
-	c := &copier{rules: rules, exclude: map[string]bool{}}
+// nil (copy everything but exclude). When ctx ends the copy stops with
+// its error, leaving a partial dst for the caller to remove.
+func CopyTree(ctx context.Context, src, dst string, rules *vfs.Rules, exclude []string) (CopyStats, error) {
+	c := &copier{ctx: ctx, rules: rules, exclude: map[string]bool{}}
 	info, err := os.Lstat(src)
 	if err != nil {
 		return c.st, err
@@ -104,6 +106,7 @@ func within(base, p string) (string, bool, error) {
 }
 
 type copier struct {
+	ctx     context.Context
 	root    *os.Root
 	rules   *vfs.Rules
 	exclude map[string]bool
@@ -154,6 +157,9 @@ func (c *copier) dir(rel, dst string, info fs.FileInfo) error {
 	}
 	c.st.Dirs++
 	for _, e := range ents {
+		if err := c.ctx.Err(); err != nil {
+			return err
+		}
 		crel := path.Join(rel, e.Name())
 		if c.skip(crel) {
 			c.st.Skipped++

@@ -1,6 +1,7 @@
 package fanout
 
 import (
+	"context"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -80,7 +81,7 @@ func TestCopyTreeLeavesOutHidden(t *testing.T) {
 
 	rules := rulesOf(t, []string{".env", ".git/config", "**/*.pem"}, []string{"vendor"}, []string{"node_modules"})
 	dst := filepath.Join(t.TempDir(), "copy")
-	st, err := CopyTree(src, dst, rules, []string{filepath.Join(src, "results"), "/elsewhere"})
+	st, err := CopyTree(context.Background(), src, dst, rules, []string{filepath.Join(src, "results"), "/elsewhere"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,11 +126,11 @@ func TestCopyTreeLeavesOutHidden(t *testing.T) {
 		t.Errorf("README.md's time %v, want %v", info.ModTime(), old)
 	}
 	// The results directory is the copy's own parent: refused.
-	if _, err := CopyTree(src, filepath.Join(t.TempDir(), "c"), nil, []string{src}); err == nil {
+	if _, err := CopyTree(context.Background(), src, filepath.Join(t.TempDir(), "c"), nil, []string{src}); err == nil {
 		t.Error("copying a tree excluded at its root succeeded")
 	}
 	// dst must be new.
-	if _, err := CopyTree(src, dst, rules, nil); err == nil {
+	if _, err := CopyTree(context.Background(), src, dst, rules, nil); err == nil {
 		t.Error("copying onto an existing directory succeeded")
 	}
 }

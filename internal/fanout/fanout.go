@@ -150,9 +150,29 @@ func Execute(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	existed, err := CheckResultsDir(results)
+	if err != nil {
+		return nil, err
+	}
 	if err := MakeResultsDir(results); err != nil {
 		return nil, err
 	}
+	// Until the first run starts, a failure leaves the results
+	// directory as it was: absent, or empty.
+	started := false
+	defer func() {
+		if started {
+			return
+		}
+		if !existed {
+			RemoveTree(results)
+			return
+		}
+		ents, _ := os.ReadDir(results)
+		for _, e := range ents {
+			RemoveTree(filepath.Join(results, e.Name()))
+		}
+	}()
 	work := filepath.Join(results, WorkDir)
 	if err := os.Mkdir(work, 0o700); err != nil {
 		return nil, err
@@ -176,7 +196,7 @@ func Execute(ctx context.Context, opts Options) (*Result, error) {
 		if err := os.MkdirAll(filepath.Dir(base), 0o700); err != nil {
 			return nil, err
 		}
-		st, err := CopyTree(m.HostDir, base, rules, []string{results})
+		st, err := CopyTree(ctx, m.HostDir, base, rules, []string{results})
 		if err != nil {
 			return nil, fmt.Errorf("copying mount %s (%s): %w", m.Policy.Guest, m.HostDir, err)
 		}
@@ -195,6 +215,10 @@ func Execute(ctx context.Context, opts Options) (*Result, error) {
 	}
 	defer index.Close()
 
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	started = true
 	e := &evaluator{opts: opts, results: results, work: work, mounts: mounts, index: index}
 	var (
 		wg  sync.WaitGroup
@@ -290,7 +314,7 @@ func (e *evaluator) run(ctx context.Context, i int) (r Run, ok bool, err error) 
 	var trees []mountTrees
 	for k, m := range e.mounts {
 		d := filepath.Join(work, strconv.Itoa(k))
-		if _, err := CopyTree(m.base, d, m.rules, nil); err != nil {
+		if _, err := CopyTree(ctx, m.base, d, m.rules, nil); err != nil {
 			r.Status, r.Error = StatusError, fmt.Sprintf("copying mount %s: %v", m.guest, err)
 			return finish()
 		}
