@@ -116,6 +116,10 @@ type Options struct {
 	// the host memory of idle sandboxes against it); sandboxes never use
 	// it.
 	Legacy bool
+	// TCGBufferMiB sizes QEMU's translation buffer when the machine runs
+	// under TCG; zero means qemu.TCGBufferMiB, which sandboxes use.
+	// Benchmarks set it to measure what the size costs.
+	TCGBufferMiB int
 	// Ports are further virtio-serial ports, by the name the guest finds
 	// them under (bootproto.PortsDir), each served on the host by its
 	// Port from the start of the boot until the machine stops: a
@@ -311,6 +315,7 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 		UserNetwork:   opts.UserNetwork,
 		VirtFS:        opts.VirtFS,
 		Legacy:        opts.Legacy,
+		TCGBufferMiB:  opts.TCGBufferMiB,
 		QEMULog:       filepath.Join(dir, QEMULogFile),
 	}
 	if m.net != nil {

@@ -120,6 +120,10 @@ type VMSpec struct {
 	// Paused starts the machine with its CPUs stopped ("-S") until a
 	// QMP "cont".
 	Paused bool `json:"paused,omitempty"`
+	// TCGBufferMiB sizes TCG's translation buffer when the machine runs
+	// under TCG; zero means the package's TCGBufferMiB. Benchmarks set
+	// it to measure what the size costs.
+	TCGBufferMiB int `json:"tcg_buffer_mib,omitempty"`
 	// Legacy runs the machine as sbx did before decision 0009
 	// (docs/decisions/0009-density.md): a q35 with its SATA controller,
 	// SMBus, VMware port and SMM, QEMU's default 1 GiB translation
@@ -235,6 +239,9 @@ func Command(spec VMSpec, host Host) ([]string, error) {
 		return nil, fmt.Errorf("%s: the network device needs QEMU %d.%d or later for -netdev stream; %s is %s",
 			where, NetStreamMajor, NetStreamMinor, bin.Path, bin.Version)
 	}
+	if spec.TCGBufferMiB < 0 {
+		return nil, fmt.Errorf("%s: a translation buffer of %d MiB", where, spec.TCGBufferMiB)
+	}
 	if spec.UserNetwork && spec.NetSocket != "" {
 		return nil, fmt.Errorf("%s: a network socket and the user-mode network both asked for; the one device has one backend", where)
 	}
@@ -266,7 +273,11 @@ func Command(spec VMSpec, host Host) ([]string, error) {
 		accelOpt += ",thread=multi"
 	}
 	if accel == AccelTCG && dense {
-		accelOpt += ",tb-size=" + strconv.Itoa(TCGBufferMiB)
+		tb := spec.TCGBufferMiB
+		if tb == 0 {
+			tb = TCGBufferMiB
+		}
+		accelOpt += ",tb-size=" + strconv.Itoa(tb)
 	}
 
 	argv := []string{bin.Path,

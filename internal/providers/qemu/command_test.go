@@ -128,6 +128,7 @@ func TestCommandRejects(t *testing.T) {
 		{"multicast MAC", func(s *VMSpec, h *Host) { s.NetSocket, s.MAC = "/net.sock", "01:00:5e:00:00:01" }, "multicast"},
 		{"user network and socket", func(s *VMSpec, h *Host) { s.NetSocket, s.UserNetwork = "/net.sock", true }, "both asked for"},
 		{"bad MAC, user network", func(s *VMSpec, h *Host) { s.UserNetwork, s.MAC = true, "52:54:00:zz:00:01" }, "MAC address"},
+		{"negative translation buffer", func(s *VMSpec, h *Host) { s.TCGBufferMiB = -1 }, "translation buffer of -1 MiB"},
 		{"old QEMU with network", func(s *VMSpec, h *Host) {
 			s.NetSocket = "/net.sock"
 			b := h.QEMU["amd64"]
