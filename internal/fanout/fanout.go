@@ -315,6 +315,10 @@ func (e *evaluator) run(ctx context.Context, i int) (r Run, ok bool, err error) 
 	for k, m := range e.mounts {
 		d := filepath.Join(work, strconv.Itoa(k))
 		if _, err := CopyTree(ctx, m.base, d, m.rules, nil); err != nil {
+			if ctx.Err() != nil {
+				discard()
+				return r, false, nil
+			}
 			r.Status, r.Error = StatusError, fmt.Sprintf("copying mount %s: %v", m.guest, err)
 			return finish()
 		}
