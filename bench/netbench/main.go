@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -12,16 +11,15 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
+	"github.com/sbx-dev/sbx/bench/internal/vmbench"
 	"github.com/sbx-dev/sbx/builders/image"
 	"github.com/sbx-dev/sbx/guestconn"
 	"github.com/sbx-dev/sbx/internal/boot"
 	"github.com/sbx-dev/sbx/internal/egress/ca"
 	"github.com/sbx-dev/sbx/internal/guest/agentproto"
-	"github.com/sbx-dev/sbx/internal/machine/machinetest"
 	"github.com/sbx-dev/sbx/internal/providers/qemu"
 	"github.com/sbx-dev/sbx/internal/sandboxnet"
 	"github.com/sbx-dev/sbx/machine"
@@ -84,28 +82,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	b := &bench{size: size, rounds: *rounds, requests: *requests, log: stderr}
+	b := &bench{size: size, rounds: *rounds, requests: *requests, log: vmbench.Log{W: stderr, Name: "netbench"}}
 	img, cleanupWork, err := b.setup(ctx, *work)
 	res := &results{}
 	if err == nil {
 		err = b.measure(ctx, img, res)
 	}
-	if err != nil && ctx.Err() != nil {
-		err = fmt.Errorf("interrupted: %w", err)
-	}
 	cleanErr := b.cleanup()
-	if cleanupWork != nil {
-		cleanupWork()
-	}
+	cleanupWork()
 	res.print(stdout)
-	code := 0
-	for _, e := range []error{err, cleanErr} {
-		if e != nil {
-			fmt.Fprintf(stderr, "netbench: %v\n", e)
-			code = 1
-		}
-	}
-	return code
+	return vmbench.Exit(ctx, "netbench", stderr, err, cleanErr)
 }
 
 // bench is one run of the benchmark and what it started.
@@ -113,7 +99,7 @@ type bench struct {
 	size     int64
 	rounds   int
 	requests int
-	log      io.Writer
+	log      vmbench.Log
 
 	base  string // short: the machines' directories and the audit log
 	srv   *server
@@ -129,42 +115,20 @@ type netPath struct {
 	res  *pathResult
 }
 
-func (b *bench) logf(format string, args ...any) {
-	fmt.Fprintf(b.log, "%s netbench: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
-}
-
 // setup makes the fixture and its image in work; the function it returns
 // removes a temporary work directory.
 func (b *bench) setup(ctx context.Context, work string) (*image.Result, func(), error) {
 	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
-	mod, err := os.ReadFile("go.mod")
-	if err != nil || !strings.HasPrefix(string(mod), "module github.com/sbx-dev/sbx\n") {
-		return nil, nil, errors.New("run netbench from the root of the sbx repository (go run ./bench/netbench)")
+	if _, err := vmbench.Preflight("netbench"); err != nil {
+		return nil, func() {}, err
 	}
-	if _, err := machinetest.QEMU(); err != nil {
-		return nil, nil, err
-	}
-	var remove func()
-	if work == "" {
-		if work, err = os.MkdirTemp("", "netbench-"); err != nil {
-			return nil, nil, err
-		}
-		dir := work
-		remove = func() { os.RemoveAll(dir) }
-	}
-	if work, err = filepath.Abs(work); err != nil {
+	work, remove, err := vmbench.WorkDir("netbench", work)
+	if err != nil {
 		return nil, remove, err
 	}
-	b.logf("making the test sandbox's image in %s (guest agent, kernel and busybox packages)", work)
-	// The packages of a -work kept from an earlier run may be hard links
-	// to the shared package cache, which New would write through.
-	for _, name := range []string{"kernel.deb", "busybox.deb"} {
-		if err := os.Remove(filepath.Join(work, "config", name)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, remove, err
-		}
-	}
-	fix, err := machinetest.New(ctx, work)
+	b.log.Printf("making the test sandbox's image in %s (guest agent, kernel and busybox packages)", work)
+	fix, err := vmbench.NewFixture(ctx, work)
 	if err != nil {
 		return nil, remove, err
 	}
@@ -186,7 +150,7 @@ func (b *bench) measure(ctx context.Context, img *image.Result, res *results) er
 	if b.srv, err = newServer(); err != nil {
 		return err
 	}
-	b.logf("host server on 127.0.0.1:%d", b.srv.port())
+	b.log.Printf("host server on 127.0.0.1:%d", b.srv.port())
 
 	sandbox, err := b.startSandbox(ctx, img, &host)
 	if err != nil {
@@ -225,7 +189,7 @@ func (b *bench) measure(ctx context.Context, img *image.Result, res *results) er
 			if err != nil {
 				return fmt.Errorf("%s, %s: %w", p.name, what, err)
 			}
-			b.logf("%s, %s: %s in %s, %s", p.name, what, sizeString(size), seconds(d), rate(size, d))
+			b.log.Printf("%s, %s: %s in %s, %s", p.name, what, vmbench.Size(size), vmbench.Seconds(d), rate(size, d))
 			if round > 0 {
 				p.res.downloads = append(p.res.downloads, d)
 			}
@@ -235,7 +199,7 @@ func (b *bench) measure(ctx context.Context, img *image.Result, res *results) er
 			if err != nil {
 				return fmt.Errorf("%s, %s: %w", p.name, what, err)
 			}
-			b.logf("%s, %s: %d requests in %s, %.1f requests/s", p.name, what, requests, seconds(d), perSecond(requests, d))
+			b.log.Printf("%s, %s: %d requests in %s, %.1f requests/s", p.name, what, requests, vmbench.Seconds(d), vmbench.PerSecond(requests, d))
 			if round > 0 {
 				p.res.bursts = append(p.res.bursts, d)
 			}
@@ -261,7 +225,7 @@ func (b *bench) startSandbox(ctx context.Context, img *image.Result, host *qemu.
 	if err := os.Mkdir(audit, 0o700); err != nil {
 		return nil, err
 	}
-	b.logf("booting the guest on the sandbox network")
+	b.log.Printf("booting the guest on the sandbox network")
 	// The audit log is written as a supervisor writes it: it is part of
 	// what each connection costs.
 	sb, err := boot.Start(ctx, boot.Options{
@@ -282,7 +246,7 @@ func (b *bench) startSandbox(ctx context.Context, img *image.Result, host *qemu.
 func (b *bench) startBaseline(ctx context.Context, img *image.Result, host *qemu.Host) (*netPath, error) {
 	ctx, cancel := context.WithTimeout(ctx, startLimit)
 	defer cancel()
-	b.logf("booting the guest on QEMU's user-mode network")
+	b.log.Printf("booting the guest on QEMU's user-mode network")
 	m, err := machine.Start(ctx, machine.Options{Name: "netbench-user", Image: img, Host: host, Dir: b.base, CPUs: 1, Memory: machineMemory, UserNetwork: true})
 	if err != nil {
 		return nil, err
@@ -302,19 +266,8 @@ func (b *bench) startBaseline(ctx context.Context, img *image.Result, host *qemu
 // took as the host saw it. A command that fails is an error quoting its
 // output.
 func (b *bench) exec(ctx context.Context, p *netPath, limit time.Duration, args ...string) (time.Duration, error) {
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	var out bytes.Buffer
-	start := time.Now()
-	st, err := p.m.Exec(ctx, guestconn.Cmd{Args: args, Stdout: &out, Stderr: &out})
-	d := time.Since(start)
-	if err != nil {
-		return 0, fmt.Errorf("%q: %w", args, err)
-	}
-	if !st.Success() {
-		return 0, fmt.Errorf("%q exited %d %s: %s", args, st.Code, st.Signal, strings.TrimSpace(tail(out.String(), 2000)))
-	}
-	return d, nil
+	_, d, err := vmbench.Exec(ctx, p.m, limit, guestconn.Cmd{Args: args})
+	return d, err
 }
 
 func (b *bench) execTrue(ctx context.Context, p *netPath) (time.Duration, error) {
@@ -384,12 +337,4 @@ func (b *bench) cleanup() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// tail returns the last n bytes of s.
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbx-dev/sbx/bench/internal/vmbench"
 	"github.com/sbx-dev/sbx/internal/machine/machinetest"
 	"github.com/sbx-dev/sbx/internal/providers/qemu"
 )
@@ -30,9 +31,9 @@ func TestTinyRun(t *testing.T) {
 	_, _, img := machinetest.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
-	b := &bench{size: 4 << 20, rounds: 1, requests: 10, log: io.Discard}
+	b := &bench{size: 4 << 20, rounds: 1, requests: 10, log: vmbench.Log{W: io.Discard, Name: "netbench"}}
 	if testing.Verbose() {
-		b.log = os.Stderr
+		b.log.W = os.Stderr
 	}
 	res := &results{}
 	err := b.measure(ctx, img, res)
@@ -184,13 +185,7 @@ func TestParseSize(t *testing.T) {
 // TestReport checks the figures and ratios against samples whose
 // answers are easy to work out.
 func TestReport(t *testing.T) {
-	s := func(v ...float64) samples {
-		var out samples
-		for _, x := range v {
-			out = append(out, time.Duration(x*float64(time.Second)))
-		}
-		return out
-	}
+	s := vmbench.Of
 	r := &results{
 		size: 100e6, requests: 200, hostCPUs: 2,
 		host: qemu.Host{Arch: "amd64", Accels: []qemu.Accel{qemu.AccelTCG}},
@@ -218,9 +213,6 @@ func TestReport(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("the report lacks %q:\n%s", want, got)
 		}
-	}
-	if sizeString(1<<30) != "1 GiB" || sizeString(4<<20) != "4 MiB" {
-		t.Error("sizeString")
 	}
 	// A run cut short before both guests ran prints nothing.
 	var none strings.Builder

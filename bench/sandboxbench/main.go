@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sbx-dev/sbx/bench/internal/vmbench"
 	"github.com/sbx-dev/sbx/builders/image"
 	"github.com/sbx-dev/sbx/guestconn"
 	"github.com/sbx-dev/sbx/internal/guest/bootproto"
@@ -69,44 +70,32 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	b := &bench{n: *n, log: stderr}
+	b := &bench{n: *n, log: vmbench.Log{W: stderr, Name: "sandboxbench"}}
 	res := &results{n: *n}
 	err := b.run(ctx, *work, res)
-	if err != nil && ctx.Err() != nil {
-		err = fmt.Errorf("interrupted: %w", err)
-	}
 	cleanErr := b.cleanup()
 	res.print(stdout)
-	code := 0
-	if err != nil {
-		fmt.Fprintf(stderr, "sandboxbench: %v\n", err)
-		code = 1
-	}
-	if cleanErr != nil {
-		fmt.Fprintf(stderr, "sandboxbench: %v\n", cleanErr)
-		code = 1
-	}
-	return code
+	return vmbench.Exit(ctx, "sandboxbench", stderr, err, cleanErr)
 }
 
 // bench is one run of the benchmark and what it started.
 type bench struct {
 	n   int
-	log io.Writer
+	log vmbench.Log
 
-	work     string // absolute; the fixture, its cache and sbx
-	tempWork bool   // work is removed at the end
-	base     string // short: supervisors' directories, sbx's temporary files
-	fix      *machinetest.Fixture
-	cfg      *lang.Config
-	sb       *lang.Sandbox
-	img      *image.Result
-	memory   int64    // the guest's RAM, in bytes
-	cmdline  []string // the image's kernel parameters
-	host     qemu.Host
-	qemuPath string
-	sbx      string   // the sbx binary built from this tree
-	environ  []string // sbx's environment
+	work       string // absolute; the fixture, its cache and sbx
+	removeWork func() // removes a temporary work directory
+	base       string // short: supervisors' directories, sbx's temporary files
+	fix        *machinetest.Fixture
+	cfg        *lang.Config
+	sb         *lang.Sandbox
+	img        *image.Result
+	memory     int64    // the guest's RAM, in bytes
+	cmdline    []string // the image's kernel parameters
+	host       qemu.Host
+	qemuPath   string
+	sbx        string   // the sbx binary built from this tree
+	environ    []string // sbx's environment
 
 	started bool // a QEMU or sbx was started
 
@@ -119,10 +108,6 @@ type sandbox struct {
 	name   string
 	dir    string
 	status *supervisor.Status
-}
-
-func (b *bench) logf(format string, args ...any) {
-	fmt.Fprintf(b.log, "%s sandboxbench: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 }
 
 func (b *bench) run(ctx context.Context, work string, res *results) error {
@@ -176,23 +161,11 @@ func (b *bench) run(ctx context.Context, work string, res *results) error {
 func (b *bench) setup(ctx context.Context, work string) error {
 	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
-	mod, err := os.ReadFile("go.mod")
-	if err != nil || !strings.HasPrefix(string(mod), "module github.com/sbx-dev/sbx\n") {
-		return errors.New("run sandboxbench from the root of the sbx repository (go run ./bench/sandboxbench)")
-	}
-	if b.qemuPath, err = machinetest.QEMU(); err != nil {
+	var err error
+	if b.qemuPath, err = vmbench.Preflight("sandboxbench"); err != nil {
 		return err
 	}
-	if work == "" {
-		if work, err = os.MkdirTemp("", "sandboxbench-"); err != nil {
-			return err
-		}
-		b.tempWork = true
-	}
-	if b.work, err = filepath.Abs(work); err != nil {
-		return err
-	}
-	if err := os.MkdirAll(b.work, 0o755); err != nil {
+	if b.work, b.removeWork, err = vmbench.WorkDir("sandboxbench", work); err != nil {
 		return err
 	}
 	// Unix socket paths are short, whatever -work is.
@@ -204,16 +177,8 @@ func (b *bench) setup(ctx context.Context, work string) error {
 		return err
 	}
 
-	b.logf("making the test sandbox in %s (guest agent, kernel and busybox packages, image)", b.work)
-	// The packages of a -work kept from an earlier run may be hard links
-	// to the shared package cache, which New would write through: remove
-	// the links first, so that New links afresh.
-	for _, name := range []string{"kernel.deb", "busybox.deb"} {
-		if err := os.Remove(filepath.Join(b.work, "config", name)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
-	}
-	if b.fix, err = machinetest.New(ctx, b.work); err != nil {
+	b.log.Printf("making the test sandbox in %s (guest agent, kernel and busybox packages, image)", b.work)
+	if b.fix, err = vmbench.NewFixture(ctx, b.work); err != nil {
 		return err
 	}
 	if b.cfg, b.img, err = b.fix.Build(ctx); err != nil {
@@ -240,7 +205,7 @@ func (b *bench) setup(ctx context.Context, work string) error {
 		return errors.New("qemu.Probe found no emulator for amd64 guests")
 	}
 
-	b.logf("building sbx")
+	b.log.Printf("building sbx")
 	b.sbx = filepath.Join(b.work, "bin", "sbx")
 	build := exec.CommandContext(ctx, "go", "build", "-o", b.sbx, "./cmd/sbx")
 	if out, err := build.CombinedOutput(); err != nil {
@@ -265,13 +230,13 @@ func (b *bench) boots(ctx context.Context, res *results) error {
 		if err != nil {
 			return fmt.Errorf("bare QEMU, %s: %w", what, err)
 		}
-		b.logf("bare QEMU, %s: first console line %s, ready line %s, exit %s",
-			what, seconds(bs.first), orNone(bs.ready, seconds), seconds(bs.exit))
+		b.log.Printf("bare QEMU, %s: first console line %s, ready line %s, exit %s",
+			what, vmbench.Seconds(bs.first), orNone(bs.ready, vmbench.Seconds), vmbench.Seconds(bs.exit))
 		d, err := b.sbxRun(ctx)
 		if err != nil {
 			return fmt.Errorf("sbx run, %s: %w", what, err)
 		}
-		b.logf("sbx run, %s: %s", what, seconds(d))
+		b.log.Printf("sbx run, %s: %s", what, vmbench.Seconds(d))
 		if round == 0 {
 			res.warmBaseline, res.warmRun = bs, d
 			res.firstLine = bs.firstLine
@@ -439,7 +404,7 @@ func (b *bench) spawn(ctx context.Context, name string) (*sandbox, error) {
 	b.started = true
 	b.sups = append(b.sups, s)
 	b.mu.Unlock()
-	b.logf("starting supervised sandbox %s", name)
+	b.log.Printf("starting supervised sandbox %s", name)
 	start := time.Now()
 	spec, err := supervisor.SandboxSpec(b.cfg, b.sb, b.img)
 	if err != nil {
@@ -455,12 +420,12 @@ func (b *bench) spawn(ctx context.Context, name string) (*sandbox, error) {
 		return nil, err
 	}
 	s.status = st
-	b.logf("sandbox %s runs after %s: supervisor %d, QEMU %d (%s)", name, seconds(time.Since(start)), st.Pid, st.QEMUPid, st.Accel)
+	b.log.Printf("sandbox %s runs after %s: supervisor %d, QEMU %d (%s)", name, vmbench.Seconds(time.Since(start)), st.Pid, st.QEMUPid, st.Accel)
 	return s, nil
 }
 
 func (b *bench) idle(ctx context.Context) error {
-	b.logf("letting the sandboxes idle for %v", idle)
+	b.log.Printf("letting the sandboxes idle for %v", idle)
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
@@ -474,7 +439,7 @@ func (b *bench) idle(ctx context.Context) error {
 // not timed but counted and reported, with its error; more than a
 // quarter failing ends the run.
 func (b *bench) execs(ctx context.Context, s *sandbox, res *results) error {
-	b.logf("timing %d execs of true through the supervisor", supervisorExecs)
+	b.log.Printf("timing %d execs of true through the supervisor", supervisorExecs)
 	dctx, cancel := context.WithTimeout(ctx, execLimit)
 	c, err := supervisor.Dial(dctx, s.dir)
 	cancel()
@@ -496,7 +461,7 @@ func (b *bench) execs(ctx context.Context, s *sandbox, res *results) error {
 			if ctx.Err() != nil {
 				return err
 			}
-			b.logf("exec %d through the supervisor failed: %v", i+1, err)
+			b.log.Printf("exec %d through the supervisor failed: %v", i+1, err)
 			res.execSupervisorFailed = append(res.execSupervisorFailed, err.Error())
 			if len(res.execSupervisorFailed) > (execWarmups+supervisorExecs)/4 {
 				return fmt.Errorf("%d execs of true through the supervisor failed, the last with: %w", len(res.execSupervisorFailed), err)
@@ -508,7 +473,7 @@ func (b *bench) execs(ctx context.Context, s *sandbox, res *results) error {
 		}
 	}
 
-	b.logf("timing %d runs of sbx exec DIR box -- true", cliExecs)
+	b.log.Printf("timing %d runs of sbx exec DIR box -- true", cliExecs)
 	for i := range 1 + cliExecs {
 		ectx, cancel := context.WithTimeout(ctx, execLimit)
 		var out bytes.Buffer
@@ -522,7 +487,7 @@ func (b *bench) execs(ctx context.Context, s *sandbox, res *results) error {
 				return err
 			}
 			msg := fmt.Sprintf("%v: %s", err, strings.TrimSpace(lastLines(out.String(), 3)))
-			b.logf("sbx exec %d failed: %s", i+1, msg)
+			b.log.Printf("sbx exec %d failed: %s", i+1, msg)
 			res.execCLIFailed = append(res.execCLIFailed, msg)
 			if len(res.execCLIFailed) > (1+cliExecs)/4 {
 				return fmt.Errorf("%d runs of %s failed, the last with: %s", len(res.execCLIFailed), strings.Join(cmd.Args[1:], " "), msg)
@@ -558,7 +523,7 @@ func (m memSample) overhead() memUsage {
 
 // measureMemory reads the memory of each sandbox's supervisor and QEMU.
 func (b *bench) measureMemory(sbs []*sandbox) ([]memSample, error) {
-	b.logf("reading the memory of %d sandboxes", len(sbs))
+	b.log.Printf("reading the memory of %d sandboxes", len(sbs))
 	var out []memSample
 	for _, s := range sbs {
 		m := memSample{name: s.name}
@@ -588,7 +553,7 @@ func (b *bench) cleanup() error {
 	b.mu.Unlock()
 	var errs []error
 	if len(sups) > 0 {
-		b.logf("stopping %d supervised sandboxes", len(sups))
+		b.log.Printf("stopping %d supervised sandboxes", len(sups))
 		ctx, cancel := context.WithTimeout(context.Background(), stopLimit)
 		var wg sync.WaitGroup
 		var mu sync.Mutex
@@ -641,11 +606,11 @@ func (b *bench) cleanup() error {
 			os.RemoveAll(b.base)
 		}
 	}
-	if b.tempWork && len(left) == 0 {
-		os.RemoveAll(b.work)
+	if b.removeWork != nil && len(left) == 0 {
+		b.removeWork()
 	}
 	if len(errs) == 0 && b.started {
-		b.logf("every QEMU this run started has exited")
+		b.log.Printf("every QEMU this run started has exited")
 	}
 	return errors.Join(errs...)
 }

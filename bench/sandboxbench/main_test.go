@@ -13,6 +13,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/sbx-dev/sbx/bench/internal/vmbench"
 	"github.com/sbx-dev/sbx/builders/image"
 	"github.com/sbx-dev/sbx/internal/providers/qemu"
 	"github.com/sbx-dev/sbx/lang"
@@ -217,46 +218,6 @@ func TestParseSmapsAndPickGuestRAM(t *testing.T) {
 	}
 }
 
-func TestSamples(t *testing.T) {
-	ms := func(v ...int) samples {
-		var s samples
-		for _, x := range v {
-			s = append(s, time.Duration(x)*time.Millisecond)
-		}
-		return s
-	}
-	var fifty []int
-	for i := 50; i >= 1; i-- {
-		fifty = append(fifty, i)
-	}
-	for _, c := range []struct {
-		s             samples
-		min, med, p90 time.Duration
-	}{
-		{ms(30, 10, 20), 10 * time.Millisecond, 20 * time.Millisecond, 30 * time.Millisecond},
-		{ms(40, 10, 30, 20), 10 * time.Millisecond, 25 * time.Millisecond, 40 * time.Millisecond},
-		{ms(fifty...), time.Millisecond, 25500 * time.Microsecond, 45 * time.Millisecond},
-		{ms(1, 2, 3, 4, 5, 6, 7, 8, 9, 100), time.Millisecond, 5500 * time.Microsecond, 9 * time.Millisecond},
-		{nil, 0, 0, 0},
-	} {
-		if got := c.s.min(); got != c.min {
-			t.Errorf("%v: min %v, want %v", c.s, got, c.min)
-		}
-		if got := c.s.median(); got != c.med {
-			t.Errorf("%v: median %v, want %v", c.s, got, c.med)
-		}
-		if got := c.s.percentile(90); got != c.p90 {
-			t.Errorf("%v: p90 %v, want %v", c.s, got, c.p90)
-		}
-	}
-	if s := ms(3, 1, 2); s.median() != 2*time.Millisecond || s[0] != 3*time.Millisecond {
-		t.Error("median reordered the samples")
-	}
-	if got := ratio(3*time.Second, 2*time.Second); got != "1.50×" {
-		t.Errorf("ratio = %q", got)
-	}
-}
-
 // TestBaselineMatchesSbxMachine checks that bare QEMU runs the machine
 // package qemu gives sbx's sandboxes (machine type, accelerator, CPU,
 // CPUs and memory) and boots the image's files without sbx's kernel
@@ -394,13 +355,7 @@ func TestProcesses(t *testing.T) {
 // TestReport checks the tables' ratios and means against samples whose
 // answers are easy to work out.
 func TestReport(t *testing.T) {
-	s := func(v ...float64) samples {
-		var out samples
-		for _, x := range v {
-			out = append(out, time.Duration(x*float64(time.Second)))
-		}
-		return out
-	}
+	s := vmbench.Of
 	r := &results{
 		n:    3,
 		host: qemu.Host{Arch: "amd64", Accels: []qemu.Accel{qemu.AccelTCG}},

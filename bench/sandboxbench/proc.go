@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/sbx-dev/sbx/internal/procstat"
 	"io"
 	"os"
 	"path/filepath"
@@ -13,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/sbx-dev/sbx/internal/procstat"
 )
 
 // memUsage is resident memory: the resident set size and the

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sbx-dev/sbx/bench/internal/vmbench"
 	"github.com/sbx-dev/sbx/internal/providers/qemu"
 )
 
@@ -22,14 +23,14 @@ type results struct {
 	warmRun      time.Duration
 	firstLine    string // the text of the warm-up's first console line
 
-	firstLines  samples // bare QEMU: start → first console line
-	readyLines  samples // bare QEMU: start → the agent's ready line
-	guestUptime samples // the guest kernel's uptime at the ready line
-	baseExits   samples // bare QEMU: start → exit
-	sbxRuns     samples // sbx run: start → exit
+	firstLines  vmbench.Samples // bare QEMU: start → first console line
+	readyLines  vmbench.Samples // bare QEMU: start → the agent's ready line
+	guestUptime vmbench.Samples // the guest kernel's uptime at the ready line
+	baseExits   vmbench.Samples // bare QEMU: start → exit
+	sbxRuns     vmbench.Samples // sbx run: start → exit
 
-	execSupervisor samples
-	execCLI        samples
+	execSupervisor vmbench.Samples
+	execCLI        vmbench.Samples
 	// The errors of the execs that failed, which are not timed.
 	execSupervisorFailed, execCLIFailed []string
 
@@ -42,22 +43,18 @@ func (r *results) print(w io.Writer) {
 	}
 	accel := r.host.Accel("amd64")
 	fmt.Fprintf(w, "## sandboxbench\n\n")
-	fmt.Fprintf(w, "QEMU %s (%s), accelerator %s", r.qemu.Version, r.qemu.Path, accel)
-	if r.host.Note != "" {
-		fmt.Fprintf(w, " (%s)", r.host.Note)
-	}
-	fmt.Fprintf(w, "; %d host CPUs; the sandbox has %d vCPU and %d MiB.\n\n", r.hostCPUs, max(r.cpus, 1), r.memory>>20)
+	fmt.Fprintf(w, "%s; %d host CPUs; the sandbox has %d vCPU and %d MiB.\n\n", vmbench.QEMU(r.host, r.qemu), r.hostCPUs, max(r.cpus, 1), r.memory>>20)
 
 	if len(r.sbxRuns) > 0 {
 		fmt.Fprintf(w, "### Boot to first exec (n = %d each, alternated, after one warm-up of each)\n\n", len(r.sbxRuns))
 		fmt.Fprintf(w, "| measurement | min | median | sbx run ÷ this, medians | sbx run ÷ this, mins |\n|---|---:|---:|---:|---:|\n")
-		row := func(name string, s samples) {
+		row := func(name string, s vmbench.Samples) {
 			if len(s) == 0 {
 				fmt.Fprintf(w, "| %s | — | — | — | — |\n", name)
 				return
 			}
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", name, seconds(s.min()), seconds(s.median()),
-				ratio(r.sbxRuns.median(), s.median()), ratio(r.sbxRuns.min(), s.min()))
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", name, vmbench.Seconds(s.Min()), vmbench.Seconds(s.Median()),
+				vmbench.Ratio(r.sbxRuns.Median().Seconds(), s.Median().Seconds()), vmbench.Ratio(r.sbxRuns.Min().Seconds(), s.Min().Seconds()))
 		}
 		row("bare QEMU: start → first console line", r.firstLines)
 		row("bare QEMU: start → agent's ready line", r.readyLines)
@@ -76,11 +73,11 @@ func (r *results) print(w io.Writer) {
 	if len(r.execSupervisor) > 0 {
 		fmt.Fprintf(w, "### Exec of `true` in a running sandbox\n\n")
 		fmt.Fprintf(w, "| path | n | failed | median | p90 |\n|---|---:|---:|---:|---:|\n")
-		row := func(name string, s samples, failed []string) {
+		row := func(name string, s vmbench.Samples, failed []string) {
 			if len(s) == 0 {
 				return
 			}
-			fmt.Fprintf(w, "| %s | %d | %d | %s | %s |\n", name, len(s), len(failed), millis(s.median()), millis(s.percentile(90)))
+			fmt.Fprintf(w, "| %s | %d | %d | %s | %s |\n", name, len(s), len(failed), vmbench.Millis(s.Median()), vmbench.Millis(s.Percentile(90)))
 		}
 		row("supervisor.Dial client, Exec (one connection)", r.execSupervisor, r.execSupervisorFailed)
 		row("`sbx exec DIR box -- true` (a process each, sbx's start included)", r.execCLI, r.execCLIFailed)
@@ -133,20 +130,20 @@ func (r *results) print(w io.Writer) {
 	fmt.Fprintf(w, "### Raw samples\n\n")
 	if r.warmRun > 0 {
 		fmt.Fprintf(w, "- warm-up (not counted): bare QEMU first line %s, ready %s, exit %s; sbx run %s\n",
-			seconds(r.warmBaseline.first), orNone(r.warmBaseline.ready, seconds), seconds(r.warmBaseline.exit), seconds(r.warmRun))
+			vmbench.Seconds(r.warmBaseline.first), orNone(r.warmBaseline.ready, vmbench.Seconds), vmbench.Seconds(r.warmBaseline.exit), vmbench.Seconds(r.warmRun))
 	}
-	raw := func(name string, s samples, f func(time.Duration) string) {
+	raw := func(name string, s vmbench.Samples, f func(time.Duration) string) {
 		if len(s) > 0 {
-			fmt.Fprintf(w, "- %s: %s\n", name, s.list(f))
+			fmt.Fprintf(w, "- %s: %s\n", name, s.List(f))
 		}
 	}
-	raw("bare QEMU, first console line", r.firstLines, seconds)
-	raw("bare QEMU, ready line", r.readyLines, seconds)
-	raw("bare QEMU, guest uptime at the ready line (its own clock)", r.guestUptime, seconds)
-	raw("bare QEMU, exit", r.baseExits, seconds)
-	raw("sbx run", r.sbxRuns, seconds)
-	raw("exec through the supervisor", r.execSupervisor, millis)
-	raw("sbx exec", r.execCLI, millis)
+	raw("bare QEMU, first console line", r.firstLines, vmbench.Seconds)
+	raw("bare QEMU, ready line", r.readyLines, vmbench.Seconds)
+	raw("bare QEMU, guest uptime at the ready line (its own clock)", r.guestUptime, vmbench.Seconds)
+	raw("bare QEMU, exit", r.baseExits, vmbench.Seconds)
+	raw("sbx run", r.sbxRuns, vmbench.Seconds)
+	raw("exec through the supervisor", r.execSupervisor, vmbench.Millis)
+	raw("sbx exec", r.execCLI, vmbench.Millis)
 	for _, e := range r.execSupervisorFailed {
 		fmt.Fprintf(w, "- failed exec through the supervisor: %s\n", oneLine(e))
 	}
@@ -173,3 +170,6 @@ func memRow(w io.Writer, running int, name string, m memSample) {
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// mib formats a byte count in MiB with one decimal.
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }

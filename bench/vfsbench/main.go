@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -17,11 +16,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sbx-dev/sbx/bench/internal/vmbench"
 	"github.com/sbx-dev/sbx/builders/image"
 	"github.com/sbx-dev/sbx/guestconn"
 	"github.com/sbx-dev/sbx/internal/boot"
 	"github.com/sbx-dev/sbx/internal/egress/ca"
-	"github.com/sbx-dev/sbx/internal/machine/machinetest"
 	"github.com/sbx-dev/sbx/internal/providers/qemu"
 	"github.com/sbx-dev/sbx/internal/sandboxfs"
 	"github.com/sbx-dev/sbx/internal/sandboxnet"
@@ -107,28 +106,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	b := &bench{size: size, files: *files, gitFiles: *gitFiles, rounds: *rounds, log: stderr}
+	b := &bench{size: size, files: *files, gitFiles: *gitFiles, rounds: *rounds, log: vmbench.Log{W: stderr, Name: "vfsbench"}}
 	img, cleanupWork, err := b.setup(ctx, *work)
 	res := &results{}
 	if err == nil {
 		err = b.measure(ctx, img, res)
 	}
-	if err != nil && ctx.Err() != nil {
-		err = fmt.Errorf("interrupted: %w", err)
-	}
 	cleanErr := b.cleanup()
-	if cleanupWork != nil {
-		cleanupWork()
-	}
+	cleanupWork()
 	res.print(stdout)
-	code := 0
-	for _, e := range []error{err, cleanErr} {
-		if e != nil {
-			fmt.Fprintf(stderr, "vfsbench: %v\n", e)
-			code = 1
-		}
-	}
-	return code
+	return vmbench.Exit(ctx, "vfsbench", stderr, err, cleanErr)
 }
 
 // bench is one run of the benchmark and what it started.
@@ -137,7 +124,7 @@ type bench struct {
 	files    int
 	gitFiles int
 	rounds   int
-	log      io.Writer
+	log      vmbench.Log
 
 	base string // short: the machine's directory and the host tree
 	tree string // the host tree both 9p servers export
@@ -152,43 +139,21 @@ type target struct {
 	res  *targetResult
 }
 
-func (b *bench) logf(format string, args ...any) {
-	fmt.Fprintf(b.log, "%s vfsbench: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
-}
-
 // setup makes the fixture's kernel and agent in work and builds an image
 // with Debian's git; the function it returns removes a temporary work
 // directory.
 func (b *bench) setup(ctx context.Context, work string) (*image.Result, func(), error) {
 	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
-	mod, err := os.ReadFile("go.mod")
-	if err != nil || !strings.HasPrefix(string(mod), "module github.com/sbx-dev/sbx\n") {
-		return nil, nil, errors.New("run vfsbench from the root of the sbx repository (go run ./bench/vfsbench)")
+	if _, err := vmbench.Preflight("vfsbench"); err != nil {
+		return nil, func() {}, err
 	}
-	if _, err := machinetest.QEMU(); err != nil {
-		return nil, nil, err
-	}
-	var remove func()
-	if work == "" {
-		if work, err = os.MkdirTemp("", "vfsbench-"); err != nil {
-			return nil, nil, err
-		}
-		dir := work
-		remove = func() { os.RemoveAll(dir) }
-	}
-	if work, err = filepath.Abs(work); err != nil {
+	work, remove, err := vmbench.WorkDir("vfsbench", work)
+	if err != nil {
 		return nil, remove, err
 	}
-	b.logf("making an image with Debian's git in %s", work)
-	// The packages of a -work kept from an earlier run may be hard links
-	// to the shared package cache, which New would write through.
-	for _, name := range []string{"kernel.deb", "busybox.deb"} {
-		if err := os.Remove(filepath.Join(work, "config", name)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, remove, err
-		}
-	}
-	fix, err := machinetest.New(ctx, work)
+	b.log.Printf("making an image with Debian's git in %s", work)
+	fix, err := vmbench.NewFixture(ctx, work)
 	if err != nil {
 		return nil, remove, err
 	}
@@ -255,7 +220,7 @@ func (b *bench) measure(ctx context.Context, img *image.Result, res *results) er
 	if err := os.Mkdir(b.tree, 0o755); err != nil {
 		return err
 	}
-	b.logf("making a git tree of %d files on the host", b.gitFiles)
+	b.log.Printf("making a git tree of %d files on the host", b.gitFiles)
 	if err := b.makeTree(ctx); err != nil {
 		return err
 	}
@@ -263,7 +228,7 @@ func (b *bench) measure(ctx context.Context, img *image.Result, res *results) er
 	if err != nil {
 		return err
 	}
-	b.logf("booting the guest")
+	b.log.Printf("booting the guest")
 	startCtx, cancel := context.WithTimeout(ctx, startLimit)
 	// The sandbox's mount has the rules a workspace has, so that their
 	// cost is in the figures; its owner is root, as QEMU's export shows
@@ -290,7 +255,7 @@ git config --global safe.directory '*'
 cp -a %[1]s/repo %[3]s/repo
 mkdir -p %[6]s/w-sbx %[1]s/w-virtfs %[3]s/w-disk
 `, virtfsMount, qemu.VirtFSTag, diskDir, vfsproto.MaxMsize, vfsproto.CacheMmap, sbxMount)
-	b.logf("mounting QEMU's export and copying the git tree to the guest's disk")
+	b.log.Printf("mounting QEMU's export and copying the git tree to the guest's disk")
 	if _, err := b.sh(ctx, time.Duration(b.gitFiles)*perFile+5*time.Minute, prep); err != nil {
 		return err
 	}
@@ -369,8 +334,8 @@ func (b *bench) measureOne(ctx context.Context, t *target, keep bool, what strin
 			return fmt.Errorf("git status: %w", err)
 		}
 	}
-	b.logf("%s, %s: write %s %.1f MB/s, read %.1f MB/s, %d files: create %.0f/s, stat %.0f/s, unlink %.0f/s; git status %s",
-		t.name, what, sizeString(size), mbps(size, w), mbps(size, r), files, perSecond(files, c), perSecond(files, s), perSecond(files, u), seconds(g))
+	b.log.Printf("%s, %s: write %s %.1f MB/s, read %.1f MB/s, %d files: create %.0f/s, stat %.0f/s, unlink %.0f/s; git status %s",
+		t.name, what, vmbench.Size(size), vmbench.MBps(size, w), vmbench.MBps(size, r), files, vmbench.PerSecond(files, c), vmbench.PerSecond(files, s), vmbench.PerSecond(files, u), vmbench.Seconds(g))
 	if keep {
 		t.res.writes = append(t.res.writes, w)
 		t.res.reads = append(t.res.reads, r)
@@ -414,18 +379,9 @@ func (b *bench) timed(ctx context.Context, limit time.Duration, cmd, check strin
 // sh runs script with args as root in the guest within limit and returns
 // its standard output; a failure is an error quoting its output.
 func (b *bench) sh(ctx context.Context, limit time.Duration, script string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	var out, errOut bytes.Buffer
 	argv := append([]string{"sh", "-c", script, "vfsbench"}, args...)
-	st, err := b.sb.Machine.Exec(ctx, guestconn.Cmd{Args: argv, User: "root", Stdout: &out, Stderr: &errOut})
-	if err != nil {
-		return "", fmt.Errorf("%q: %w", args, err)
-	}
-	if !st.Success() {
-		return "", fmt.Errorf("%q exited %d %s: %s", args, st.Code, st.Signal, strings.TrimSpace(tail(out.String()+errOut.String(), 2000)))
-	}
-	return out.String(), nil
+	out, _, err := vmbench.Exec(ctx, b.sb.Machine, limit, guestconn.Cmd{Args: argv, User: "root"})
+	return out, err
 }
 
 // cleanup stops the machine, closes what the host served it and removes
@@ -444,12 +400,4 @@ func (b *bench) cleanup() error {
 		b.base = ""
 	}
 	return errors.Join(errs...)
-}
-
-// tail returns the last n bytes of s.
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbx-dev/sbx/bench/internal/vmbench"
 	"github.com/sbx-dev/sbx/internal/builders/debrepo"
 	"github.com/sbx-dev/sbx/internal/machine/machinetest"
 	"github.com/sbx-dev/sbx/internal/providers/qemu"
@@ -30,9 +31,9 @@ func TestTinyRun(t *testing.T) {
 	if err := os.Chdir("../.."); err != nil {
 		t.Fatal(err)
 	}
-	b := &bench{size: 4 << 20, files: 50, gitFiles: 200, rounds: 1, log: io.Discard}
+	b := &bench{size: 4 << 20, files: 50, gitFiles: 200, rounds: 1, log: vmbench.Log{W: io.Discard, Name: "vfsbench"}}
 	if testing.Verbose() {
-		b.log = os.Stderr
+		b.log.W = os.Stderr
 	}
 	work := t.TempDir()
 	img, _, err := b.setup(context.Background(), work)
@@ -53,7 +54,7 @@ func TestTinyRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range res.targets {
-		for _, s := range []samples{r.writes, r.reads, r.creates, r.stats, r.unlinks, r.gitStatus} {
+		for _, s := range []vmbench.Samples{r.writes, r.reads, r.creates, r.stats, r.unlinks, r.gitStatus} {
 			if len(s) != 1 {
 				t.Errorf("%s: %d samples of one measurement, want 1", r.name, len(s))
 			}
@@ -98,13 +99,7 @@ func TestParseSize(t *testing.T) {
 // TestReport checks the figures and ratios against samples whose
 // answers are easy to work out.
 func TestReport(t *testing.T) {
-	s := func(v ...float64) samples {
-		var out samples
-		for _, x := range v {
-			out = append(out, time.Duration(x*float64(time.Second)))
-		}
-		return out
-	}
+	s := vmbench.Of
 	r := &results{
 		size: 100e6, files: 1000, gitFiles: 10000, hostCPUs: 2,
 		host: qemu.Host{Arch: "amd64", Accels: []qemu.Accel{qemu.AccelTCG}},

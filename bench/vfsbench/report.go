@@ -3,11 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"strings"
-	"time"
 
+	"github.com/sbx-dev/sbx/bench/internal/vmbench"
 	"github.com/sbx-dev/sbx/internal/providers/qemu"
 )
 
@@ -26,60 +25,9 @@ type results struct {
 // taken.
 type targetResult struct {
 	name                    string
-	writes, reads           samples // one sequential pass of size bytes each
-	creates, stats, unlinks samples // one pass over files files each
-	gitStatus               samples // one git status each
-}
-
-// samples are the durations one measurement took, in the order taken.
-type samples []time.Duration
-
-// median returns the middle sample, or the mean of the two middle ones.
-func (s samples) median() time.Duration {
-	c := slices.Clone(s)
-	slices.Sort(c)
-	switch n := len(c); {
-	case n == 0:
-		return 0
-	case n%2 == 1:
-		return c[n/2]
-	default:
-		return (c[n/2-1] + c[n/2]) / 2
-	}
-}
-
-func (s samples) list(f func(time.Duration) string) string {
-	parts := make([]string, len(s))
-	for i, d := range s {
-		parts[i] = f(d)
-	}
-	return strings.Join(parts, ", ")
-}
-
-// mbps is a throughput in MB (10^6 bytes) per second; 0 for no time.
-func mbps(n int64, d time.Duration) float64 {
-	if d <= 0 {
-		return 0
-	}
-	return float64(n) / 1e6 / d.Seconds()
-}
-
-// perSecond is a rate; 0 for no time.
-func perSecond(n int, d time.Duration) float64 {
-	if d <= 0 {
-		return 0
-	}
-	return float64(n) / d.Seconds()
-}
-
-func seconds(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
-
-// ratio is a ÷ b as "0.25×", or "n/a".
-func ratio(a, b float64) string {
-	if a <= 0 || b <= 0 {
-		return "n/a"
-	}
-	return fmt.Sprintf("%.2f×", a/b)
+	writes, reads           vmbench.Samples // one sequential pass of size bytes each
+	creates, stats, unlinks vmbench.Samples // one pass over files files each
+	gitStatus               vmbench.Samples // one git status each
 }
 
 // print writes the Markdown tables: each measurement's median on each
@@ -96,40 +44,29 @@ func (r *results) print(w io.Writer) {
 		machineMemory>>20, len(sbx.writes), r.hostCPUs, r.qemu.Path, r.qemu.Version, r.host.Accel("amd64"))
 	fmt.Fprintln(w, "| measurement | sbx mount | guest disk | QEMU -virtfs | sbx ÷ disk | sbx ÷ virtfs |")
 	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- |")
-	throughput := func(what string, get func(*targetResult) samples) {
-		v := func(t *targetResult) float64 { return mbps(r.size, get(t).median()) }
-		fmt.Fprintf(w, "| %s | %.1f MB/s | %.1f MB/s | %.1f MB/s | %s | %s |\n", what, v(sbx), v(disk), v(virtfs), ratio(v(sbx), v(disk)), ratio(v(sbx), v(virtfs)))
+	throughput := func(what string, get func(*targetResult) vmbench.Samples) {
+		v := func(t *targetResult) float64 { return vmbench.MBps(r.size, get(t).Median()) }
+		fmt.Fprintf(w, "| %s | %.1f MB/s | %.1f MB/s | %.1f MB/s | %s | %s |\n", what, v(sbx), v(disk), v(virtfs), vmbench.Ratio(v(sbx), v(disk)), vmbench.Ratio(v(sbx), v(virtfs)))
 	}
-	rate := func(what string, get func(*targetResult) samples) {
-		v := func(t *targetResult) float64 { return perSecond(r.files, get(t).median()) }
-		fmt.Fprintf(w, "| %s | %.0f files/s | %.0f files/s | %.0f files/s | %s | %s |\n", what, v(sbx), v(disk), v(virtfs), ratio(v(sbx), v(disk)), ratio(v(sbx), v(virtfs)))
+	rate := func(what string, get func(*targetResult) vmbench.Samples) {
+		v := func(t *targetResult) float64 { return vmbench.PerSecond(r.files, get(t).Median()) }
+		fmt.Fprintf(w, "| %s | %.0f files/s | %.0f files/s | %.0f files/s | %s | %s |\n", what, v(sbx), v(disk), v(virtfs), vmbench.Ratio(v(sbx), v(disk)), vmbench.Ratio(v(sbx), v(virtfs)))
 	}
-	throughput(fmt.Sprintf("sequential write of %s (`dd bs=1M conv=fsync`)", sizeString(r.size)), func(t *targetResult) samples { return t.writes })
-	throughput(fmt.Sprintf("sequential read of %s (`dd bs=1M`, page cache dropped)", sizeString(r.size)), func(t *targetResult) samples { return t.reads })
-	rate(fmt.Sprintf("create %d empty files (shell `: > f$i`)", r.files), func(t *targetResult) samples { return t.creates })
-	rate(fmt.Sprintf("stat %d files (`stat -c %%s dir/*`)", r.files), func(t *targetResult) samples { return t.stats })
-	rate(fmt.Sprintf("unlink %d files (`rm dir/*`)", r.files), func(t *targetResult) samples { return t.unlinks })
-	g := func(t *targetResult) float64 { return t.gitStatus.median().Seconds() }
+	throughput(fmt.Sprintf("sequential write of %s (`dd bs=1M conv=fsync`)", vmbench.Size(r.size)), func(t *targetResult) vmbench.Samples { return t.writes })
+	throughput(fmt.Sprintf("sequential read of %s (`dd bs=1M`, page cache dropped)", vmbench.Size(r.size)), func(t *targetResult) vmbench.Samples { return t.reads })
+	rate(fmt.Sprintf("create %d empty files (shell `: > f$i`)", r.files), func(t *targetResult) vmbench.Samples { return t.creates })
+	rate(fmt.Sprintf("stat %d files (`stat -c %%s dir/*`)", r.files), func(t *targetResult) vmbench.Samples { return t.stats })
+	rate(fmt.Sprintf("unlink %d files (`rm dir/*`)", r.files), func(t *targetResult) vmbench.Samples { return t.unlinks })
+	g := func(t *targetResult) float64 { return t.gitStatus.Median().Seconds() }
 	fmt.Fprintf(w, "| `git status` on a %d-file tree (time) | %.2f s | %.2f s | %.2f s | %s | %s |\n",
-		r.gitFiles, g(sbx), g(disk), g(virtfs), ratio(g(sbx), g(disk)), ratio(g(sbx), g(virtfs)))
+		r.gitFiles, g(sbx), g(disk), g(virtfs), vmbench.Ratio(g(sbx), g(disk)), vmbench.Ratio(g(sbx), g(virtfs)))
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Samples, in the order taken:")
 	fmt.Fprintln(w)
 	for _, t := range r.targets {
 		fmt.Fprintf(w, "- %s: write %s; read %s; create %s; stat %s; unlink %s; git status %s\n", t.name,
-			t.writes.list(seconds), t.reads.list(seconds), t.creates.list(seconds), t.stats.list(seconds), t.unlinks.list(seconds), t.gitStatus.list(seconds))
+			t.writes.List(vmbench.Seconds), t.reads.List(vmbench.Seconds), t.creates.List(vmbench.Seconds), t.stats.List(vmbench.Seconds), t.unlinks.List(vmbench.Seconds), t.gitStatus.List(vmbench.Seconds))
 	}
-}
-
-// sizeString writes n in whole MiB or GiB where it can.
-func sizeString(n int64) string {
-	switch {
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return fmt.Sprintf("%d GiB", n>>30)
-	case n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	}
-	return strconv.FormatInt(n, 10) + " bytes"
 }
 
 // parseSize reads a positive whole number of MiB written with a MiB or

@@ -3,34 +3,13 @@ package qcow2
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/sbx-dev/sbx/internal/builders/ctxio/ctxiotest"
 )
-
-// cancellingWriter cancels its context at its k-th write (0: never), as
-// a Ctrl-C arriving while that write is under way, and counts the writes
-// after that one.
-type cancellingWriter struct {
-	memWriterAt
-	k      int
-	cancel context.CancelFunc
-	writes int
-	late   int
-}
-
-func (c *cancellingWriter) WriteAt(p []byte, off int64) (int, error) {
-	c.writes++
-	switch {
-	case c.k > 0 && c.writes == c.k:
-		c.cancel()
-	case c.k > 0 && c.writes > c.k:
-		c.late++
-	}
-	return c.memWriterAt.WriteAt(p, off)
-}
 
 // sparseCase is a raw image with data spread over many chunks, so that
 // a conversion makes many writes: data, then tables.
@@ -53,26 +32,9 @@ func TestConvertStopsWhenCancelled(t *testing.T) {
 	}
 	defer f.Close()
 	opts := Options{ClusterBits: c.clusterBits}
-	whole := &cancellingWriter{}
-	if err := Convert(context.Background(), whole, f, c.size, opts); err != nil {
-		t.Fatal(err)
-	}
-	n := whole.writes
-	if n < 10 {
-		t.Fatalf("a whole conversion made %d writes; the test needs more to cancel in the middle", n)
-	}
-	for _, k := range []int{1, n / 2, n - 1} {
-		ctx, cancel := context.WithCancel(context.Background())
-		w := &cancellingWriter{k: k, cancel: cancel}
-		err := Convert(ctx, w, f, c.size, opts)
-		cancel()
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("cancelled at write %d of %d: Convert = %v, want context.Canceled", k, n, err)
-		}
-		if w.late != 0 {
-			t.Errorf("cancelled at write %d of %d: %d more writes reached the image", k, n, w.late)
-		}
-	}
+	ctxiotest.CheckCancelDuringWrites(t, func() io.WriterAt { return &memWriterAt{} }, func(ctx context.Context, w io.WriterAt) error {
+		return Convert(ctx, w, f, c.size, opts)
+	})
 }
 
 // Cancelled halfway through, ConvertFile returns the context's error and

@@ -7,13 +7,18 @@
 // every read and write; CancelAt(n) cancels at the n-th such question,
 // which falls between two writes of a build in progress. A first run
 // with CancelAt(0) (never) counts the questions a whole build asks.
+// Where the test holds the writer, CancellingWriterAt cancels during its
+// k-th write instead and counts the writes that still come after it.
 //
 // It is test support, imported only by tests.
 package ctxiotest
 
 import (
 	"context"
+	"errors"
+	"io"
 	"sync"
+	"testing"
 )
 
 // Context cancels itself the n-th time its Err method is called.
@@ -54,3 +59,55 @@ func (c *Context) Calls() int {
 
 // Stop releases the context.
 func (c *Context) Stop() { c.cancel() }
+
+// CancellingWriterAt passes writes to W and cancels with Cancel at its
+// K-th write (never when K is 0), as a Ctrl-C arriving while that write
+// is under way. Writes counts every write, Late those after the K-th.
+type CancellingWriterAt struct {
+	W      io.WriterAt
+	K      int
+	Cancel context.CancelFunc
+
+	Writes, Late int
+}
+
+// WriteAt counts the write, cancels at the K-th and passes it on.
+func (c *CancellingWriterAt) WriteAt(p []byte, off int64) (int, error) {
+	c.Writes++
+	switch {
+	case c.K > 0 && c.Writes == c.K:
+		c.Cancel()
+	case c.K > 0 && c.Writes > c.K:
+		c.Late++
+	}
+	return c.W.WriteAt(p, off)
+}
+
+// CheckCancelDuringWrites runs write once to count its writes, then again
+// cancelled during its first, middle and last-but-one write, each time
+// into a fresh writer from newW, and fails t unless every cancelled run
+// returns context.Canceled with no write after the one the cancel came
+// in: the order of events Ctrl-C must produce in a disk writer.
+func CheckCancelDuringWrites(t testing.TB, newW func() io.WriterAt, write func(context.Context, io.WriterAt) error) {
+	t.Helper()
+	whole := &CancellingWriterAt{W: newW()}
+	if err := write(context.Background(), whole); err != nil {
+		t.Fatal(err)
+	}
+	n := whole.Writes
+	if n < 10 {
+		t.Fatalf("a whole run made %d writes; the test needs more to cancel in the middle", n)
+	}
+	for _, k := range []int{1, n / 2, n - 1} {
+		ctx, cancel := context.WithCancel(context.Background())
+		w := &CancellingWriterAt{W: newW(), K: k, Cancel: cancel}
+		err := write(ctx, w)
+		cancel()
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("cancelled at write %d of %d: %v, want context.Canceled", k, n, err)
+		}
+		if w.Late != 0 {
+			t.Errorf("cancelled at write %d of %d: %d more writes came after", k, n, w.Late)
+		}
+	}
+}
