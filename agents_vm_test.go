@@ -350,7 +350,8 @@ func agentTarballsCached(t *testing.T, lock []byte) bool {
 // Run runs script with bash as user (empty: the sandbox's user) in
 // /workspace, bounded by timeout, and returns its output (stdout and
 // stderr together), exit code and duration. A command that cannot be run
-// or outlives timeout fails the test.
+// or outlives timeout is an error of the test, with the output so far,
+// and its code is -1.
 func (a *agentSandbox) Run(t *testing.T, ctx context.Context, user string, timeout time.Duration, script string, env ...string) (string, int, time.Duration) {
 	t.Helper()
 	var out bytes.Buffer
@@ -363,7 +364,8 @@ func (a *agentSandbox) Run(t *testing.T, ctx context.Context, user string, timeo
 	a.out.Write(out.Bytes())
 	a.mu.Unlock()
 	if err != nil {
-		t.Fatalf("%q after %v: %v\n%s", script, took.Round(time.Millisecond), err, out.String())
+		t.Errorf("%q after %v: %v\noutput so far:\n%s", script, took.Round(time.Millisecond), err, out.String())
+		return out.String(), -1, took
 	}
 	return out.String(), st.Code, took
 }
@@ -391,8 +393,8 @@ func (a *agentSandbox) CheckNoLeak(t *testing.T, ctx context.Context) {
 	var errOut strings.Builder
 	tctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	st, err := a.SB.Exec(tctx, sbx.Cmd{
-		Args: []string{"bash", "-c", `find / -xdev \( -path /usr -o -path /proc -o -path /sys -o -path /dev -o -path /workspace \) -prune -o -type f -print0 | tar --null -T - -cf - 2>/dev/null; ` +
-			`find /tmp /run /dev/shm -type f -print0 2>/dev/null | tar --null -T - -cf - 2>/dev/null; true`},
+		Args: []string{"bash", "-c", `{ find / \( -path /usr -o -path /proc -o -path /sys -o -path /dev -o -path /workspace \) -prune -o -type f -print0; ` +
+			`find /dev/shm -type f -print0; } 2>/dev/null | tar --null -T - -cf - 2>/dev/null; true`},
 		User: "root", Stdout: &tarOut, Stderr: &errOut,
 	})
 	cancel()
@@ -405,14 +407,10 @@ func (a *agentSandbox) CheckNoLeak(t *testing.T, ctx context.Context) {
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
-			// A second archive follows the first's end.
-			if tr = tar.NewReader(&tarOut); tarOut.Len() > 0 {
-				continue
-			}
 			break
 		}
 		if err != nil {
-			break
+			t.Fatalf("the guest's archive: %v", err)
 		}
 		nfiles++
 		b, _ := io.ReadAll(tr)
@@ -567,7 +565,11 @@ grep -c 'BEGIN CERTIFICATE' /etc/ssl/certs/ca-certificates.crt`)
 				`claude -p "Write a short note to notes/from-claude.md, then say what you did." --dangerously-skip-permissions --output-format text`)
 			t.Logf("claude -p took %v:\n%s", took.Round(time.Millisecond), out)
 			if code != 0 || !strings.Contains(out, "Done: the note is written.") {
-				t.Errorf("claude -p: exit %d\n%s", code, out)
+				var got []string
+				for _, r := range fake.requests() {
+					got = append(got, fmt.Sprintf("%s %s: %s", r.Method, r.Path, r.Answer))
+				}
+				t.Fatalf("claude -p: exit %d\n%s\nthe upstream got: %v\naudit log:\n%s", code, out, got, formatAudit(a.Audit(t, nil)))
 			}
 			// The upstream echoed the real credential; the guest sees the
 			// placeholder in its place.
