@@ -25,13 +25,13 @@ func TestReplaceMountDirs(t *testing.T) {
 	if m[0].HostDir != "/tmp/eval/.work/3/0" || m[1].HostDir != "/srv/data" {
 		t.Errorf("mounts after the replacement: %+v", m)
 	}
-	for dirs, want := range map[string]map[string]string{
+	for want, dirs := range map[string]map[string]string{
 		"no workspace mount at /nope": {"/workspace": "/tmp/x", "/nope": "/tmp/y"},
 		"not absolute":                {"/data": "rel/dir"},
 	} {
 		m := mounts()
-		if err := replaceMountDirs(m, want); err == nil || !strings.Contains(err.Error(), dirs) {
-			t.Errorf("%v: error %v, want %q", want, err, dirs)
+		if err := replaceMountDirs(m, dirs); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%v: error %v, want %q", dirs, err, want)
 		}
 	}
 	if err := replaceMountDirs(mounts(), nil); err != nil {
