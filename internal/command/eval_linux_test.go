@@ -37,8 +37,8 @@ func evalIndex(t *testing.T, results string) []fanout.Run {
 }
 
 // TestEvalCommand runs sbx eval on the eval spec (testdata/eval) twice:
-// 3 runs 2 at once with an -e variable, which all finish with their own
-// exit codes and files; then 3 runs one at a time, interrupted once the
+// 3 runs 2 at once with an -e variable and -i, which all finish with
+// their own exit codes and files, each having read the same input; then 3 runs one at a time, interrupted once the
 // first has finished while the second sleeps: exit 130, "Interrupted",
 // and the index holds the first run only.
 func TestEvalCommand(t *testing.T) {
@@ -53,7 +53,7 @@ func TestEvalCommand(t *testing.T) {
 
 	eval := func(ctx context.Context, stderr io.Writer, args ...string) (int, string) {
 		var stdout bytes.Buffer
-		code := Run(append([]string{"eval"}, args...), &Env{Stdout: &stdout, Stderr: stderr, Environ: f.Environ, Context: ctx})
+		code := Run(append([]string{"eval"}, args...), &Env{Stdin: strings.NewReader("input\n"), Stdout: &stdout, Stderr: stderr, Environ: f.Environ, Context: ctx})
 		return code, stdout.String()
 	}
 
@@ -61,8 +61,8 @@ func TestEvalCommand(t *testing.T) {
 	defer cancel()
 	results := filepath.Join(t.TempDir(), "r1")
 	var stderr lockedBuffer
-	code, stdout := eval(ctx, &stderr, "-n", "3", "-p", "2", "-e", "GREETING=hi", "-results", results, cfgDir, "evalbox", "--",
-		"sh", "-c", `test ! -e /workspace/.env || exit 9; echo "$GREETING-$SBX_RUN" > "/workspace/r-$SBX_RUN"; echo out; exit $SBX_RUN`)
+	code, stdout := eval(ctx, &stderr, "-n", "3", "-p", "2", "-i", "-e", "GREETING=hi", "-results", results, cfgDir, "evalbox", "--",
+		"sh", "-c", `test ! -e /workspace/.env || exit 9; read line; echo "$GREETING-$SBX_RUN-$line" > "/workspace/r-$SBX_RUN"; echo out; exit $SBX_RUN`)
 	t.Logf("exit %d\n--- stdout\n%s--- stderr\n%s", code, stdout, string(stderr.Bytes()))
 	if code != ExitOK {
 		t.Fatalf("sbx eval exited %d", code)
@@ -89,7 +89,7 @@ func TestEvalCommand(t *testing.T) {
 		h, err := tr.Next()
 		data, _ := io.ReadAll(tr)
 		tf.Close()
-		if err != nil || h.Name != fmt.Sprintf("workspace/r-%d", r.Run) || string(data) != fmt.Sprintf("hi-%d\n", r.Run) {
+		if err != nil || h.Name != fmt.Sprintf("workspace/r-%d", r.Run) || string(data) != fmt.Sprintf("hi-%d-input\n", r.Run) {
 			t.Errorf("run %d: tarball entry %v %q, %v", r.Run, h, data, err)
 		}
 	}
