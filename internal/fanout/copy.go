@@ -50,7 +50,9 @@ const modeBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
 // its error, leaving a partial dst for the caller to remove.
 func CopyTree(ctx context.Context, src, dst string, rules *vfs.Rules, exclude []string) (CopyStats, error) {
 	c := &copier{ctx: ctx, rules: rules, exclude: map[string]bool{}}
-	info, err := os.Lstat(src)
+	// The root itself may be a link (a mount's host directory written
+	// as an absolute path through one): the file server follows it too.
+	info, err := os.Stat(src)
 	if err != nil {
 		return c.st, err
 	}

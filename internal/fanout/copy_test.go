@@ -129,6 +129,12 @@ func TestCopyTreeLeavesOutHidden(t *testing.T) {
 	if _, err := CopyTree(context.Background(), src, filepath.Join(t.TempDir(), "c"), nil, []string{src}); err == nil {
 		t.Error("copying a tree excluded at its root succeeded")
 	}
+	// A root that is a link to the tree is copied as the tree.
+	link := filepath.Join(t.TempDir(), "link")
+	os.Symlink(src, link)
+	if st, err := CopyTree(context.Background(), link, filepath.Join(t.TempDir(), "c"), rules, nil); err != nil || st.Files != 6 {
+		t.Errorf("copying through a linked root: %+v, %v", st, err)
+	}
 	// dst must be new.
 	if _, err := CopyTree(context.Background(), src, dst, rules, nil); err == nil {
 		t.Error("copying onto an existing directory succeeded")
