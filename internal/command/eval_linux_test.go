@@ -40,7 +40,8 @@ func evalIndex(t *testing.T, results string) []fanout.Run {
 // 3 runs 2 at once with an -e variable and -i, which all finish with
 // their own exit codes and files, each having read the same input; then 3 runs one at a time, interrupted once the
 // first has finished while the second sleeps: exit 130, "Interrupted",
-// and the index holds the first run only.
+// and the index holds the first run only; last, one run whose command
+// outlives -timeout, recorded with status "timeout".
 func TestEvalCommand(t *testing.T) {
 	f, _, _ := machinetest.Require(t)
 	cfgDir := t.TempDir()
@@ -116,5 +117,16 @@ func TestEvalCommand(t *testing.T) {
 	}
 	if index := evalIndex(t, results2); len(index) != 1 || index[0].Run != 0 {
 		t.Errorf("index after the interrupt: %+v", index)
+	}
+
+	// A command over -timeout is killed and recorded as such.
+	results3 := filepath.Join(t.TempDir(), "r3")
+	var stderr3 lockedBuffer
+	code, stdout = eval(ctx, &stderr3, "-timeout", "3s", "-results", results3, cfgDir, "evalbox", "--", "sleep", "600")
+	t.Logf("exit %d\n--- stdout\n%s--- stderr\n%s", code, stdout, string(stderr3.Bytes()))
+	index = evalIndex(t, results3)
+	if code != ExitOK || !strings.Contains(stdout, "run 0: timed out in ") || len(index) != 1 || index[0].Status != fanout.StatusTimeout ||
+		index[0].ExitCode != -1 || index[0].CommandMS < 3000 || index[0].CommandMS > 60000 {
+		t.Errorf("timed-out eval: exit %d, index %+v", code, index)
 	}
 }
