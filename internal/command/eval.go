@@ -200,7 +200,7 @@ func runEval(ctx context.Context, env *Env, args []string) int {
 	opts.OnRun = func(r fanout.Run) {
 		fmt.Fprintf(env.Stderr, "sbx eval: run %d: %s\n", r.Run, runSummary(r))
 	}
-	fmt.Fprintf(env.Stderr, "sbx eval: %d runs of %s, at most %d at once, into %s\n", a.runs, sb.Addr(), min(a.parallel, a.runs), quoteText(a.results))
+	fmt.Fprintf(env.Stderr, "sbx eval: %s of %s, at most %d at once, into %s\n", count(a.runs, "run", "runs"), sb.Addr(), min(a.parallel, a.runs), quoteText(a.results))
 	res, err := fanout.Execute(ctx, opts)
 	if res == nil {
 		if ctx.Err() != nil {
