@@ -485,10 +485,22 @@ func (b *bench) count(ctx context.Context, r *countResult) error {
 			wg.Go(func() { batch[i], errs[i] = b.spawn(ctx, name) })
 		}
 		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			return err
+		for i, s := range batch {
+			if errs[i] == nil {
+				running = append(running, s)
+			}
 		}
-		running = append(running, batch...)
+		if err := errors.Join(errs...); err != nil {
+			// A boot that fails on a loaded host ends the count; the
+			// sandboxes that run are still measured.
+			if ctx.Err() != nil {
+				return err
+			}
+			first, _, _ := strings.Cut(err.Error(), "\n")
+			r.stopped = "a failed boot: " + first
+			b.logf("%v", err)
+			break
+		}
 		after, err := memAvailable()
 		if err != nil {
 			return err
