@@ -281,6 +281,7 @@ func (b *bench) baselineArgv() []string {
 		if b.sb.CPUs > 1 {
 			accelOpt += ",thread=multi"
 		}
+		accelOpt += ",tb-size=" + strconv.Itoa(qemu.TCGBufferMiB)
 	}
 	cpus := max(b.sb.CPUs, 1)
 	params := append([]string{"console=ttyS0", "panic=-1"}, b.cmdline...)
@@ -293,7 +294,7 @@ func (b *bench) baselineArgv() []string {
 	return []string{b.qemuPath,
 		"-name", "sandboxbench-baseline",
 		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
-		"-machine", "q35", "-accel", accelOpt, "-cpu", cpu,
+		"-machine", "q35,sata=off,smbus=off,vmport=off,smm=off", "-accel", accelOpt, "-cpu", cpu,
 		"-smp", strconv.Itoa(cpus), "-m", strconv.FormatInt(b.memory>>20, 10),
 		"-kernel", b.img.Outputs[image.OutputKernel].Path,
 		"-initrd", b.img.Outputs[image.OutputInitramfs].Path,
