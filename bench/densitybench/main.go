@@ -33,7 +33,7 @@ const (
 	setupTimeout = 15 * time.Minute // the fixture, its image and sbx
 	bootLimit    = 3 * time.Minute  // one machine or supervised sandbox to run
 	execLimit    = 3 * time.Minute  // one command in a guest
-	stopLimit    = 2 * time.Minute  // stopping every supervisor
+	stopLimit    = 3 * time.Minute  // stopping every supervisor
 	goneLimit    = 30 * time.Second // QEMUs exiting after the stops
 	freeWait     = 20 * time.Second // a freed guest's memory returning
 )
@@ -599,7 +599,7 @@ func (b *bench) cleanup() error {
 		b.logf("stopping %d supervised sandboxes", len(sups))
 	}
 	// Stopping a guest takes CPU; a few at a time.
-	sem := make(chan struct{}, 4)
+	sem := make(chan struct{}, 8)
 	for _, s := range sups {
 		wg.Go(func() {
 			sem <- struct{}{}
