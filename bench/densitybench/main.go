@@ -466,6 +466,7 @@ func (b *bench) count(ctx context.Context, r *countResult) error {
 		}
 		switch {
 		case ctx.Err() != nil:
+			r.held, r.stopped = len(running), "an interrupt"
 			return ctx.Err()
 		case len(running) >= b.max:
 			r.stopped = fmt.Sprintf("the cap of %d sandboxes", b.max)
@@ -494,6 +495,7 @@ func (b *bench) count(ctx context.Context, r *countResult) error {
 			// A boot that fails on a loaded host ends the count; the
 			// sandboxes that run are still measured.
 			if ctx.Err() != nil {
+				r.held, r.stopped = len(running), "an interrupt"
 				return err
 			}
 			first, _, _ := strings.Cut(err.Error(), "\n")

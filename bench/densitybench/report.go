@@ -160,6 +160,10 @@ func (r *results) printCount(w io.Writer) {
 	fmt.Fprintf(w, "| idle sandboxes of %d MiB held at once (new machine, supervised) | |\n| --- | ---: |\n", r.config.memory>>20)
 	fmt.Fprintf(w, "| held | %d |\n", c.held)
 	fmt.Fprintf(w, "| booting stopped at | %s |\n", orDash(c.stopped))
+	if len(c.qemu) == 0 {
+		fmt.Fprintf(w, "\n(no idle measurement)\n\n")
+		return
+	}
 	fmt.Fprintf(w, "| host MemAvailable before / after | %s / %s |\n", gib(c.availStart), gib(c.availEnd))
 	if c.held > 0 {
 		per := float64(c.availStart-c.availEnd) / float64(c.held)
