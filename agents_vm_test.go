@@ -561,8 +561,9 @@ grep -c 'BEGIN CERTIFICATE' /etc/ssl/certs/ca-certificates.crt`)
 			// a non-root user), text output.
 			// Measured under TCG on a two-core host loaded by other VMs:
 			// 63 to 90 s with QEMU's default translation buffer, 5m36s
-			// with the 16 MiB one sbx now gives TCG (decision 0009): the
-			// JIT of a 400 MB Bun executable does not fit in it.
+			// with the 16 MiB one sbx now gives TCG (decision 0009), whose
+			// code Bun's JIT does not fit in; 2m23s to 2m56s with that
+			// buffer on the host less loaded.
 			const bound = 12 * time.Minute
 			out, code, took = a.Run(t, ctx, "", bound,
 				`claude -p "Write a short note to notes/from-claude.md, then say what you did." --dangerously-skip-permissions --output-format text`)
