@@ -82,11 +82,14 @@ secret "claude_oauth" {
   source = "env:CLAUDE_CODE_OAUTH_TOKEN"
 }
 
-# Codex sends its key to more than one OpenAI host.
+# Codex reads its key from CODEX_API_KEY (with only OPENAI_API_KEY set,
+# `codex exec` sends no key at all) and needs it only at api.openai.com;
+# it also sends it to chatgpt.com's model list, which it can do without
+# (docs/agents.md).
 secret "codex_key" {
-  env    = "OPENAI_API_KEY"
-  hosts  = ["*.openai.com", "chatgpt.com"]
-  source = "env:OPENAI_API_KEY"
+  env    = "CODEX_API_KEY"
+  hosts  = ["api.openai.com"]
+  source = "env:CODEX_API_KEY"
 }
 
 vfs "workspace" {
