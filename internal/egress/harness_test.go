@@ -239,6 +239,32 @@ func (h *harness) guestTLS(name string, port uint16, sni string, protos ...strin
 	return tc, nil
 }
 
+// entriesAfter waits, for at most five seconds, until the audit log
+// holds n entries that match, then closes it and returns what it holds.
+// The engine logs a request once its handler has returned, which can be
+// just after the client has read the whole response.
+func (h *harness) entriesAfter(n int, match func(audit.Entry) bool) []audit.Entry {
+	h.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		es, err := audit.Tail(h.auditDir, 10000)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		var got int
+		for _, e := range es {
+			if match(e) {
+				got++
+			}
+		}
+		if got >= n {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return h.entries()
+}
+
 // entries closes the audit log and returns what it holds.
 func (h *harness) entries() []audit.Entry {
 	h.t.Helper()

@@ -94,10 +94,13 @@ func TestHTTP1AndHTTP2BothSides(t *testing.T) {
 		})
 	}
 
-	es := h.entries()
+	isAllowed := func(e audit.Entry) bool {
+		return e.Decision == audit.DecisionAllow && e.Name == "api.test" && e.Method != ""
+	}
+	es := h.entriesAfter(4, isAllowed)
 	var allowed int
 	for _, e := range es {
-		if e.Decision == audit.DecisionAllow && e.Name == "api.test" && e.Method != "" {
+		if isAllowed(e) {
 			allowed++
 			if e.RuleLine != 4 || e.RuleFile != "main.hcl" {
 				t.Errorf("entry names rule %s:%d, want main.hcl:4", e.RuleFile, e.RuleLine)

@@ -448,8 +448,21 @@ func TestLaunchBoot(t *testing.T) {
 	if ready.Hostname != "launched" || ready.Root != "/dev/vda" || ready.Kernel != k.Version {
 		t.Errorf("ready %+v", ready)
 	}
-	if !bytes.Contains(console, []byte("Kernel command line: console=ttyS0 panic=-1 sbx.hostname=launched")) {
-		t.Error("the console does not show the kernel command line Command built")
+	argv, err := Command(spec, host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var appended string
+	for i, a := range argv {
+		if a == "-append" && i+1 < len(argv) {
+			appended = argv[i+1]
+		}
+	}
+	if !strings.HasPrefix(appended, "console=ttyS0 panic=-1 ") || !strings.HasSuffix(appended, " sbx.hostname=launched") {
+		t.Errorf("Command's kernel command line %q", appended)
+	}
+	if !bytes.Contains(console, []byte("Kernel command line: "+appended)) {
+		t.Errorf("the console does not show the kernel command line Command built (%q)", appended)
 	}
 	select {
 	case ev := <-shutdown:
