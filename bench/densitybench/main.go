@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sbx-dev/sbx/bench/internal/vmbench"
 	"github.com/sbx-dev/sbx/builders/image"
 	"github.com/sbx-dev/sbx/guestconn"
 	"github.com/sbx-dev/sbx/internal/machine/machinetest"
@@ -709,7 +710,7 @@ func memTotal() (int64, error) {
 	}
 	for line := range strings.Lines(string(b)) {
 		if v, ok := strings.CutPrefix(line, "MemTotal:"); ok {
-			return kilobytes(v)
+			return vmbench.Kilobytes(v)
 		}
 	}
 	return 0, errors.New("/proc/meminfo has no MemTotal line")

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"unsafe"
+
+	"github.com/sbx-dev/sbx/bench/internal/vmbench"
 )
 
 // smapsFixture is a QEMU's smaps cut down: its binary (a clean text
@@ -53,7 +55,7 @@ VmFlags: rd mr mw me
 `
 
 func TestSummarize(t *testing.T) {
-	maps, err := parseSmaps(strings.NewReader(smapsFixture), "fixture")
+	maps, err := vmbench.ParseSmaps(strings.NewReader(smapsFixture), "fixture")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +67,7 @@ func TestSummarize(t *testing.T) {
 		t.Fatal(err)
 	}
 	const kb = 1 << 10
-	if q.RAM != (usage{153600 * kb, 153600 * kb, 153600 * kb}) {
+	if q.RAM != (usage{Rss: 153600 * kb, Pss: 153600 * kb, Anon: 153600 * kb}) {
 		t.Errorf("guest RAM %+v", q.RAM)
 	}
 	if q.Code.Anon != 32768*kb {
@@ -96,7 +98,7 @@ func TestParseSmapsRejects(t *testing.T) {
 		strings.Replace(smapsFixture, "Rss:                5000 kB", "Rss: 5000 MB", 1),
 		strings.Replace(smapsFixture, "Anonymous:          5000 kB", "Anonymous: -5 kB", 1),
 	} {
-		if _, err := parseSmaps(strings.NewReader(bad), "bad"); err == nil {
+		if _, err := vmbench.ParseSmaps(strings.NewReader(bad), "bad"); err == nil {
 			t.Errorf("parseSmaps accepted %.40q…", bad)
 		}
 	}
@@ -129,11 +131,11 @@ func TestGuestRAMInThisProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	maps, err := parseSmaps(bytes.NewReader(b), "/proc/self/smaps")
+	maps, err := vmbench.ParseSmaps(bytes.NewReader(b), "/proc/self/smaps")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := guestRAM(maps, size)
+	m, err := vmbench.GuestRAM(maps, size)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +149,7 @@ func TestGuestRAMInThisProcess(t *testing.T) {
 
 func TestProcFiles(t *testing.T) {
 	u, err := parseRollup([]byte("55d0c0000000-7ffd0000000 ---p 00000000 00:00 0  [rollup]\nRss: 100 kB\nPss: 50 kB\nPss_Anon: 10 kB\nAnonymous: 30 kB\n"), "rollup")
-	if err != nil || u != (usage{100 << 10, 50 << 10, 30 << 10}) {
+	if err != nil || u != (usage{Rss: 100 << 10, Pss: 50 << 10, Anon: 30 << 10}) {
 		t.Errorf("parseRollup = %+v, %v", u, err)
 	}
 	if _, err := parseRollup([]byte("Rss: 100 kB\nPss: 50 kB\n"), "rollup"); err == nil {
@@ -185,7 +187,7 @@ func TestUsage(t *testing.T) {
 
 func TestReportWithoutCount(t *testing.T) {
 	q := func(overhead int64) qemuMemory {
-		return qemuMemory{Total: usage{300 << 20, 250 << 20, 150<<20 + overhead}, RAM: usage{150 << 20, 150 << 20, 150 << 20}, Code: usage{16 << 20, 16 << 20, 16 << 20}}
+		return qemuMemory{Total: usage{Rss: 300 << 20, Pss: 250 << 20, Anon: 150<<20 + overhead}, RAM: usage{Rss: 150 << 20, Pss: 150 << 20, Anon: 150 << 20}, Code: usage{Rss: 16 << 20, Pss: 16 << 20, Anon: 16 << 20}}
 	}
 	c := config{memory: 1 << 30, idle: 1, buffers: []int{32}}
 	r := &results{config: c, variants: c.variants(), samples: [][]sample{

@@ -52,7 +52,7 @@ func selfSmaps(t *testing.T) []mapping {
 	if err != nil {
 		t.Fatal(err)
 	}
-	maps, err := parseSmaps(bytes.NewReader(b), "/proc/self/smaps")
+	maps, err := vmbench.ParseSmaps(bytes.NewReader(b), "/proc/self/smaps")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestGuestRAMInThisProcess(t *testing.T) {
 	size, touched := 23<<20+3*page, 5<<20
 	ram := guardedMapping(t, size, touched)
 	maps := selfSmaps(t)
-	m, err := guestRAM(maps, int64(size))
+	m, err := vmbench.GuestRAM(maps, int64(size))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestGuestRAMInThisProcess(t *testing.T) {
 	if guards != 2 {
 		t.Errorf("found %d guard pages around the mapping, want 2", guards)
 	}
-	if _, err := guestRAM(maps, int64(size+page)); err == nil {
+	if _, err := vmbench.GuestRAM(maps, int64(size+page)); err == nil {
 		t.Error("a size no mapping has was found")
 	}
 }
@@ -159,14 +159,14 @@ VmFlags: rd wr sh mr mw me ms
 `
 
 func TestParseSmapsAndPickGuestRAM(t *testing.T) {
-	maps, err := parseSmaps(strings.NewReader(qemuSmaps), "smaps")
+	maps, err := vmbench.ParseSmaps(strings.NewReader(qemuSmaps), "smaps")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(maps) != 6 {
 		t.Fatalf("parsed %d mappings, want 6", len(maps))
 	}
-	if maps[0].Path != "/usr/bin/qemu-system-x86_64" || maps[0].Usage != (memUsage{900 << 10, 450 << 10}) {
+	if maps[0].Path != "/usr/bin/qemu-system-x86_64" || maps[0].Usage != (memUsage{Rss: 900 << 10, Pss: 450 << 10}) {
 		t.Errorf("first mapping %+v", maps[0])
 	}
 	if maps[5].Path != "/memfd:my file (deleted)" || maps[5].Perms != "rw-s" {
@@ -174,36 +174,36 @@ func TestParseSmapsAndPickGuestRAM(t *testing.T) {
 	}
 	// Two anonymous read-write mappings of 512 MiB: the one QEMU marked
 	// (dc, mg) is the guest RAM; the executable TCG buffer never is.
-	m, err := guestRAM(maps, 512<<20)
+	m, err := vmbench.GuestRAM(maps, 512<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if m.Start != 0x7fd777e00000 || m.Usage.Rss != 128<<20 {
 		t.Errorf("picked %+v, want the mapping at 0x7fd777e00000 with 128 MiB resident", m)
 	}
-	if _, err := guestRAM(maps, 1048572<<10); err == nil {
+	if _, err := vmbench.GuestRAM(maps, 1048572<<10); err == nil {
 		t.Error("the executable TCG buffer was taken for guest RAM")
 	}
-	if got, want := codeBuffer(maps), (memUsage{2 << 20, 2 << 20}); got != want {
+	if got, want := codeBuffer(maps), (memUsage{Rss: 2 << 20, Pss: 2 << 20}); got != want {
 		t.Errorf("codeBuffer = %+v, want the executable mapping's %+v", got, want)
 	}
 	split := []mapping{
-		{Perms: "rw-s", Path: "/memfd:tcg-jit (deleted)", Usage: memUsage{3 << 20, 3 << 20}},
-		{Perms: "r-xs", Path: "/memfd:tcg-jit (deleted)", Usage: memUsage{3 << 20, 3 << 20}},
-		{Perms: "r-xp", Path: "/usr/bin/qemu-system-x86_64", Usage: memUsage{9 << 20, 1 << 20}},
+		{Perms: "rw-s", Path: "/memfd:tcg-jit (deleted)", Usage: memUsage{Rss: 3 << 20, Pss: 3 << 20}},
+		{Perms: "r-xs", Path: "/memfd:tcg-jit (deleted)", Usage: memUsage{Rss: 3 << 20, Pss: 3 << 20}},
+		{Perms: "r-xp", Path: "/usr/bin/qemu-system-x86_64", Usage: memUsage{Rss: 9 << 20, Pss: 1 << 20}},
 	}
-	if got, want := codeBuffer(split), (memUsage{6 << 20, 6 << 20}); got != want {
+	if got, want := codeBuffer(split), (memUsage{Rss: 6 << 20, Pss: 6 << 20}); got != want {
 		t.Errorf("codeBuffer of a split buffer = %+v, want %+v", got, want)
 	}
 	// Unmarked and ambiguous: an error, not a guess.
 	unmarked := slices.Clone(maps)
 	unmarked[2].Flags = []string{"rd", "wr"}
-	if _, err := guestRAM(unmarked, 512<<20); err == nil {
+	if _, err := vmbench.GuestRAM(unmarked, 512<<20); err == nil {
 		t.Error("two unmarked candidates gave an answer")
 	}
 	// A memory backend in a memfd qualifies by its name.
 	memfd := []mapping{{Perms: "rw-s", Path: "/memfd:pc.ram (deleted)", Size: 512 << 20}}
-	if _, err := guestRAM(memfd, 512<<20); err != nil {
+	if _, err := vmbench.GuestRAM(memfd, 512<<20); err != nil {
 		t.Errorf("a memfd pc.ram: %v", err)
 	}
 
@@ -212,8 +212,8 @@ func TestParseSmapsAndPickGuestRAM(t *testing.T) {
 		"7fd800000000-7fd800001000 rw-p 00000000 00:00 0\nRss: lots\n",
 		"7fd800000000-7fd800001000 rw-p 00000000 00:00 0\nnot a field\n",
 	} {
-		if _, err := parseSmaps(strings.NewReader(bad), "bad"); err == nil || !strings.Contains(err.Error(), "bad:") {
-			t.Errorf("parseSmaps(%q) = %v, want an error naming the file and line", bad, err)
+		if _, err := vmbench.ParseSmaps(strings.NewReader(bad), "bad"); err == nil || !strings.Contains(err.Error(), "bad:") {
+			t.Errorf("vmbench.ParseSmaps(%q) = %v, want an error naming the file and line", bad, err)
 		}
 	}
 }
@@ -364,11 +364,11 @@ func TestReport(t *testing.T) {
 		readyLines: s(5, 6, 7),
 		baseExits:  s(5.5, 6.5, 7.5),
 		sbxRuns:    s(14, 10, 12),
-		mem1: []memSample{{name: "box", supervisor: memUsage{10 << 20, 8 << 20}, qemu: memUsage{300 << 20, 290 << 20},
-			guestRAM: memUsage{200 << 20, 200 << 20}, code: memUsage{50 << 20, 50 << 20}}},
+		mem1: []memSample{{name: "box", supervisor: memUsage{Rss: 10 << 20, Pss: 8 << 20}, qemu: memUsage{Rss: 300 << 20, Pss: 290 << 20},
+			guestRAM: memUsage{Rss: 200 << 20, Pss: 200 << 20}, code: memUsage{Rss: 50 << 20, Pss: 50 << 20}}},
 		mem4: []memSample{
-			{name: "a", supervisor: memUsage{10 << 20, 4 << 20}, qemu: memUsage{300 << 20, 280 << 20}, guestRAM: memUsage{200 << 20, 200 << 20}},
-			{name: "b", supervisor: memUsage{12 << 20, 6 << 20}, qemu: memUsage{320 << 20, 300 << 20}, guestRAM: memUsage{200 << 20, 200 << 20}},
+			{name: "a", supervisor: memUsage{Rss: 10 << 20, Pss: 4 << 20}, qemu: memUsage{Rss: 300 << 20, Pss: 280 << 20}, guestRAM: memUsage{Rss: 200 << 20, Pss: 200 << 20}},
+			{name: "b", supervisor: memUsage{Rss: 12 << 20, Pss: 6 << 20}, qemu: memUsage{Rss: 320 << 20, Pss: 300 << 20}, guestRAM: memUsage{Rss: 200 << 20, Pss: 200 << 20}},
 		},
 	}
 	var out strings.Builder

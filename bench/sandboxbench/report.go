@@ -103,10 +103,10 @@ func (r *results) print(w io.Writer) {
 			if len(ms) > 1 {
 				k := int64(len(ms))
 				mean := memSample{
-					supervisor: memUsage{sum.supervisor.Rss / k, sum.supervisor.Pss / k},
-					qemu:       memUsage{sum.qemu.Rss / k, sum.qemu.Pss / k},
-					guestRAM:   memUsage{sum.guestRAM.Rss / k, sum.guestRAM.Pss / k},
-					code:       memUsage{sum.code.Rss / k, sum.code.Pss / k},
+					supervisor: memUsage{Rss: sum.supervisor.Rss / k, Pss: sum.supervisor.Pss / k},
+					qemu:       memUsage{Rss: sum.qemu.Rss / k, Pss: sum.qemu.Pss / k},
+					guestRAM:   memUsage{Rss: sum.guestRAM.Rss / k, Pss: sum.guestRAM.Pss / k},
+					code:       memUsage{Rss: sum.code.Rss / k, Pss: sum.code.Pss / k},
 				}
 				memRow(w, len(ms), "**mean**", mean)
 			}
