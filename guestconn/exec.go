@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/sbx-dev/sbx/internal/guest/agentproto"
@@ -61,6 +62,30 @@ type ExitStatus struct {
 
 // Success reports whether the process exited with code 0.
 func (s *ExitStatus) Success() bool { return s.Signal == "" && s.Code == 0 }
+
+// ShellCode is the status as one exit code, the way shells report it:
+// the process's own code, or 128 plus the number of the signal that
+// killed it (Linux's numbers: the guest is Linux whatever the host is;
+// 129 for a signal it does not know).
+func (s *ExitStatus) ShellCode() int {
+	if s.Signal == "" {
+		return s.Code
+	}
+	if n, ok := linuxSignals[strings.TrimPrefix(s.Signal, "SIG")]; ok {
+		return 128 + n
+	}
+	return 128 + 1
+}
+
+// linuxSignals are the numbers of the guest's signals by the names the
+// agent reports.
+var linuxSignals = map[string]int{
+	"HUP": 1, "INT": 2, "QUIT": 3, "ILL": 4, "TRAP": 5, "ABRT": 6, "BUS": 7,
+	"FPE": 8, "KILL": 9, "USR1": 10, "SEGV": 11, "USR2": 12, "PIPE": 13,
+	"ALRM": 14, "TERM": 15, "STKFLT": 16, "CHLD": 17, "CONT": 18, "STOP": 19,
+	"TSTP": 20, "TTIN": 21, "TTOU": 22, "URG": 23, "XCPU": 24, "XFSZ": 25,
+	"VTALRM": 26, "PROF": 27, "WINCH": 28, "IO": 29, "PWR": 30, "SYS": 31,
+}
 
 // String describes the status; a signal's name, which the guest
 // reports, has its control characters escaped (package termtext).

@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"os/signal"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -18,7 +16,6 @@ import (
 	"github.com/sbx-dev/sbx/internal/providers/qemu"
 	"github.com/sbx-dev/sbx/internal/sandboxfs"
 	"github.com/sbx-dev/sbx/internal/sandboxnet"
-	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/machine"
 	"github.com/sbx-dev/sbx/pipeline"
 )
@@ -115,15 +112,8 @@ func runEval(ctx context.Context, env *Env, args []string) int {
 	ctx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stopSignals()
 
-	cfg, diags := lang.Load(a.dir, a.vars.options(env))
-	v.diagnostics(sources(cfg), diags)
-	if diags.HasErrors() {
-		return ExitError
-	}
-	sb, ok := cfg.Sandboxes[strings.TrimPrefix(a.sandbox, "sandbox.")]
+	cfg, sb, ok := loadSandbox(v, a.dir, a.vars.options(env), a.sandbox)
 	if !ok {
-		names := slices.Sorted(maps.Keys(cfg.Sandboxes))
-		v.errorDetail(fmt.Sprintf("No sandbox %q in the configuration", a.sandbox), "The sandboxes are: "+strings.Join(names, ", "))
 		return ExitError
 	}
 	if err := sandboxnet.CheckEnv(sb.Policy, a.env); err != nil {

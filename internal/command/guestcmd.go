@@ -102,7 +102,7 @@ func (g guestCommand) run(ctx context.Context, env *Env, cmd guestconn.Cmd,
 		fmt.Fprintf(env.Stderr, "sbx %s: %s: %s\n", g.verb, g.target, quoteErr(err))
 		return ExitError
 	}
-	return exitCode(st)
+	return st.ShellCode()
 }
 
 // sizeFD returns the terminal whose size the guest's terminal follows:

@@ -78,6 +78,24 @@ type runArgs struct {
 	noColor     bool
 }
 
+// loadSandbox loads the configuration in dir and finds the sandbox that
+// name names ("sandbox." may lead), printing the diagnostics and, when
+// there is no such sandbox, the ones there are.
+func loadSandbox(v *view, dir string, opts lang.Options, name string) (*lang.Config, *lang.Sandbox, bool) {
+	cfg, diags := lang.Load(dir, opts)
+	v.diagnostics(sources(cfg), diags)
+	if diags.HasErrors() {
+		return nil, nil, false
+	}
+	sb, ok := cfg.Sandboxes[strings.TrimPrefix(name, "sandbox.")]
+	if !ok {
+		names := slices.Sorted(maps.Keys(cfg.Sandboxes))
+		v.errorDetail(fmt.Sprintf("No sandbox %q in the configuration", name), "The sandboxes are: "+strings.Join(names, ", "))
+		return nil, nil, false
+	}
+	return cfg, sb, true
+}
+
 func runRun(ctx context.Context, env *Env, args []string) int {
 	var a runArgs
 	flags := newFlagSet("run")
@@ -98,15 +116,8 @@ func runRun(ctx context.Context, env *Env, args []string) int {
 	ctx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stopSignals()
 
-	cfg, diags := lang.Load(a.dir, a.vars.options(env))
-	v.diagnostics(sources(cfg), diags)
-	if diags.HasErrors() {
-		return ExitError
-	}
-	sb, ok := cfg.Sandboxes[strings.TrimPrefix(a.sandbox, "sandbox.")]
+	cfg, sb, ok := loadSandbox(v, a.dir, a.vars.options(env), a.sandbox)
 	if !ok {
-		names := slices.Sorted(maps.Keys(cfg.Sandboxes))
-		v.errorDetail(fmt.Sprintf("No sandbox %q in the configuration", a.sandbox), "The sandboxes are: "+strings.Join(names, ", "))
 		return ExitError
 	}
 	lock, ok := lockForPlan(ctx, &quiet, v, cfg, a.lockfile == "readonly")
@@ -156,28 +167,6 @@ func (a *runArgs) exec(ctx context.Context, env *Env, m *machine.Machine, cfg *l
 	vars := append(cfg.CommandEnv(sb), a.env...)
 	g := guestCommand{verb: "run", target: sb.Addr().String(), stdin: a.stdin, tty: a.tty, timeout: a.timeout}
 	return g.run(ctx, env, guestconn.Cmd{Args: a.command, Env: vars, Dir: a.workdir, User: user}, m.Exec)
-}
-
-// exitCode maps a guest process's end to sbx's exit code: its own, or
-// 128 plus the signal's number, as shells report it.
-func exitCode(st *guestconn.ExitStatus) int {
-	if st.Signal == "" {
-		return st.Code
-	}
-	if n, ok := linuxSignals[strings.TrimPrefix(st.Signal, "SIG")]; ok {
-		return 128 + n
-	}
-	return 128 + 1
-}
-
-// linuxSignals are the numbers of the guest's signals: Linux's, whatever
-// the host is.
-var linuxSignals = map[string]int{
-	"HUP": 1, "INT": 2, "QUIT": 3, "ILL": 4, "TRAP": 5, "ABRT": 6, "BUS": 7,
-	"FPE": 8, "KILL": 9, "USR1": 10, "SEGV": 11, "USR2": 12, "PIPE": 13,
-	"ALRM": 14, "TERM": 15, "STKFLT": 16, "CHLD": 17, "CONT": 18, "STOP": 19,
-	"TSTP": 20, "TTIN": 21, "TTOU": 22, "URG": 23, "XCPU": 24, "XFSZ": 25,
-	"VTALRM": 26, "PROF": 27, "WINCH": 28, "IO": 29, "PWR": 30, "SYS": 31,
 }
 
 // buildImage builds one image of cfg as "sbx build" does, with the

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -360,7 +359,7 @@ func (e *evaluator) run(ctx context.Context, i int) (r Run, ok bool, err error) 
 	var notRun *guestconn.CommandError
 	switch {
 	case execErr == nil:
-		r.Status, r.ExitCode, r.Signal = StatusExited, ExitCode(st), st.Signal
+		r.Status, r.ExitCode, r.Signal = StatusExited, st.ShellCode(), st.Signal
 	case ctx.Err() != nil:
 		discard()
 		return r, false, nil
@@ -409,28 +408,6 @@ func joinMsg(a, b string) string {
 		return b
 	}
 	return a + "; " + b
-}
-
-// ExitCode maps a command's end to one exit code: its own, or 128 plus
-// the signal's number, as shells report it.
-func ExitCode(st *guestconn.ExitStatus) int {
-	if st.Signal == "" {
-		return st.Code
-	}
-	if n, ok := linuxSignals[strings.TrimPrefix(st.Signal, "SIG")]; ok {
-		return 128 + n
-	}
-	return 128 + 1
-}
-
-// linuxSignals are the numbers of the guest's signals, Linux's whatever
-// the host is, by the names guestconn reports.
-var linuxSignals = map[string]int{
-	"HUP": 1, "INT": 2, "QUIT": 3, "ILL": 4, "TRAP": 5, "ABRT": 6, "BUS": 7,
-	"FPE": 8, "KILL": 9, "USR1": 10, "SEGV": 11, "USR2": 12, "PIPE": 13,
-	"ALRM": 14, "TERM": 15, "STKFLT": 16, "CHLD": 17, "CONT": 18, "STOP": 19,
-	"TSTP": 20, "TTIN": 21, "TTOU": 22, "URG": 23, "XCPU": 24, "XFSZ": 25,
-	"VTALRM": 26, "PROF": 27, "WINCH": 28, "IO": 29, "PWR": 30, "SYS": 31,
 }
 
 // writeFile creates p (private, new) and fills it with write, synced.
