@@ -28,7 +28,7 @@ func TestTinyRun(t *testing.T) {
 		t.Skip("the host has no apt sources")
 	}
 	kdeb := kerneltest.DebianKernelDeb(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var out, log bytes.Buffer
 	args := []string{"-work", t.TempDir(), "-rounds", "1", "-packages", "hello", "-check", "/usr/bin/hello", "-size", "512MiB", "-kernel", kdeb}
