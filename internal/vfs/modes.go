@@ -32,10 +32,13 @@ import (
 // than asked, the server remembers what the guest asked for, per host
 // inode (dev, ino), and shows it in the guest's stat instead of the
 // host's. `chmod +x` then `test -x`, `chmod 0600` on a key, `mkdir -m
-// 0777` and `install -m 4755` look to the guest as they would on a disk
-// of its own (the guest's mount is nosuid, so a set-user-ID bit in its
-// view grants nothing). A file the guest did not chmod shows the host's
-// mode as it is.
+// 0777` and `chmod -R 0777` look to the guest as they would on a disk of
+// its own. Set-user-ID and set-group-ID bits are the exception over 9P:
+// the 9P library drops them when it decodes a mode (it keeps the rwx
+// bits and the sticky bit), so the guest's view never shows them, and
+// `install -m 4755` shows 0755. (The guest's mount is nosuid, so a
+// set-ID bit in its view would grant nothing.) A file the guest did not
+// chmod shows the host's mode as it is.
 //
 // The remembered modes live as long as the Server, like the tmpfs
 // paths; a new server (a sandbox started again) shows the host's modes.
