@@ -26,9 +26,14 @@
 //     bounds before the 9P library sees a message.
 //
 // Every file appears owned by the mount's owner (Options.UID, GID);
-// files created on the host belong to the user running the server, and
-// set-user-ID bits never reach it. Ownership changes are accepted and
-// ignored.
+// files created on the host belong to the user running the server.
+// Ownership changes are accepted and ignored. The guest's modes never
+// weaken the host (modes.go): a chmod, create or mkdir gives a host
+// entry at most the permission bits the server's umask allows, never
+// group or other write, never a set-user-ID, set-group-ID or sticky
+// bit, and leaves the mount's root as it is; the guest sees the mode
+// it set, which the server remembers (bounded) while the host's mode
+// is the one it left.
 //
 // The transport is the caller's: Serve takes any connection, in sbx the
 // host end of a virtio-serial port named vfsproto.PortName(i), which the

@@ -36,6 +36,8 @@ type fsys struct {
 	uid     uint32
 	gid     uint32
 	lim     Limits
+	mask    uint32       // permission bits no guest mode gives a host entry (modes.go)
+	modes   *modeOverlay // the modes the guest set that the host does not have
 
 	files   atomic.Int64 // live File values (fids, walk steps)
 	open    atomic.Int64 // files holding a host descriptor
@@ -186,7 +188,7 @@ func (fs *fsys) attr(n *node) p9.Attr {
 		return a
 	}
 	st := &n.st
-	a.Mode = p9.FileMode(st.Mode)
+	a.Mode = p9.FileMode(fs.modes.mode(st))
 	a.NLink = p9.NLink(st.Nlink)
 	a.Size = uint64(st.Size)
 	a.BlockSize = uint64(st.Blksize)
@@ -324,8 +326,8 @@ func (f *file) doGetAttr(p9.AttrMask) (p9.QID, p9.AttrMask, p9.Attr, error) {
 
 // doSetAttr is SetAttr of p9.File. Ownership changes are accepted and
 // ignored: every file appears owned by the mount's owner, and the host
-// user cannot give files away. Set-user-ID and set-group-ID bits never
-// reach the host.
+// user cannot give files away. A mode reaches the host masked, and the
+// root's not at all; the guest sees what it set (modes.go).
 func (f *file) doSetAttr(valid p9.SetAttrMask, attr p9.SetAttr) error {
 	n, err := f.fs.lookup(f.path())
 	if err != nil {
@@ -363,9 +365,15 @@ func (f *file) doSetAttr(valid p9.SetAttrMask, attr p9.SetAttr) error {
 		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
 			return unix.EOPNOTSUPP
 		}
-		if err := unix.Chmod(procPath(fd), uint32(hostPerm(attr.Permissions, st.Mode))); err != nil {
-			return err
+		if n.rel != "" {
+			if err := unix.Chmod(procPath(fd), f.fs.hostBits(attr.Permissions, st.Mode, st.Mode)); err != nil {
+				return err
+			}
+			if err := unix.Fstat(fd, &st); err != nil {
+				return err
+			}
 		}
+		f.fs.modes.set(&st, guestBits(attr.Permissions))
 	}
 	if valid.ATime || valid.MTime {
 		ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_OMIT}}
@@ -392,19 +400,6 @@ func setTime(given bool, sec, nsec uint64) unix.Timespec {
 		return unix.Timespec{Nsec: unix.UTIME_NOW}
 	}
 	return unix.Timespec{Sec: int64(sec), Nsec: int64(nsec)}
-}
-
-// hostPerm is the permission bits a guest's mode becomes on the host:
-// no set-user-ID or set-group-ID on files (the sticky bit and a
-// directory's set-group-ID are harmless).
-func hostPerm(p p9.FileMode, fileType uint32) uint32 {
-	perm := uint32(p) & 0o7777
-	if fileType&unix.S_IFMT != unix.S_IFDIR {
-		perm &^= unix.S_ISUID | unix.S_ISGID
-	} else {
-		perm &^= unix.S_ISUID
-	}
-	return perm
 }
 
 // Close implements p9.File.
@@ -624,7 +619,7 @@ func (f *file) doCreate(name string, flags p9.OpenFlags, perm p9.FileMode, _ p9.
 		return nil, p9.QID{}, 0, err
 	}
 	if pl.inMem {
-		m, err := f.fs.memMake(rel, pl, unix.S_IFREG|hostPerm(perm, unix.S_IFREG), "")
+		m, err := f.fs.memMake(rel, pl, unix.S_IFREG|guestBits(perm), "")
 		if err != nil {
 			return fail(err)
 		}
@@ -647,7 +642,14 @@ func (f *file) doCreate(name string, flags p9.OpenFlags, perm p9.FileMode, _ p9.
 	if flags&dotlTrunc != 0 {
 		oflags |= unix.O_TRUNC
 	}
-	fd, err := unix.Openat(dirfd, base, oflags, hostPerm(perm, unix.S_IFREG))
+	// Made exclusively first, so that the guest's mode is remembered
+	// only for a file this call made (an existing file keeps its mode).
+	hostMode := f.fs.hostBits(perm, unix.S_IFREG, 0)
+	fd, err := unix.Openat(dirfd, base, oflags|unix.O_EXCL, hostMode)
+	made := err == nil
+	if err == unix.EEXIST && flags&dotlExcl == 0 {
+		fd, err = unix.Openat(dirfd, base, oflags, hostMode)
+	}
 	if err != nil {
 		f.fs.open.Add(-1)
 		return fail(err)
@@ -658,6 +660,9 @@ func (f *file) doCreate(name string, flags p9.OpenFlags, perm p9.FileMode, _ p9.
 		h.Close()
 		f.fs.open.Add(-1)
 		return fail(unix.EPERM)
+	}
+	if made {
+		f.fs.modes.set(&st, guestBits(perm))
 	}
 	nf.host, nf.opened = h, true
 	f.fs.hold(nf)
@@ -672,7 +677,7 @@ func (f *file) doMkdir(name string, perm p9.FileMode, _ p9.UID, _ p9.GID) (p9.QI
 		return p9.QID{}, err
 	}
 	if pl.inMem {
-		m, err := f.fs.memMake(rel, pl, unix.S_IFDIR|hostPerm(perm, unix.S_IFDIR), "")
+		m, err := f.fs.memMake(rel, pl, unix.S_IFDIR|guestBits(perm), "")
 		if err != nil {
 			return p9.QID{}, err
 		}
@@ -683,13 +688,16 @@ func (f *file) doMkdir(name string, perm p9.FileMode, _ p9.UID, _ p9.GID) (p9.QI
 		return p9.QID{}, err
 	}
 	defer done()
-	if err := unix.Mkdirat(dirfd, base, hostPerm(perm, unix.S_IFDIR)); err != nil {
+	if err := unix.Mkdirat(dirfd, base, f.fs.hostBits(perm, unix.S_IFDIR, 0)); err != nil {
 		return p9.QID{}, err
 	}
 	n, err := f.fs.lookup(rel)
 	if err != nil {
 		return p9.QID{}, err
 	}
+	// A set-group-ID bit inherited from the host's parent shows, as it
+	// would on a disk.
+	f.fs.modes.set(&n.st, guestBits(perm)|n.st.Mode&unix.S_ISGID)
 	return f.fs.qid(&n), nil
 }
 
@@ -832,8 +840,12 @@ func (f *file) doRenameAt(oldName string, newDir p9.File, newName string) error 
 		return err
 	}
 	defer ndone()
+	replaced, rerr := f.fs.lstat(to)
 	if err := unix.Renameat(odir, obase, ndir, nbase); err != nil {
 		return err
+	}
+	if rerr == nil && (replaced.Dev != src.st.Dev || replaced.Ino != src.st.Ino) {
+		f.fs.modes.gone(&replaced)
 	}
 	if src.isDir() {
 		f.fs.moveMemRoots(from, to)
@@ -875,7 +887,11 @@ func (f *file) doUnlinkAt(name string, flags uint32) error {
 	if rmdir {
 		uflags = unix.AT_REMOVEDIR
 	}
-	return unix.Unlinkat(dirfd, base, uflags)
+	if err := unix.Unlinkat(dirfd, base, uflags); err != nil {
+		return err
+	}
+	f.fs.modes.gone(&n.st)
+	return nil
 }
 
 // doReadlink is Readlink of p9.File.

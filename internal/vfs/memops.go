@@ -151,7 +151,7 @@ func (fs *fsys) memSetAttr(n node, valid p9.SetAttrMask, attr p9.SetAttr) error 
 		m.mtime = now
 	}
 	if valid.Permissions {
-		m.mode = m.ftype | hostPerm(attr.Permissions, m.ftype)
+		m.mode = m.ftype | guestBits(attr.Permissions)
 	}
 	if valid.ATime {
 		m.atime = memTime(valid.ATimeNotSystemTime, attr.ATimeSeconds, attr.ATimeNanoSeconds, now)

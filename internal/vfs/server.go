@@ -46,6 +46,11 @@ type Limits struct {
 	// RenameScan is the most entries checked when a directory is
 	// renamed (EXDEV beyond). Default 100000.
 	RenameScan int
+	// Modes is how many host files may show the guest a mode the host
+	// does not have: what a chmod or a create asked for beyond the
+	// bits the host takes (modes.go). Beyond it the guest sees the
+	// host's mode of the next such files. Default 65536.
+	Modes int
 }
 
 func (l Limits) withDefaults() Limits {
@@ -75,6 +80,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.RenameScan <= 0 {
 		l.RenameScan = 100000
+	}
+	if l.Modes <= 0 {
+		l.Modes = 65536
 	}
 	return l
 }
@@ -129,10 +137,16 @@ func New(m policy.Mount, opts Options) (*Server, error) {
 		}
 		return nil, fmt.Errorf("mount %s: %w", m.Guest, err)
 	}
+	umask, err := processUmask()
+	if err != nil {
+		unix.Close(root)
+		return nil, fmt.Errorf("mount %s: %w", m.Guest, err)
+	}
 	lim := opts.Limits.withDefaults()
 	fs := &fsys{
 		root: root, rootDev: st.Dev, rules: rules, mem: newMemStore(lim.TmpfsBytes),
 		uid: opts.UID, gid: opts.GID, lim: lim,
+		mask: hostMask(umask), modes: newModeOverlay(lim.Modes),
 	}
 	for _, lit := range rules.tmpfsLiterals() {
 		if err := fs.premake(lit); err != nil {
