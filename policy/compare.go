@@ -86,9 +86,20 @@ func kindRank(k string) int {
 // Secrets are matched by name, mounts by guest path and CAs by path.
 //
 // Passthrough and request rules are compared by how each pattern's hosts
-// are treated before and after (see compareRuleModes and Effective), so
-// that adding a passthrough "pinned.example.com" beside an inspected
-// "*.example.com" shows no change: the engine still inspects it.
+// are treated before and after, by every rule that applies to them
+// (compareRuleModes), so that adding a passthrough "pinned.example.com"
+// beside an inspected "*.example.com" shows no passthrough change (the
+// engine still inspects it) and removing the paths of "api.example.com"
+// beside a GET-only "*.example.com" widens. Hosts mappings and secrets are
+// compared by where connections and secrets go (compareHosts,
+// compareSecretRoutes): a secret's host that loses its mapping widens.
+//
+// When the egress engine, under new, lets a request or connection through
+// that it refused under old, dials it at another address, inspects it
+// less or sends a secret with it that it did not, at least one change
+// widens; when no change widens or narrows, the engine decides every
+// request as before. internal/egress's TestClassificationFollowsEngine
+// and FuzzClassification check both against the engine's own decisions.
 func Compare(old, new Sandbox) []Change {
 	var cs []Change
 	cs = append(cs, compareAllow(old.Allow, new.Allow)...)
