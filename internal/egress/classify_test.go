@@ -555,9 +555,9 @@ func reportPair(t *testing.T, old, new policy.Sandbox, probes []probe) bool {
 // random policy pairs (a few seconds); FuzzClassification explores
 // further.
 func TestClassificationFollowsEngine(t *testing.T) {
-	pairs := 3000
+	pairs := 5000
 	if testing.Short() {
-		pairs = 300
+		pairs = 500
 	}
 	g := gen{c: randChooser{rand.New(rand.NewPCG(18, 4))}}
 	failures := 0
