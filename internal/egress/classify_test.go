@@ -66,8 +66,10 @@ var (
 	genRefPats = []string{"refs/heads/main", "refs/heads/agent/*", "refs/heads/**", "refs/tags/*"}
 	genRefs    = []string{"refs/heads/main", "refs/heads/agent/x", "refs/heads/dev", "refs/tags/v1"}
 	genAddrs   = []string{"127.0.0.1:8443", "127.0.0.2:8443"}
-	genTCP     = []uint16{22, 80, 443}
-	genSecrets = []string{"s1", "s2"}
+	genTCP     = []uint16{22, 80, 443, 8080}
+	// Probes also use a method no rule names.
+	genProbeMethods = append(slices.Clone(genMethods), "PATCH")
+	genSecrets      = []string{"s1", "s2"}
 )
 
 type gen struct{ c chooser }
@@ -298,7 +300,7 @@ func (q probe) String() string {
 }
 
 func (g gen) probe() probe {
-	q := probe{host: g.pick(genHosts), method: g.pick(genMethods), path: g.pick(genPaths)}
+	q := probe{host: g.pick(genHosts), method: g.pick(genProbeMethods), path: g.pick(genPaths)}
 	switch g.c.intn(5) {
 	case 0:
 		q.port, q.tls = 80, g.chance(4)
@@ -398,9 +400,10 @@ func decide(p *Policy, q probe) outcome {
 		return o
 	}
 	if q.secret != "" && !slices.Contains(sub.used, q.secret) {
-		// The placeholder went upstream as it is: the secret's value did
-		// not, so it is not sent (rewriteRequest refuses this today).
-		o.why = "placeholder not substituted"
+		// The policy has no such secret, so the "placeholder" is plain
+		// text and no secret is sent: the probe asks only about sending
+		// the secret, and counts as refused.
+		o.why = "no secret " + q.secret + " to send"
 		return o
 	}
 	if v.pushRefs != nil && q.pushRef != "" && !gitpush.Match(v.pushRefs, q.pushRef) {
