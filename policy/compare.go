@@ -86,17 +86,29 @@ func kindRank(k string) int {
 // Secrets are matched by name, mounts by guest path and CAs by path.
 //
 // Passthrough and request rules are compared by how each pattern's hosts
-// are treated before and after (see compareRuleModes and Effective), so
-// that adding a passthrough "pinned.example.com" beside an inspected
-// "*.example.com" shows no change: the engine still inspects it.
+// are treated before and after, by every rule that applies to them
+// (compareRuleModes), so that adding a passthrough "pinned.example.com"
+// beside an inspected "*.example.com" shows no passthrough change (the
+// engine still inspects it) and removing the paths of "api.example.com"
+// beside a GET-only "*.example.com" widens. Hosts mappings and secrets are
+// compared by where connections and secrets go (compareHosts,
+// compareSecretRoutes): a secret's host that loses its mapping widens.
+//
+// When the egress engine, under new, lets a request or connection through
+// that it refused under old, dials it at another address, inspects it
+// less or sends a secret with it that it did not, at least one change
+// widens; when no change widens or narrows, the engine decides every
+// request as before. internal/egress's TestClassificationFollowsEngine
+// and FuzzClassification check both against the engine's own decisions.
 func Compare(old, new Sandbox) []Change {
 	var cs []Change
 	cs = append(cs, compareAllow(old.Allow, new.Allow)...)
 	cs = append(cs, compareRuleModes(old.Allow, new.Allow)...)
 	cs = append(cs, compareTCP(old.TCP, new.TCP)...)
-	cs = append(cs, compareHosts(old.Hosts, new.Hosts)...)
+	cs = append(cs, compareHosts(old, new)...)
 	cs = append(cs, compareCAs(old.CAs, new.CAs)...)
 	cs = append(cs, compareSecrets(old.Secrets, new.Secrets)...)
+	cs = append(cs, compareSecretRoutes(old, new)...)
 	cs = append(cs, compareMounts(old.Mounts, new.Mounts)...)
 	cs = append(cs, compareForbidEnv(old, new)...)
 	sort.SliceStable(cs, func(i, j int) bool {
@@ -289,13 +301,20 @@ func compareTCP(old, new []TCPRule) []Change {
 	return cs
 }
 
-func compareHosts(old, new []HostMapping) []Change {
+// compareHosts classifies changes to the hosts mappings. A new mapping,
+// or one to another address, widens: connections to the name go to an
+// address the spec chose, which may be loopback or private. Removing the
+// mapping of a name the new policy still lets the guest reach (an allow or
+// tcp rule) widens too: its connections, and any secret sent with them,
+// then go wherever public DNS points. Removing one of a name nothing
+// reaches narrows.
+func compareHosts(old, new Sandbox) []Change {
 	oldMap := map[string]HostMapping{}
-	for _, m := range old {
+	for _, m := range old.Hosts {
 		oldMap[m.Name] = m
 	}
 	newMap := map[string]HostMapping{}
-	for _, m := range new {
+	for _, m := range new.Hosts {
 		newMap[m.Name] = m
 	}
 	var cs []Change
@@ -311,10 +330,16 @@ func compareHosts(old, new []HostMapping) []Change {
 		}
 	}
 	for name, o := range oldMap {
-		if _, ok := newMap[name]; !ok {
-			cs = append(cs, Change{Direction: Narrow, Op: RuleRemoved, Kind: "hosts", Subject: name,
-				Detail: fmt.Sprintf("removes the mapping of %s to %s", name, o.Addr), Origin: o.Origin})
+		if _, ok := newMap[name]; ok {
+			continue
 		}
+		if new.reaches(name) {
+			cs = append(cs, Change{Direction: Widen, Op: RuleRemoved, Kind: "hosts", Subject: name,
+				Detail: fmt.Sprintf("removes the mapping of %s to %s: connections to %s go wherever public DNS points", name, o.Addr, name), Origin: o.Origin})
+			continue
+		}
+		cs = append(cs, Change{Direction: Narrow, Op: RuleRemoved, Kind: "hosts", Subject: name,
+			Detail: fmt.Sprintf("removes the mapping of %s to %s", name, o.Addr), Origin: o.Origin})
 	}
 	return cs
 }

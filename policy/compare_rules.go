@@ -11,20 +11,26 @@ import (
 
 // compareRuleModes classifies what changes for the hosts of each allow
 // pattern besides whether they are allowed: passthrough and the request
-// rules. For every pattern on either side, how the old rules treat its
-// hosts is compared with how the new ones do (Effective, which follows the
-// engine: any matching rule may admit a request, and a connection is
-// passthrough only when every matching rule is); a pattern allowed on one
-// side only is compareAllow's.
+// rules. For every pattern on either side, the rules that apply to its
+// hosts before and after are compared, the way the engine applies them
+// (RulesFor: every rule whose pattern matches takes part, a request
+// passes when one of them admits it, and a connection to port 443 is
+// passthrough only when every one of them is); a pattern allowed on one
+// side only is compareAllow's. The hosts of a wildcard pattern are
+// represented by a name only it and the patterns covering it match.
 //
 //   - passthrough turned on widens (requests are no longer seen, so
 //     request rules and secrets no longer apply and a client may front
 //     another domain); turned off narrows. When the new treatment is
-//     passthrough the request lists are not compared.
-//   - a request list (methods, paths, git_push) that was empty and is not
-//     narrows; one that empties widens; otherwise each added entry widens
-//     and each removed one narrows (set comparison, as written: "/v1/**"
-//     replacing "/v1/models" is one widening and one narrowing).
+//     passthrough the request rules are not compared further.
+//   - when one rule applies on each side, its request lists are compared
+//     one by one: a list (methods, paths, git_push) that was empty and is
+//     not narrows; one that empties widens; otherwise each added entry
+//     widens and each removed one narrows (set comparison, as written:
+//     "/v1/**" replacing "/v1/models" is one widening and one narrowing).
+//   - when several apply on either side, their grants are compared as
+//     wholes (compareGrants), so that removing one rule's paths widens
+//     even where another rule already admits every path to other methods.
 func compareRuleModes(old, new []AllowRule) []Change {
 	seen := map[HostPattern]bool{}
 	var pats []HostPattern
@@ -36,14 +42,54 @@ func compareRuleModes(old, new []AllowRule) []Change {
 	}
 	var cs []Change
 	for _, p := range pats {
-		o, okOld := Effective(old, p)
-		n, okNew := Effective(new, p)
-		if !okOld || !okNew {
+		host := classHost(p)
+		o, n := rulesMatching(old, host), rulesMatching(new, host)
+		if len(o) == 0 || len(n) == 0 {
 			continue
 		}
 		cs = append(cs, compareModes(p, o, n)...)
 	}
 	return cs
+}
+
+// classHost is the name standing for the hosts of p: p's name, or for a
+// wildcard "*.suffix", which no exact pattern is and no narrower
+// wildcard matches, while every pattern covering p does.
+func classHost(p HostPattern) string {
+	return p.String()
+}
+
+func rulesMatching(rules []AllowRule, host string) []AllowRule {
+	var out []AllowRule
+	for _, r := range rules {
+		if r.Pattern.Match(host) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// allPassthrough reports whether a connection to port 443 of a host these
+// rules match is spliced (every rule is passthrough).
+func allPassthrough(rules []AllowRule) bool {
+	for _, r := range rules {
+		if !r.Passthrough {
+			return false
+		}
+	}
+	return len(rules) > 0
+}
+
+// describeRules summarizes what the rules of a host restrict, for the
+// passthrough change that drops them.
+func describeRules(rules []AllowRule) string {
+	var parts []string
+	for _, r := range rules {
+		if r.Restricted() {
+			parts = append(parts, describeRestrictions(r))
+		}
+	}
+	return strings.Join(parts, " or ")
 }
 
 // requestList describes one request list of a rule for change details.
@@ -61,29 +107,37 @@ var requestLists = []requestList{
 	{"allow.git_push", func(r AllowRule) []string { return r.GitPush }, "refs", "update", "update"},
 }
 
-// compareModes compares how the hosts of p were treated (o) with how they
-// are now (n).
-func compareModes(p HostPattern, o, n AllowRule) []Change {
+// compareModes compares how the hosts of p were treated by the rules o
+// with how the rules n treat them.
+func compareModes(p HostPattern, o, n []AllowRule) []Change {
 	var cs []Change
-	change := func(dir Direction, op Op, kind, detail string) {
-		cs = append(cs, Change{Direction: dir, Op: op, Kind: kind, Subject: p.String(), Detail: detail, Origin: n.Origin})
+	origin := n[len(n)-1].Origin
+	for _, r := range n {
+		if r.Pattern == p {
+			origin = r.Origin
+		}
 	}
+	change := func(dir Direction, op Op, kind, detail string) {
+		cs = append(cs, Change{Direction: dir, Op: op, Kind: kind, Subject: p.String(), Detail: detail, Origin: origin})
+	}
+	op, np := allPassthrough(o), allPassthrough(n)
 	switch {
-	case !o.Passthrough && n.Passthrough:
+	case !op && np:
 		detail := fmt.Sprintf("requests to %s are no longer inspected (passthrough): request rules and secrets stop applying, and domain fronting becomes possible", describeHosts(p))
-		if o.Restricted() {
-			detail += "; dropped: " + describeRestrictions(o)
+		if d := describeRules(o); d != "" {
+			detail += "; dropped: " + d
 		}
 		change(Widen, RuleModified, "allow.passthrough", detail)
 		return cs
-	case o.Passthrough && !n.Passthrough:
+	case op && !np:
 		change(Narrow, RuleModified, "allow.passthrough",
 			fmt.Sprintf("requests to %s are inspected again (no longer passthrough)", describeHosts(p)))
-	case n.Passthrough:
-		return cs
+	}
+	if len(o) != 1 || len(n) != 1 {
+		return append(cs, compareGrants(p, o, n)...)
 	}
 	for _, l := range requestLists {
-		before, after := l.get(o), l.get(n)
+		before, after := l.get(o[0]), l.get(n[0])
 		switch {
 		case len(before) == 0 && len(after) == 0:
 		case len(before) == 0:

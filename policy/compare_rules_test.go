@@ -182,6 +182,36 @@ func TestCompareRequestRules(t *testing.T) {
 				{Z, A, "allow", "api.example.com", "adds api.example.com, already allowed by *.example.com"},
 				{N, M, "allow.passthrough", "api.example.com", "requests to host api.example.com are inspected again (no longer passthrough)"},
 			}},
+		// Each rule admits the product of its own lists: GET anywhere
+		// beside POST to one path does not let POST go anywhere, so
+		// dropping the narrower rule's paths widens.
+		{name: "overlapping rules: the narrower one loses its paths",
+			old:  pol(rule("*.github.com", methods("GET")), rule("api.github.com", both(methods("POST"), paths("/repos/org/repo/issues")))),
+			new:  pol(rule("*.github.com", methods("GET")), rule("api.github.com", methods("POST"))),
+			want: []short{{W, R, "allow.paths", "api.github.com", `POST requests to host api.github.com no longer limited to path "/repos/org/repo/issues"`}}},
+		{name: "overlapping rules: the narrower one gains its paths",
+			old:  pol(rule("*.github.com", methods("GET")), rule("api.github.com", methods("POST"))),
+			new:  pol(rule("*.github.com", methods("GET")), rule("api.github.com", both(methods("POST"), paths("/repos/org/repo/issues")))),
+			want: []short{{N, A, "allow.paths", "api.github.com", `POST requests to host api.github.com limited to path "/repos/org/repo/issues"`}}},
+		{name: "overlapping rules: a path another rule covers",
+			old: pol(rule("*.github.com", paths("/a/**")), rule("api.github.com", both(methods("POST"), paths("/b")))),
+			new: pol(rule("*.github.com", paths("/a/**")), rule("api.github.com", both(methods("POST"), paths("/b", "/a/x")))),
+		},
+		// A push passes with the refs of the rules that admit it; one of
+		// them without git_push lifts the limit.
+		{name: "overlapping rules: a broader rule admits the pushes",
+			old: pol(rule("*.example.com", methods("GET")), rule("api.example.com", both(methods("POST"), gitPush("refs/heads/agent/*")))),
+			new: pol(rule("*.example.com", methods("GET", "POST")), rule("api.example.com", both(methods("POST"), gitPush("refs/heads/agent/*")))),
+			want: []short{
+				{W, A, "allow.methods", "*.example.com", "requests to hosts matching *.example.com may also use method POST"},
+				{W, R, "allow.git_push", "api.example.com", `git pushes to host api.example.com no longer limited to ref "refs/heads/agent/*"`},
+			}},
+		{name: "passthrough beside a restricted wildcard admits every request",
+			old: pol(rule("*.example.com", methods("GET"))), new: pol(rule("*.example.com", methods("GET")), rule("pinned.example.com", passthrough)),
+			want: []short{
+				{Z, A, "allow", "pinned.example.com", "adds pinned.example.com, already allowed by *.example.com"},
+				{W, R, "allow.methods", "pinned.example.com", "requests to host pinned.example.com no longer limited to method GET"},
+			}},
 		{name: "wildcard restricted, exact keeps its own rule",
 			old: pol(rule("*.example.com", nil), rule("api.example.com", nil)), new: pol(rule("*.example.com", methods("GET")), rule("api.example.com", nil)),
 			want: []short{{N, A, "allow.methods", "*.example.com", "requests to hosts matching *.example.com limited to method GET"}}},

@@ -145,6 +145,40 @@ func TestCompare(t *testing.T) {
 		}), want: []short{{W, M, "hosts", "api.test", "maps api.test to 10.0.0.5:443 instead of 127.0.0.1:8443"}}},
 		{name: "hosts removed", old: base, new: edit(func(p *policy.Sandbox) { p.Hosts = nil }),
 			want: []short{{N, R, "hosts", "api.test", "removes the mapping of api.test to 127.0.0.1:8443"}}},
+		// A name the sandbox reaches that loses its mapping is dialled
+		// wherever public DNS points, and so is a secret sent to it.
+		{name: "hosts removed from a reached name",
+			old: edit(func(p *policy.Sandbox) {
+				p.Allow = allow("api.anthropic.com", "*.openai.com", "api.test")
+				p.Secrets = []policy.SecretBinding{secret("claude", "CLAUDE_CODE_OAUTH_TOKEN", "env:CLAUDE_CODE_OAUTH_TOKEN", "api.anthropic.com", "api.test")}
+			}),
+			new: edit(func(p *policy.Sandbox) {
+				p.Allow = allow("api.anthropic.com", "*.openai.com", "api.test")
+				p.Secrets = []policy.SecretBinding{secret("claude", "CLAUDE_CODE_OAUTH_TOKEN", "env:CLAUDE_CODE_OAUTH_TOKEN", "api.anthropic.com", "api.test")}
+				p.Hosts = nil
+			}),
+			want: []short{
+				{W, R, "hosts", "api.test", "removes the mapping of api.test to 127.0.0.1:8443: connections to api.test go wherever public DNS points"},
+				{W, M, "secret.hosts", "claude", "secret claude is sent to host api.test wherever public DNS points instead of at 127.0.0.1:8443"},
+			}},
+		{name: "secret host mapped",
+			old: edit(func(p *policy.Sandbox) { p.Hosts = nil }),
+			new: edit(func(p *policy.Sandbox) {
+				p.Hosts = []policy.HostMapping{{Name: "api.anthropic.com", Addr: "127.0.0.1:9000"}}
+			}),
+			want: []short{
+				{W, A, "hosts", "api.anthropic.com", "maps api.anthropic.com to 127.0.0.1:9000"},
+				{W, M, "secret.hosts", "claude", "secret claude is sent to host api.anthropic.com at 127.0.0.1:9000 instead of wherever public DNS points"},
+			}},
+		{name: "secret host no longer spliced",
+			old: edit(func(p *policy.Sandbox) {
+				p.TCP = tcp("github.com:22", "api.anthropic.com:443")
+			}),
+			new: base,
+			want: []short{
+				{N, R, "tcp", "api.anthropic.com:443", "removes raw TCP to api.anthropic.com:443"},
+				{W, M, "secret.hosts", "claude", "secret claude is now also sent to host api.anthropic.com on port 443, whose requests are now inspected"},
+			}},
 		{name: "secret added", old: base, new: edit(func(p *policy.Sandbox) {
 			p.Secrets = append([]policy.SecretBinding{}, p.Secrets...)
 			p.Secrets = append(p.Secrets, secret("openai", "OPENAI_API_KEY", "file:/run/keys/openai", "api.openai.com", "*.chatgpt.com"))

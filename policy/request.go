@@ -11,9 +11,9 @@ import (
 // This file holds the request rules of an allow rule (Methods, Paths,
 // GitPush): how their patterns are checked when a spec is loaded, how they
 // match at run time, which rule governs a host, and how two rules for the
-// same pattern merge. Package lang validates with the Check functions, and
-// the egress engine matches with the Match functions, so that what a spec
-// is told it means and what the engine enforces cannot drift apart.
+// same pattern merge. Package lang validates with the Check functions. The
+// egress engine (internal/egress) matches with its own code; its tests
+// hold plan's classification of rule changes (Compare) to that code.
 
 // CheckMethod checks an HTTP method as written in a request rule: an HTTP
 // token (RFC 9110, as RFC 7230 defined it) with no lower-case letters,
@@ -298,7 +298,8 @@ func (p Sandbox) RulesFor(host string) []AllowRule {
 // by the rules whose patterns cover q (see RulesFor): passthrough when
 // every one of them is; unrestricted when one of them has no request
 // lists; otherwise their lists united one by one (which, when they
-// restrict in different respects, describes more than passes). Its
+// restrict in different respects, describes more than passes, so Compare
+// does not classify by it: it compares each rule's grant). Its
 // origin is the rule for q itself if there is one, else the most specific
 // covering rule that decides. ok is false when no rule covers q. Rules
 // more specific than q may treat some of its hosts differently.

@@ -64,8 +64,9 @@ type Origin struct {
 // GitPush is not empty a git smart-HTTP push (git-receive-pack) may update
 // only refs matching one of its patterns ("refs/heads/agent/*"; MatchRef).
 // AllowsRequest and AllowsPushRef apply them. A policy holds at most one
-// rule per pattern; when patterns overlap, RuleFor says which rule governs
-// a host (the most specific).
+// rule per pattern; when patterns overlap, every rule whose pattern
+// matches a host applies to it (RulesFor): a request passes when one of
+// them admits both its method and its path.
 type AllowRule struct {
 	Pattern     HostPattern `json:"pattern"`
 	Passthrough bool        `json:"passthrough,omitempty"`

@@ -100,7 +100,7 @@ func (e *Engine) handle(w http.ResponseWriter, r *http.Request, f *flow, isTLS b
 		return
 	}
 	en.Secrets = sub.used
-	if !isTLS && len(sub.used) > 0 && !pol.mapped(f.name) {
+	if !isTLS && len(sub.used) > 0 && !pol.clearSecretsAllowed(f.name) {
 		// Over plain HTTP the value would cross the network in the clear;
 		// only a name the spec pins to an address (a local fixture) may.
 		deny(http.StatusForbidden, fmt.Sprintf("secret %s would be sent unencrypted to %s; use https", strings.Join(sub.used, ", "), f.name), pol.ruleFor(f.name, f.port))

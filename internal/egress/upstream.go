@@ -53,7 +53,7 @@ func (e *Engine) dialUpstream(ctx context.Context, p *Policy, addr string) (net.
 	name := canonicalName(host)
 	ctx, cancel := context.WithTimeout(ctx, e.opts.Upstream.DialTimeout)
 	defer cancel()
-	if ap, ok := p.hosts[name]; ok {
+	if ap, ok := p.dialTarget(name); ok {
 		return e.opts.Upstream.DialContext(ctx, "tcp", ap.String())
 	}
 	if _, err := netip.ParseAddr(name); err == nil {
