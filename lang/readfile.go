@@ -19,6 +19,13 @@ import (
 // satisfying errors.Is(err, fs.ErrNotExist). Errors name dir/name and
 // quote nothing of what a link points at.
 func ReadFile(dir, name string) ([]byte, error) {
+	return ReadFileLimit(dir, name, maxFileSize)
+}
+
+// ReadFileLimit is ReadFile with a size cap of limit bytes instead of
+// 16 MiB, for files sbx writes itself and reads back from a checkout (a
+// saved plan, the state) that may be larger.
+func ReadFileLimit(dir, name string, limit int64) ([]byte, error) {
 	shown := filepath.Join(dir, name)
 	if name == "" || filepath.IsAbs(name) || !filepath.IsLocal(name) {
 		return nil, fmt.Errorf("%s: the name must be relative to the configuration directory, inside it", shown)
@@ -50,15 +57,15 @@ func ReadFile(dir, name string) ([]byte, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s is not a regular file (%s)", shown, describeMode(fi.Mode()))
 	}
-	if fi.Size() > maxFileSize {
-		return nil, fmt.Errorf("%s is larger than %s", shown, FormatSize(maxFileSize))
+	if fi.Size() > limit {
+		return nil, fmt.Errorf("%s is larger than %s", shown, FormatSize(limit))
 	}
-	b, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, fmt.Errorf("cannot read %s: %v", shown, pathErrText(err))
 	}
-	if len(b) > maxFileSize {
-		return nil, fmt.Errorf("%s is larger than %s", shown, FormatSize(maxFileSize))
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s is larger than %s", shown, FormatSize(limit))
 	}
 	return b, nil
 }

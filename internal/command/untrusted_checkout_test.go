@@ -267,3 +267,35 @@ func runWithin(t *testing.T, f *fixture, d time.Duration, args ...string) result
 	}
 	return result{}
 }
+
+// TestFmtAndShowReadNoSpecialFiles plants, where fmt and show read a
+// checkout's files, a named pipe and a link to /dev/zero: the spec file
+// fmt is given and the lock file show is given. Each is an error naming
+// the file, at once, instead of a read that blocks or never ends.
+func TestFmtAndShowReadNoSpecialFiles(t *testing.T) {
+	f := &fixture{t: t, environ: []string{"PATH=" + os.Getenv("PATH")}}
+	for _, tc := range []struct {
+		name, want string
+		plant      func(path string) error
+	}{
+		{"fifo", "named pipe", func(p string) error { return syscall.Mkfifo(p, 0o644) }},
+		{"dev-zero", "outside", func(p string) error { return os.Symlink("/dev/zero", p) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			spec := filepath.Join(dir, "main.hcl")
+			lock := filepath.Join(dir, lockfiles.FileName)
+			for _, p := range []string{spec, lock} {
+				if err := tc.plant(p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, args := range [][]string{{"fmt", "-check", spec}, {"show", lock}} {
+				r := runWithin(t, f, time.Minute, args...)
+				if r.code != ExitError || !strings.Contains(r.stderr, tc.want) {
+					t.Errorf("sbx %s: want exit 1 and %q:\n%s", strings.Join(args, " "), tc.want, r)
+				}
+			}
+		})
+	}
+}
