@@ -51,6 +51,15 @@ func (a *attacker) requests() []string {
 	return append([]string(nil), a.seen...)
 }
 
+// take returns the requests recorded and forgets them.
+func (a *attacker) take() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	seen := a.seen
+	a.seen = nil
+	return seen
+}
+
 const reviewerToken = "ghp_reviewers-own-token-never-sent"
 
 // attackerNpmrc is what a pull request adds next to the spec: its own
@@ -161,5 +170,29 @@ func TestProjectNpmrcSpecialFiles(t *testing.T) {
 				t.Errorf("a registry was asked: %q", got)
 			}
 		})
+	}
+}
+
+// TestDefaultRegistryAskedOutsideTheProject checks that when no
+// configuration names a registry, npm is asked for its default from the
+// user's home directory, not from the project: npm would read the
+// project's .npmrc there itself, with none of these rules. The npm on
+// PATH here answers with a registry URL naming the directory it ran in.
+func TestDefaultRegistryAskedOutsideTheProject(t *testing.T) {
+	a := newAttacker(t)
+	bin := t.TempDir()
+	script := "#!/bin/sh\necho \"" + a.srv.URL + "/ran-in$(pwd)/\"\n"
+	if err := os.WriteFile(filepath.Join(bin, "npm"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	home, dir := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, ".npmrc"), []byte("@other:registry="+a.srv.URL+"/other/\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"HOME=" + home, "PATH=" + bin}
+	npmreg.New(dir, env, a.srv.Client()).Lookup(context.Background(), "left-pad")
+	got := a.take()
+	if len(got) != 1 || !strings.Contains(got[0], "/ran-in"+home+"/") {
+		t.Errorf("requests %q, want one to the registry npm names when run in %s", got, home)
 	}
 }
