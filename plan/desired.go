@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/sbx-dev/sbx/internal/builders/recipe"
@@ -225,7 +226,8 @@ func orDefault(s, def string) string {
 
 // sourceLock returns a lock for cfg whose pins are the source strings
 // themselves: each input is "pinned" to its source string (as a version)
-// and declared sha256, and each image's input hash is computed over those
+// and declared sha256, an image's package set to its list of requested
+// packages, and each image's input hash is computed over those
 // stand-ins. An image whose hash cannot be computed is left out, so
 // Desired reports it.
 func sourceLock(cfg *lang.Config) *lockfiles.Lock {
@@ -240,6 +242,13 @@ func sourceLock(cfg *lang.Config) *lockfiles.Lock {
 				continue
 			}
 			pins[in.Key] = &lockfiles.Pin{Source: in.Source.Raw, Kind: string(in.Source.Kind), Version: in.Source.Raw, SHA256: in.Source.SHA256}
+		}
+		if reqs := img.Packages.Requests; len(reqs) > 0 {
+			// The package set stands in by its request list; the
+			// closure a lock would pin is not known. Both sides use
+			// the same kind, so only the list can differ.
+			want := strings.Join(reqs, ", ")
+			pins[lockfiles.PackagesKey] = &lockfiles.Pin{Source: want, Kind: lockfiles.KindDebPackages, Version: want}
 		}
 		hash, err := recipe.InputHash(img, pins)
 		if err != nil {

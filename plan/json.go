@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
+	"path/filepath"
 
 	"github.com/sbx-dev/sbx/internal/atomicfile"
 
 	"github.com/sbx-dev/sbx/addrs"
 	"github.com/sbx-dev/sbx/internal/state"
+	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/policy"
 )
 
@@ -201,10 +202,15 @@ func WriteFile(path string, p *Plan) error {
 	return nil
 }
 
+// maxPlanFile bounds the saved plan ReadFile reads.
+const maxPlanFile = 64 << 20
+
 // ReadFile reads a plan saved by WriteFile. It refuses a plan of another
 // format version or with fields this version does not know.
 func ReadFile(path string) (*Plan, error) {
-	b, err := os.ReadFile(path)
+	// Read as lang reads spec files (no named pipe, device or link out
+	// of the plan's directory), capped: a plan is small.
+	b, err := lang.ReadFileLimit(filepath.Dir(path), filepath.Base(path), maxPlanFile)
 	if err != nil {
 		return nil, fmt.Errorf("reading plan: %v", err)
 	}

@@ -89,6 +89,13 @@ type InspectOptions struct {
 	// MaxSecrets is how many secret-looking files are listed per mount
 	// (default 50); the rest are counted.
 	MaxSecrets int
+	// Outside walks a host directory the spec names outside the
+	// configuration directory (absolute, or starting with ".."). Unset,
+	// such a mount is reported without reading the directory: a checkout
+	// under review could name any directory (/root, ~/.ssh) and have its
+	// file names printed into the plan. Set it only for a configuration
+	// the user runs as trusted (apply).
+	Outside bool
 }
 
 // Defaults of InspectOptions.
@@ -124,8 +131,9 @@ func (o InspectOptions) withDefaults() InspectOptions {
 //     through an os.Root of that directory: one that leads out of it
 //     through a symbolic link is not inspected, and the report says so.
 //     One the spec names outside (absolute, or starting with "..") is
-//     inspected: the spec asks for that directory by name, as an image's
-//     host_paths does for local sources, and the plan shows the mount.
+//     not read at all unless opts.Outside is set: the report shows the
+//     mount and says why it was not inspected. With opts.Outside it is
+//     inspected, since the spec asks for that directory by name.
 //   - The walk never follows a symbolic link (a link is an entry like any
 //     other, matched by its own name), never leaves the host directory,
 //     and stops after opts.MaxEntries entries or opts.Timeout, saying so.
@@ -197,6 +205,10 @@ func inspectMount(ctx context.Context, configDir string, m policy.Mount, opts In
 		return r
 	}
 	r.Outside = filepath.IsAbs(m.Host) || m.Host == ".." || strings.HasPrefix(m.Host, ".."+string(filepath.Separator))
+	if r.Outside && !opts.Outside {
+		r.Problem = OutsideNotInspected
+		return r
+	}
 	root, problem := openHostDir(configDir, m.Host, r.Outside)
 	if root == nil {
 		r.Problem = problem
@@ -222,6 +234,11 @@ func inspectMount(ctx context.Context, configDir string, m policy.Mount, opts In
 	}
 	return r
 }
+
+// OutsideNotInspected is the Problem of a mount whose host directory is
+// outside the configuration directory when InspectOptions.Outside is
+// unset.
+const OutsideNotInspected = "not inspected: the host directory is outside the configuration directory, and plan reads nothing outside it (a checkout could name any directory and have its file names printed); sbx apply inspects it"
 
 func firstN(paths []string, n int) ([]string, int) {
 	if len(paths) > n {

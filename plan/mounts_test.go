@@ -228,20 +228,58 @@ func TestInspectMountsSymlinkOut(t *testing.T) {
 }
 
 // TestInspectMountsExplicitOutside checks that a host directory the spec
-// names outside the configuration directory is inspected: the spec asks
-// for it by name, as host_paths does for images.
+// names outside the configuration directory is inspected when the caller
+// asks for it (InspectOptions.Outside, as apply does): the spec asks for
+// it by name, as host_paths does for images.
 func TestInspectMountsExplicitOutside(t *testing.T) {
 	outside := t.TempDir()
 	if err := os.WriteFile(filepath.Join(outside, ".env"), []byte("A=1"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cfg := checkout(t, t.TempDir(), outside, `hide = []`, map[string]string{})
-	r := inspect(t, cfg, plan.InspectOptions{})
+	r := inspect(t, cfg, plan.InspectOptions{Outside: true})
 	if !r.Outside || r.Problem != "" || len(r.Secrets) != 1 || r.Secrets[0].Path != ".env" {
 		t.Errorf("explicit outside directory: %+v", r)
 	}
 	if text, _ := rendered(t, r); !strings.Contains(text, "outside the configuration directory") {
 		t.Errorf("the text does not say the directory is outside:\n%s", text)
+	}
+}
+
+// TestInspectMountsOutsideNotRead plays a checkout that mounts a
+// directory outside itself (as a pull request adding
+// mount { host = "/root" hide = ["*"] } would) to have the plan print
+// that directory's file names: without InspectOptions.Outside, as plan
+// calls it, the directory is not read, the report says why, and neither
+// the text nor the JSON form names a file in it — through an absolute
+// path or one starting with "..".
+func TestInspectMountsOutsideNotRead(t *testing.T) {
+	parent := t.TempDir()
+	outside := filepath.Join(parent, "home")
+	const marker = "marker-file-name-of-the-reviewer"
+	for _, name := range []string{marker, ".env", "id_ed25519"} {
+		if err := os.MkdirAll(outside, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(outside, name), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, host := range []string{outside, "../home"} {
+		cfg := checkout(t, filepath.Join(parent, "checkout-"+strings.ReplaceAll(host, "/", "_")), host, `hide = ["*"]`, map[string]string{})
+		r := inspect(t, cfg, plan.InspectOptions{})
+		if !r.Outside || r.Problem != plan.OutsideNotInspected || r.Entries != 0 {
+			t.Errorf("host %q: %+v", host, r)
+		}
+		text, js := rendered(t, r)
+		for _, name := range []string{marker, ".env", "id_ed25519"} {
+			if strings.Contains(text, name) || strings.Contains(js, name) {
+				t.Errorf("host %q: the plan names %s, a file outside the checkout:\n%s\n%s", host, name, text, js)
+			}
+		}
+		if !strings.Contains(text, "not inspected") {
+			t.Errorf("host %q: the text does not say why the directory was not inspected:\n%s", host, text)
+		}
 	}
 }
 

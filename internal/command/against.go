@@ -69,8 +69,13 @@ func againstDir(ctx context.Context, env *Env, dir, rev string) (other, label st
 
 // git runs git -C dir args. With out set, stdout goes there and the
 // returned string is empty.
+//
+// dir is a checkout under review, so git is told not to take a directory
+// in it that looks like a bare repository (HEAD, objects/, refs/ and a
+// config of the checkout's choosing) for the repository it runs in:
+// only the repository the user cloned is used (safe.bareRepository).
 func git(ctx context.Context, env *Env, dir string, out io.Writer, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
+	cmd := exec.CommandContext(ctx, "git", append([]string{"-c", "safe.bareRepository=explicit", "-C", dir}, args...)...)
 	cmd.Env = env.Environ
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout

@@ -146,7 +146,7 @@ func runApply(ctx context.Context, env *Env, args []string) int {
 		}
 	}
 
-	p.Mounts = plan.InspectMounts(ctx, cfg, plan.InspectOptions{})
+	p.Mounts = plan.InspectMounts(ctx, cfg, plan.InspectOptions{Outside: true})
 
 	refresh := func() bool {
 		done, err := apply.RefreshSecrets(ctx, apply.Options{

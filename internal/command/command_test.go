@@ -299,29 +299,48 @@ func TestPlanDetailedExitcode(t *testing.T) {
 	}
 }
 
-func TestPlanUpdatesLockUnlessReadonly(t *testing.T) {
+// TestPlanNeverResolves checks that plan, with or without
+// -lockfile=readonly, resolves nothing: a configuration whose lock file is
+// missing or lacks a pin is an error naming sbx lock, the lock file is not
+// written and the npm registry is not asked. After sbx lock, plan works.
+func TestPlanNeverResolves(t *testing.T) {
 	f := newFixture(t)
 	dir := f.writeConfig(t.TempDir(), specOptions{})
 	lockPath := filepath.Join(dir, lockfiles.FileName)
 
-	r := f.mustRun(ExitError, "plan", "-lockfile=readonly", dir)
-	if !strings.Contains(r.stderr, "sbx lock") {
-		t.Errorf("readonly plan without a lock does not say to run sbx lock:\n%s", r)
+	for _, args := range [][]string{{"plan", "-lockfile=readonly", dir}, {"plan", "-json", dir}, {"plan", dir}} {
+		r := f.mustRun(ExitError, args...)
+		if !strings.Contains(r.stderr, "Run \"sbx lock\"") || !strings.Contains(r.stderr, "does not exist") {
+			t.Errorf("%q without a lock does not say to run sbx lock:\n%s", args, r)
+		}
+		if _, err := os.Stat(lockPath); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("%q wrote the lock file (stat: %v)", args, err)
+		}
 	}
-	if _, err := os.Stat(lockPath); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("readonly plan wrote the lock file (stat: %v)", err)
+	if n := f.npm.requestCount(); n != 0 {
+		t.Errorf("plan asked the npm registry %d times", n)
 	}
 
-	r = f.mustRun(ExitOK, "plan", "-json", dir)
-	if _, err := os.Stat(lockPath); err != nil {
-		t.Fatalf("plan did not write the missing lock: %v", err)
-	}
+	f.mustRun(ExitOK, "lock", dir)
+	r := f.mustRun(ExitOK, "plan", "-json", dir)
 	var doc map[string]any
 	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil {
 		t.Fatalf("plan -json stdout is not only JSON: %v\n%s", err, r)
 	}
-	if !strings.Contains(r.stderr, "Created") {
-		t.Errorf("plan -json does not report the lock update on stderr:\n%s", r)
+
+	// A new pin the lock lacks is an error too, and the lock is left.
+	before := readFile(t, lockPath)
+	asked := f.npm.requestCount()
+	f.writeConfig(dir, specOptions{toolVersion: "1.1.0"})
+	r = f.mustRun(ExitError, "plan", dir)
+	if !strings.Contains(r.stderr, "is not up to date") || !strings.Contains(r.stderr, "sbx lock") {
+		t.Errorf("plan with a stale lock:\n%s", r)
+	}
+	if !bytes.Equal(readFile(t, lockPath), before) {
+		t.Error("plan changed the lock file")
+	}
+	if n := f.npm.requestCount(); n != asked {
+		t.Errorf("plan asked the npm registry %d times", n-asked)
 	}
 }
 

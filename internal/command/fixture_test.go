@@ -284,6 +284,8 @@ type fakeNPM struct {
 	mu  sync.Mutex
 	// packages maps name → version → tarball.
 	packages map[string]map[string][]byte
+	// requests counts the requests served.
+	requests int
 }
 
 func newFakeNPM(t *testing.T) *fakeNPM {
@@ -304,9 +306,17 @@ func (f *fakeNPM) publish(pkg, version string) {
 	f.packages[pkg][version] = makeTgz(f.t, pkg, version)
 }
 
+// requestCount returns how many requests the registry has served.
+func (f *fakeNPM) requestCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.requests
+}
+
 func (f *fakeNPM) serve(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.requests++
 	p, err := url.PathUnescape(strings.TrimPrefix(r.URL.EscapedPath(), "/"))
 	if err != nil {
 		http.NotFound(w, r)

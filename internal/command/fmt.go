@@ -158,9 +158,12 @@ func fmtFiles(targets []string, recursive bool) ([]string, error) {
 // fmtFile formats one file and reports whether it changed (or, with
 // -write=false, would change). Errors are printed before returning.
 func fmtFile(env *Env, v *view, a fmtArgs, name string) (bool, error) {
-	src, err := os.ReadFile(name)
+	// Through lang's reader, as Load reads spec files: a named pipe, a
+	// device or a link out of the file's directory is refused, and the
+	// file is size-capped. fmt runs on checkouts too.
+	src, err := lang.ReadFile(filepath.Dir(name), filepath.Base(name))
 	if err != nil {
-		v.errorf("Cannot read %s: %v", name, unwrapPathError(err))
+		v.errorf("Cannot read a spec file: %v", err)
 		return false, err
 	}
 	out, err := formatSource(v, name, src)

@@ -34,6 +34,13 @@ Usage: sbx lock [options] [DIR]
   differently keeps the one pin that matches the configuration's source,
   and the rest is resolved again.
 
+  npm packages are found through npm's configuration: npm_config_*
+  variables, the project .npmrc in DIR and your ~/.npmrc. The project's
+  .npmrc comes with the checkout: it must be a regular file inside DIR,
+  and a ${VAR} in it is expanded only for the variables SBX_NPMRC_ENV
+  names (comma-separated, e.g. SBX_NPMRC_ENV=NPM_TOKEN); any other is an
+  error, since the project chooses where the value is sent.
+
 Options:
 
   -upgrade            Re-resolve every input, not only new or changed ones.

@@ -37,18 +37,20 @@ Usage: sbx plan [options] [DIR]
   REV is a directory, or else a git revision of the repository holding DIR
   (the same directory at that revision). The other revision is loaded with
   the same variables and read with its own lock file. A revision with no
-  lock file (or, with -lockfile=readonly, this configuration without one)
-  is compared by its specs alone, and the plan says that its image inputs
-  are unlocked.
+  lock file (this configuration or the other) is compared by its specs
+  alone, and the plan says that its image inputs are unlocked.
 
-  If the lock file is missing pins the configuration needs (a new input, a
-  changed source), they are resolved and sbx.lock.hcl is updated first, as
-  "sbx lock" would; -lockfile=readonly makes that an error instead.
+  Plan never resolves or downloads anything: it reads sbx.lock.hcl as it
+  is. If the lock file is missing pins the configuration needs (a new
+  input, a changed source), that is an error: run "sbx lock" (and commit
+  sbx.lock.hcl). A checkout under review cannot make plan contact a host
+  it names, and plan reads no tool configuration of the checkout's (such
+  as an .npmrc).
 
-  With -lockfile=readonly, plan writes nothing in DIR, so it works in a
-  read-only checkout: where DIR has no .sbx there is no state and no lock
-  is taken, and where the state lock cannot be created (a read-only file
-  system) the state is read without it, with a note saying so.
+  Plan writes nothing in DIR, so it works in a read-only checkout: where
+  DIR has no .sbx there is no state and no lock is taken, and where the
+  state lock cannot be created (a read-only file system) the state is read
+  without it, with a note saying so.
 
 Options:
 
@@ -61,8 +63,8 @@ Options:
   -fail-on-widen      Exit 1 if any policy change widens what a sandbox may
                       do. This takes precedence over -detailed-exitcode.
   -against REV|DIR    Compare with another revision instead of the state.
-  -lockfile=readonly  Never update sbx.lock.hcl; fail if it is not up to
-                      date.
+  -lockfile=readonly  Accepted for scripts: plan never updates
+                      sbx.lock.hcl.
   -lock=false         Read the state without taking the state lock.
   -lock-timeout=D     How long to wait for another sbx run holding the
                       state lock (e.g. 30s). Default 0: fail at once.
@@ -125,18 +127,19 @@ func runPlan(ctx context.Context, env *Env, args []string) int {
 	if diags.HasErrors() {
 		return ExitError
 	}
-	readonly := a.lockfile == "readonly"
+	// Plan resolves nothing (planLock): a lock file must come with the
+	// checkout. Compared with another revision, a checkout with no lock
+	// file is compared by its specs.
 	var lock *lockfiles.Lock
 	unlocked := false
-	if a.against != "" && readonly {
-		// A review plan of a checkout with no lock file compares specs.
+	if a.against != "" {
 		unlocked, ok = lockMissing(report, cfg)
 		if !ok {
 			return ExitError
 		}
 	}
 	if !unlocked {
-		if lock, ok = lockForPlan(ctx, env, report, cfg, readonly); !ok {
+		if lock, ok = planLock(report, cfg); !ok {
 			return failedOrInterrupted(ctx, env, "nothing was planned")
 		}
 	}
@@ -212,6 +215,32 @@ func lockForPlan(ctx context.Context, env *Env, v *view, cfg *lang.Config, reado
 		v.println("")
 	}
 	return res.lock, true
+}
+
+// planLock returns the lock file of cfg for a plan, which resolves
+// nothing: a lock file that does not cover the configuration is an error
+// saying to run `sbx lock`. Resolving would contact the registries the
+// checkout names (an .npmrc in it can name any host) with the user's
+// credentials, and plan runs on checkouts nobody has reviewed yet.
+func planLock(v *view, cfg *lang.Config) (*lockfiles.Lock, bool) {
+	path := filepath.Join(cfg.Dir, lockfiles.FileName)
+	lock, data, diags := readLock(path)
+	v.diagnostics(lockSources(data, path), diags)
+	if diags.HasErrors() {
+		return nil, false
+	}
+	stale := recipe.CheckLocked(cfg, lock)
+	if !stale.HasErrors() {
+		return lock, true
+	}
+	v.diagnostics(cfg.Sources, stale)
+	what := "is not up to date with the configuration"
+	if data == nil {
+		what = "does not exist"
+	}
+	v.errorDetail(fmt.Sprintf("%s %s", path, what),
+		"Plan never resolves inputs: it reads the lock file as it is. Run \"sbx lock\" and commit "+lockfiles.FileName+".")
+	return nil, false
 }
 
 // lockMissing reports whether cfg's directory has no lock file. A lock

@@ -72,9 +72,11 @@ func runShow(_ context.Context, env *Env, args []string) int {
 	if info.IsDir() {
 		return showState(env, v, a, a.target)
 	}
-	data, err := os.ReadFile(a.target)
+	// The file may be a checkout's: read it as lang reads spec files
+	// (no named pipe, device or link out of its directory), capped.
+	data, err := lang.ReadFileLimit(filepath.Dir(a.target), filepath.Base(a.target), maxShownFile)
 	if err != nil {
-		v.errorf("Cannot read %s: %v", a.target, unwrapPathError(err))
+		v.errorf("Cannot show %s: %v", a.target, err)
 		return ExitError
 	}
 	switch kindOfFile(a.target, data) {
@@ -91,6 +93,10 @@ func runShow(_ context.Context, env *Env, args []string) int {
 		"sbx show reads files written by \"sbx plan -out FILE\", the lock file "+lockfiles.FileName+", the state file "+filepath.Join(state.Dir, state.FileName)+" and a built image's image.json.")
 	return ExitError
 }
+
+// maxShownFile bounds the files show reads: lock files are at most 64
+// MiB (lockfiles), and plans and state are smaller.
+const maxShownFile = 64 << 20
 
 // kindOfFile recognises a file sbx wrote: "lock", "state", "plan" or "".
 func kindOfFile(name string, data []byte) string {

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/url"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -193,7 +194,9 @@ func isDigits(s string) bool {
 
 // checkNPM checks what npm: sources need when no .npmrc or NPM_CONFIG_
 // variable names a registry: npm itself, whose "npm config get registry"
-// sbx asks (in the configuration's directory, so that its .npmrc counts).
+// sbx asks, as package npmreg does, in the user's home directory (else
+// "/"): not in the configuration's directory, whose .npmrc is a
+// checkout's file that npm would read with none of sbx's rules.
 func checkNPM(ctx context.Context, opts *Options, pm PackageManager) Result {
 	r := Result{Name: "npm"}
 	path := opts.getenv("PATH")
@@ -208,7 +211,11 @@ func checkNPM(ctx context.Context, opts *Options, pm PackageManager) Result {
 		}
 		return r
 	}
-	out, err := runTool(ctx, opts, opts.Config.Dir, bin, "config", "get", "registry")
+	dir := "/"
+	if home := opts.getenv("HOME"); filepath.IsAbs(home) {
+		dir = home
+	}
+	out, err := runTool(ctx, opts, dir, bin, "config", "get", "registry")
 	if err != nil {
 		r.Status = Fail
 		r.Detail = err.Error()

@@ -326,7 +326,7 @@ func TestNPM(t *testing.T) {
 	spec := &lang.Image{Name: "agent", Artifacts: []*lang.Artifact{{Name: "tool", Source: src}}}
 	pin := &lockfiles.Pin{Source: src.Raw, Kind: "npm", Version: "1.2.3", Integrity: sri512(tarball), SHA256: sha256Hex(tarball)}
 	lock := &lockfiles.Image{Inputs: map[string]*lockfiles.Pin{"artifact.tool": pin}}
-	opts := Options{Dir: dir, Environ: isolatedEnv(t, "NPM_TOKEN="+reg.token), HTTPClient: tlsClient(reg.srv)}
+	opts := Options{Dir: dir, Environ: isolatedEnv(t, "NPM_TOKEN="+reg.token, "SBX_NPMRC_ENV=NPM_TOKEN"), HTTPClient: tlsClient(reg.srv)}
 
 	c := openCache(t)
 	got, err := Inputs(context.Background(), spec, lock, c, opts)
@@ -379,7 +379,7 @@ func TestNPM(t *testing.T) {
 	}
 
 	// A wrong token: the error says 401 and never shows the token.
-	opts.Environ = isolatedEnv(t, "NPM_TOKEN=wrong-secret-value")
+	opts.Environ = isolatedEnv(t, "NPM_TOKEN=wrong-secret-value", "SBX_NPMRC_ENV=NPM_TOKEN")
 	_, err = Inputs(context.Background(), spec, lock, c2, opts)
 	if err == nil || !strings.Contains(err.Error(), "401") || strings.Contains(err.Error(), "wrong-secret-value") {
 		t.Errorf("wrong token: err = %v", err)

@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/sbx-dev/sbx/lang"
 )
 
 // config is the part of npm's configuration that says where packages
@@ -28,8 +30,23 @@ type config struct {
 	origin map[string]string
 }
 
+// ProjectEnvVar is the environment variable that names, separated by
+// commas or spaces, the variables a project .npmrc may expand with
+// ${NAME}. Unset, it may expand none.
+const ProjectEnvVar = "SBX_NPMRC_ENV"
+
 // loadConfig reads npm configuration from environ and the .npmrc files
 // npm would read for a project in dir.
+//
+// The files are whose they are. The user's .npmrc (~/.npmrc, or the
+// file npm_config_userconfig names) and the npm_config_* variables are
+// the user's, read as npm reads them, ${VAR} references and all. The
+// project .npmrc in dir comes with the checkout, which may be anybody's:
+// it is read only through lang.ReadFile (inside dir, a regular file, no
+// named pipe or device, size-capped), and it may expand only the
+// variables ProjectEnvVar names. A reference to any other is an error
+// naming the file, line and variable: the project chooses the registry,
+// and a value expanded into its credentials would be sent there.
 func loadConfig(dir string, environ []string) (*config, error) {
 	env := envMap(environ)
 	c := &config{values: map[string]string{}, origin: map[string]string{}}
@@ -39,13 +56,25 @@ func loadConfig(dir string, environ []string) (*config, error) {
 		userrc = filepath.Join(env["HOME"], ".npmrc")
 	}
 	if userrc != "" {
-		if err := c.readFile(userrc, env); err != nil {
-			return nil, err
+		b, err := os.ReadFile(userrc)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("npm config: %w", err)
+		}
+		if err == nil {
+			if err := c.parse(userrc, b, userLookup(env)); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if dir != "" {
-		if err := c.readFile(filepath.Join(dir, ".npmrc"), env); err != nil {
-			return nil, err
+		b, err := lang.ReadFile(dir, ".npmrc")
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("npm config: %w", err)
+		}
+		if err == nil {
+			if err := c.parse(filepath.Join(dir, ".npmrc"), b, projectLookup(env)); err != nil {
+				return nil, err
+			}
 		}
 	}
 	// npm_config_foo_bar (any case) sets foo-bar; underscores after the
@@ -71,15 +100,36 @@ func loadConfig(dir string, environ []string) (*config, error) {
 	return c, nil
 }
 
-// readFile merges one .npmrc file; a missing file is not an error.
-func (c *config) readFile(path string, env map[string]string) error {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+// lookupFunc returns the value a ${NAME} reference expands to and whether
+// it is set; an error refuses the reference.
+type lookupFunc func(name string) (string, bool, error)
+
+// userLookup expands any variable of env, as npm does in the user's
+// own configuration.
+func userLookup(env map[string]string) lookupFunc {
+	return func(name string) (string, bool, error) {
+		v, ok := env[name]
+		return v, ok, nil
 	}
-	if err != nil {
-		return fmt.Errorf("npm config: %w", err)
+}
+
+// projectLookup expands only the variables env's ProjectEnvVar names.
+func projectLookup(env map[string]string) lookupFunc {
+	allowed := map[string]bool{}
+	for _, n := range strings.FieldsFunc(env[ProjectEnvVar], func(r rune) bool { return r == ',' || r == ' ' || r == '\t' }) {
+		allowed[n] = true
 	}
+	return func(name string) (string, bool, error) {
+		if !allowed[name] {
+			return "", false, fmt.Errorf("it refers to environment variable %s, which a project's .npmrc may use only when %s names it (the project chooses the registry its credentials go to); set %s=%s to allow it", name, ProjectEnvVar, ProjectEnvVar, name)
+		}
+		v, ok := env[name]
+		return v, ok, nil
+	}
+}
+
+// parse merges the bytes b of the .npmrc file path.
+func (c *config) parse(path string, b []byte, lookup lookupFunc) error {
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	line := 0
 	for sc.Scan() {
@@ -97,25 +147,29 @@ func (c *config) readFile(path string, env map[string]string) error {
 		if len(val) >= 2 && (val[0] == '"' && val[len(val)-1] == '"' || val[0] == '\'' && val[len(val)-1] == '\'') {
 			val = val[1 : len(val)-1]
 		}
-		key, err = expandEnv(key, env)
+		key, err := expandEnv(key, lookup)
 		if err != nil {
 			return fmt.Errorf("%s:%d: %w", path, line, err)
 		}
-		val, err = expandEnv(val, env)
+		val, err = expandEnv(val, lookup)
 		if err != nil {
 			return fmt.Errorf("%s:%d: %w", path, line, err)
 		}
 		c.values[key] = val
 		c.origin[key] = fmt.Sprintf("%s:%d", path, line)
 	}
-	return sc.Err()
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
 }
 
 // expandEnv replaces ${NAME} with the variable's value as npm does;
 // ${NAME?} expands to "" when unset, and \${ is a literal "${". A plain
 // ${NAME} that is unset is an error naming the variable, since the
-// alternative is silently sending an empty token.
-func expandEnv(s string, env map[string]string) (string, error) {
+// alternative is silently sending an empty token. So is a reference
+// lookup refuses.
+func expandEnv(s string, lookup lookupFunc) (string, error) {
 	if !strings.Contains(s, "${") {
 		return s, nil
 	}
@@ -139,7 +193,10 @@ func expandEnv(s string, env map[string]string) (string, error) {
 		name := s[i+2 : i+j]
 		optional := strings.HasSuffix(name, "?")
 		name = strings.TrimSuffix(name, "?")
-		v, ok := env[name]
+		v, ok, err := lookup(name)
+		if err != nil {
+			return "", err
+		}
 		if !ok && !optional {
 			return "", fmt.Errorf("environment variable %s is not set", name)
 		}
@@ -208,15 +265,20 @@ func (c *config) authHeader(u *url.URL) (string, error) {
 
 // defaultRegistry asks the user's own npm for its registry, which is
 // what npm falls back to when no configuration names one. The npm program
-// is looked up on the PATH of environ.
-func defaultRegistry(ctx context.Context, dir string, environ []string) (string, error) {
+// is looked up on the PATH of environ and run in the user's home
+// directory (else "/"), not in the project: npm would read the project's
+// .npmrc itself, with none of loadConfig's rules.
+func defaultRegistry(ctx context.Context, environ []string) (string, error) {
 	hint := "set NPM_CONFIG_REGISTRY or add registry=URL to .npmrc"
 	bin, err := lookPathIn("npm", envMap(environ)["PATH"])
 	if err != nil {
 		return "", fmt.Errorf("no npm registry is configured and npm is not installed to ask for its default: %s", hint)
 	}
 	cmd := exec.CommandContext(ctx, bin, "config", "get", "registry")
-	cmd.Dir = dir
+	cmd.Dir = "/"
+	if home := envMap(environ)["HOME"]; filepath.IsAbs(home) {
+		cmd.Dir = home
+	}
 	cmd.Env = environ
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -118,7 +118,7 @@ func (r *Registry) registry(ctx context.Context, cfg *config, pkg string) (reg, 
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.defaultReg == "" {
-		reg, err := defaultRegistry(ctx, r.dir, r.environ)
+		reg, err := defaultRegistry(ctx, r.environ)
 		if err != nil {
 			return "", "", err
 		}

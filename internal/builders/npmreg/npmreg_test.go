@@ -42,7 +42,8 @@ func registry(t *testing.T, token string) *httptest.Server {
 }
 
 // The registry and its token come from the project .npmrc, the token
-// through an environment variable; the tarball's header carries it.
+// through an environment variable the user allows it (SBX_NPMRC_ENV);
+// the tarball's header carries it.
 func TestLookupAndTarball(t *testing.T) {
 	srv := registry(t, "s3cr3t-token")
 	dir := t.TempDir()
@@ -51,7 +52,7 @@ func TestLookupAndTarball(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, ".npmrc"), []byte(npmrc), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := []string{"HOME=" + t.TempDir(), "PATH=" + t.TempDir(), "NPM_TOKEN=s3cr3t-token"}
+	env := []string{"HOME=" + t.TempDir(), "PATH=" + t.TempDir(), "NPM_TOKEN=s3cr3t-token", npmreg.ProjectEnvVar + "=NPM_TOKEN"}
 	reg := npmreg.New(dir, env, srv.Client())
 	ctx := context.Background()
 

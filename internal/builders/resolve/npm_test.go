@@ -191,6 +191,8 @@ func TestNPMConfigPrecedence(t *testing.T) {
 	}
 }
 
+// TestNPMAuthToken takes the token through a ${VAR} in the project
+// .npmrc, which the user allows with SBX_NPMRC_ENV.
 func TestNPMAuthToken(t *testing.T) {
 	reg := newFakeNPM(t, "/private/npm/")
 	reg.token = "s3cret-npm-token"
@@ -200,7 +202,7 @@ func TestNPMAuthToken(t *testing.T) {
 		"@corp:registry="+reg.registry()+"\n//"+reg.host()+"/private/:_authToken=${NPM_TOKEN}\n")
 	client := tlsClient(t, reg.srv)
 
-	s := New(Options{Dir: dir, Environ: isolatedEnv(t, "NPM_TOKEN="+reg.token), HTTPClient: client})
+	s := New(Options{Dir: dir, Environ: isolatedEnv(t, "NPM_TOKEN="+reg.token, "SBX_NPMRC_ENV=NPM_TOKEN"), HTTPClient: client})
 	pin, err := s.Resolve(context.Background(), npmSource("npm:@corp/cli@4.0.0"), linuxAMD64)
 	if err != nil {
 		t.Fatal(err)
@@ -216,7 +218,7 @@ func TestNPMAuthToken(t *testing.T) {
 	}
 
 	// A wrong token is refused, and the error does not repeat it.
-	s = New(Options{Dir: dir, Environ: isolatedEnv(t, "NPM_TOKEN=wrong-token-value"), HTTPClient: client})
+	s = New(Options{Dir: dir, Environ: isolatedEnv(t, "NPM_TOKEN=wrong-token-value", "SBX_NPMRC_ENV=NPM_TOKEN"), HTTPClient: client})
 	_, err = s.Resolve(context.Background(), npmSource("npm:@corp/cli@4.0.0"), linuxAMD64)
 	if err == nil || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("err = %v, want 401", err)
@@ -226,7 +228,7 @@ func TestNPMAuthToken(t *testing.T) {
 	}
 
 	// An unset variable in .npmrc is an error naming the variable.
-	s = New(Options{Dir: dir, Environ: isolatedEnv(t), HTTPClient: client})
+	s = New(Options{Dir: dir, Environ: isolatedEnv(t, "SBX_NPMRC_ENV=NPM_TOKEN"), HTTPClient: client})
 	_, err = s.Resolve(context.Background(), npmSource("npm:@corp/cli@4.0.0"), linuxAMD64)
 	if err == nil || !strings.Contains(err.Error(), "NPM_TOKEN") || !strings.Contains(err.Error(), ".npmrc:2") {
 		t.Errorf("err = %v, want the unset variable and file:line", err)
