@@ -28,10 +28,6 @@ const (
 	wsClosePolicyViolation = 1008
 )
 
-// wsMaxHeader is the longest frame header: 2 bytes, a 64-bit length and
-// a masking key.
-const wsMaxHeader = 2 + 8 + 4
-
 // wsMaxControl is the longest payload a control frame may carry.
 const wsMaxControl = 125
 
