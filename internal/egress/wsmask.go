@@ -30,8 +30,11 @@ import (
 //     masked whole. The engine re-frames as it goes (RFC 6455 lets an
 //     intermediary refragment when no extension is in use): each read of
 //     the upstream yields a frame of what is certain, and bytes that could
-//     start a value wait for the next. Control frames are masked on their
-//     own and cut to 125 bytes if the placeholder is longer than the value.
+//     start a value wait for the next. Bytes cannot wait past the end of a
+//     message, so a value the upstream splits across two messages is
+//     caught when its second part comes and the stream closed (1008)
+//     before that part goes out. Control frames are masked on their own
+//     and cut to 125 bytes if the placeholder is longer than the value.
 //   - Guest to server: frames are passed on unmodified, but the unmasked
 //     payload of every data frame (as one stream over the whole
 //     connection) and of every control frame is checked for the
@@ -129,7 +132,7 @@ type wsConn struct {
 
 func newWSConn(up io.ReadWriteCloser, mask *replacer, p *Policy, host string) *wsConn {
 	c := &wsConn{up: up, rbuf: make([]byte, wsReadSize), handed: make(chan struct{})}
-	c.down.mask = mask
+	c.down = newWSDown(mask)
 	c.upw.host = host
 	for _, s := range p.secrets {
 		if !s.bound(host) {
@@ -193,7 +196,9 @@ func (c *wsConn) Read(p []byte) (int, error) {
 			c.out = c.obuf
 			if ferr != nil {
 				r := asWSError(ferr)
-				r.reason = "the upstream broke the WebSocket protocol: " + r.reason
+				if r.code == wsCloseProtocolError {
+					r.reason = "the upstream broke the WebSocket protocol: " + r.reason
+				}
 				c.refuse(r)
 			}
 		}
@@ -250,6 +255,25 @@ type wsDown struct {
 	started bool     // a frame of that message went to the guest
 	held    []byte   // the message's bytes that could start a value
 	tmp     []byte
+
+	// Across messages: tail is the end of the data payload the guest was
+	// given (the longest value less one byte at most), and a message
+	// starts with the part of it that could start a value held as if
+	// unsent (skip bytes of held), so that a value the upstream splits
+	// across two messages is caught when its rest comes. Bytes cannot
+	// move between messages, so that stream is refused.
+	keep  int
+	tail  []byte
+	carry []byte
+	skip  int
+}
+
+func newWSDown(mask *replacer) wsDown {
+	d := wsDown{mask: mask}
+	for _, o := range mask.old {
+		d.keep = max(d.keep, len(o)-1)
+	}
+	return d
 }
 
 // feed appends to dst the frames in that in (after what earlier calls
@@ -273,7 +297,10 @@ func (d *wsDown) feed(dst, in []byte) ([]byte, error) {
 			if d.left == 0 {
 				d.inFrame = false
 			}
-			dst = d.relay(dst, chunk, !d.inFrame && d.hdr.fin)
+			var err error
+			if dst, err = d.relay(dst, chunk, !d.inFrame && d.hdr.fin); err != nil {
+				return dst, err
+			}
 			continue
 		}
 		h, n, err := parseWSHeader(b, false)
@@ -300,6 +327,9 @@ func (d *wsDown) feed(dst, in []byte) ([]byte, error) {
 		b = b[n:]
 		if h.opcode != wsContinuation {
 			d.msgOp, d.started = h.opcode, false
+			d.carry = append(d.carry[:0], d.tail[len(d.tail)-d.mask.heldTail(d.tail):]...)
+			d.held = append(d.held[:0], d.carry...)
+			d.skip = len(d.carry)
 		}
 		d.hdr, d.left, d.inFrame = h, h.length, true
 	}
@@ -307,20 +337,39 @@ func (d *wsDown) feed(dst, in []byte) ([]byte, error) {
 
 // relay masks the next chunk of the current message and appends what is
 // certain of it as a frame; last ends the message.
-func (d *wsDown) relay(dst, chunk []byte, last bool) []byte {
+func (d *wsDown) relay(dst, chunk []byte, last bool) ([]byte, error) {
 	in := append(d.held, chunk...)
-	var out, rest []byte
-	out, rest = d.mask.process(d.tmp[:0], in, last)
+	out, rest := d.mask.process(d.tmp[:0], in, last)
+	if d.skip > 0 {
+		// The carried bytes were sent with the last message: they must
+		// come out as they are (a value starting in them would be masked
+		// otherwise), and are not sent again.
+		if !wsStartsWith(out, rest, d.carry[:d.skip]) {
+			return dst, &wsError{code: wsClosePolicyViolation,
+				reason: "the upstream sent a secret's value split across two WebSocket messages, which cannot be masked; the stream was closed"}
+		}
+		n := min(d.skip, len(out))
+		out, d.skip = out[n:], d.skip-n
+		d.carry = d.carry[n:]
+	}
 	d.held = append(in[:0], rest...)
 	d.tmp = out[:0]
 	if len(out) == 0 && !last {
-		return dst
+		return dst, nil
 	}
+	d.tail = append(d.tail, out...)
+	d.tail = d.tail[:copy(d.tail, d.tail[max(0, len(d.tail)-d.keep):])]
 	op := byte(wsContinuation)
 	if !d.started {
 		op, d.started = d.msgOp, true
 	}
-	return appendWSFrame(dst, last, op, out)
+	return appendWSFrame(dst, last, op, out), nil
+}
+
+// wsStartsWith reports whether a followed by b starts with p.
+func wsStartsWith(a, b, p []byte) bool {
+	n := min(len(a), len(p))
+	return string(a[:n]) == string(p[:n]) && len(b) >= len(p)-n && string(b[:len(p)-n]) == string(p[n:])
 }
 
 // control masks a control frame's payload on its own.

@@ -336,6 +336,7 @@ func TestWebSocketEchoesMasked(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := newWSServer(func(auth string, _ bool, w *bufio.ReadWriter) {
+				w.Write(frame(true, 0, wsText, []byte("hello"), false))
 				tc.send(auth, w)
 				w.Write(frame(true, 0, wsClose, closePayload(1000, "bye"), false))
 			})
@@ -361,8 +362,41 @@ func TestWebSocketEchoesMasked(t *testing.T) {
 			if !bytes.Contains(all, []byte(tokenPH)) {
 				t.Errorf("the placeholder is not where the echo was: messages %q controls %v close %q", msgs, controls, closing.payload)
 			}
-			if tc.whole && len(msgs) != 1 {
-				t.Errorf("%d messages, want 1: %q", len(msgs), msgs)
+			if tc.whole && len(msgs) != 2 {
+				t.Errorf("%d messages, want 2: %q", len(msgs), msgs)
+			}
+		})
+	}
+}
+
+// TestWebSocketValueAcrossMessages plays an upstream that sends the
+// echo's first part as one message and its rest as the next, where no
+// masking can put the placeholder: the stream is closed (1008) before
+// the rest goes out.
+func TestWebSocketValueAcrossMessages(t *testing.T) {
+	for _, split := range []int{1, 10, len(tokenValue) - 1} {
+		t.Run(fmt.Sprint(split), func(t *testing.T) {
+			srv := newWSServer(func(auth string, _ bool, w *bufio.ReadWriter) {
+				v := strings.TrimPrefix(auth, "Bearer ")
+				w.Write(frame(true, 0, wsText, []byte("one "+v[:split]), false))
+				w.Write(frame(true, 0, wsPing, nil, false))
+				w.Write(frame(true, 0, wsText, []byte(v[split:]+" two"), false))
+				w.Write(frame(true, 0, wsClose, closePayload(1000, "bye"), false))
+			})
+			h, _ := secretHarness(t, srv)
+			g := dialWS(t, h, "api.test", true)
+			if g.res.StatusCode != 101 {
+				t.Fatalf("upgrade: %d", g.res.StatusCode)
+			}
+			msgs, _, closing := g.messages(false)
+			if joined := bytes.Join(msgs, nil); bytes.Contains(joined, []byte(tokenValue)) {
+				t.Fatalf("the guest can join the value from its messages: %q", msgs)
+			}
+			if closing == nil || binary.BigEndian.Uint16(closing.payload) != wsClosePolicyViolation {
+				t.Fatalf("close %+v, want %d; messages %q", closing, wsClosePolicyViolation, msgs)
+			}
+			if len(msgs) != 1 {
+				t.Errorf("messages %q, want the first only", msgs)
 			}
 		})
 	}
@@ -633,11 +667,29 @@ func TestWSDownRefusesBadFrames(t *testing.T) {
 		"one-byte close":    frame(true, 0, wsClose, []byte("x"), false),
 	}
 	for name, in := range cases {
-		d := &wsDown{mask: newReplacer([][2]string{{tokenValue, tokenPH}})}
+		d := newWSDown(newReplacer([][2]string{{tokenValue, tokenPH}}))
 		out, err := d.feed(nil, in)
 		var we *wsError
 		if !errors.As(err, &we) || we.code != wsCloseProtocolError || len(out) != 0 {
 			t.Errorf("%s: out %x err %v, want a protocol error and nothing out", name, out, err)
+		}
+	}
+}
+
+// TestWSDownMessagesEndingLikeAValue: messages that end with what could
+// start a value, followed by ones that do not continue it, go out
+// unchanged and at once; the value whole in a later message is masked.
+func TestWSDownMessagesEndingLikeAValue(t *testing.T) {
+	d := newWSDown(newReplacer([][2]string{{tokenValue, tokenPH}}))
+	for _, m := range []string{"a real", "-", "token-x", "", "r", "real-token-0123456789abcdeX", "r", tokenValue} {
+		out, err := d.feed(nil, frame(true, 0, wsText, []byte(m), false))
+		if err != nil {
+			t.Fatalf("message %q: %v", m, err)
+		}
+		fs := parseTestFrames(out, false)
+		want := strings.ReplaceAll(m, tokenValue, tokenPH)
+		if len(fs) != 1 || !fs[0].fin || string(fs[0].payload) != want {
+			t.Fatalf("message %q came out as %+v, want %q at once", m, fs, want)
 		}
 	}
 }
@@ -681,7 +733,8 @@ func joinMessages(fs []testFrame) (msgs, controls []string) {
 // both directions' frame handling. Downstream, whatever the upstream
 // sends, what the guest gets must be well-formed frames, and each
 // complete message must be the input's message masked exactly as
-// strings would be (so never holding the value). Upstream, what is
+// strings would be, and the value must not be in the data payload, not
+// even across messages. Upstream, what is
 // forwarded is always a prefix of the guest's bytes, and never carries
 // the placeholder or value whole.
 func FuzzWSFrames(f *testing.F) {
@@ -694,13 +747,14 @@ func FuzzWSFrames(f *testing.F) {
 	f.Add(append(frame(false, 0, wsText, []byte(tokenPH[:9]), true), frame(true, 0, wsContinuation, []byte(tokenPH[9:]), true)...), uint8(5))
 	f.Add(frame(true, 0, wsBinary, bytes.Repeat([]byte("x"), 300), false), uint8(200))
 	f.Add([]byte{0x81, 0xff, 0x80, 0, 0, 0, 0, 0, 0, 0}, uint8(1))
+	f.Add(append(frame(true, 0, wsText, []byte("x r"), false), frame(true, 0, wsText, []byte("eal"), false)...), uint8(4))
 	mask := newReplacer([][2]string{{tokenValue, tokenPH}})
 	deny := &secret{value: []byte(tokenValue), placeholder: tokenPH}
 	deny.Name = "token"
 	f.Fuzz(func(t *testing.T, in []byte, step uint8) {
 		size := int(step%32) + 1
 		// Downstream.
-		d := &wsDown{mask: mask}
+		d := newWSDown(mask)
 		var out []byte
 		var derr error
 		for i := 0; i < len(in) && derr == nil; i += size {
@@ -720,12 +774,18 @@ func FuzzWSFrames(f *testing.F) {
 		gotMsgs, _ := joinMessages(got)
 		inMsgs, _ := joinMessages(parseTestFrames(in, false))
 		for i, m := range gotMsgs {
-			if strings.Contains(m, tokenValue) {
-				t.Fatalf("message %d out holds the value: %q", i, m)
-			}
 			if i < len(inMsgs) && m != mask.replaceString(inMsgs[i]) {
 				t.Fatalf("message %d out %q, in %q", i, m, inMsgs[i])
 			}
+		}
+		var stream []byte
+		for _, fr := range got {
+			if fr.op < wsClose {
+				stream = append(stream, fr.payload...)
+			}
+		}
+		if bytes.Contains(stream, []byte(tokenValue)) {
+			t.Fatalf("the data the guest got holds the value: %q", stream)
 		}
 		// Upstream.
 		u := &wsUp{host: "other.test", secrets: []*secret{deny}}
