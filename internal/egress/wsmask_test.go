@@ -843,3 +843,44 @@ func TestH2ExtendedConnectRefused(t *testing.T) {
 	default:
 	}
 }
+
+// TestWSMemoryBounded streams a frame that claims 2^40 bytes through
+// both directions: nothing is buffered beyond a read and the longest
+// value, and the bytes pass as they come.
+func TestWSMemoryBounded(t *testing.T) {
+	chunk := bytes.Repeat([]byte("0123456789abcdef"), wsReadSize/16)
+	for _, fromClient := range []bool{false, true} {
+		hdr := []byte{0x82, 127, 0, 0, 1, 0, 0, 0, 0, 0}
+		if fromClient {
+			hdr[1] |= 0x80
+			hdr = append(hdr, 1, 2, 3, 4)
+		}
+		d := newWSDown(newReplacer([][2]string{{tokenValue, tokenPH}}))
+		u := &wsUp{host: "other.test", secrets: []*secret{{value: []byte(tokenValue), placeholder: tokenPH}}}
+		u.init()
+		var in, out int
+		feed := func(p []byte) {
+			var got []byte
+			var err error
+			if fromClient {
+				got, err = u.feed(nil, p)
+			} else {
+				got, err = d.feed(nil, p)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			in, out = in+len(p), out+len(got)
+			if bufs := cap(d.buf) + cap(d.held) + cap(d.tmp) + cap(u.buf) + cap(u.tmp) + cap(u.window); bufs > 4*wsReadSize {
+				t.Fatalf("after %d bytes in: %d bytes buffered", in, bufs)
+			}
+		}
+		feed(hdr)
+		for range 200 {
+			feed(chunk)
+		}
+		if fromClient && out != in || !fromClient && out < in-len(hdr)-len(tokenValue) {
+			t.Errorf("client=%v: %d bytes in, %d out", fromClient, in, out)
+		}
+	}
+}
