@@ -63,9 +63,9 @@ func TestCodexInVM(t *testing.T) {
 			fake.refuseWS.Store(c.refuseWS)
 			// Over HTTP the final message quotes the credential the
 			// fake got, which must reach the guest as the placeholder.
-			// WebSocket frames after the upgrade are not inspected
-			// (docs/egress.md), so an upstream that echoed the key on
-			// one would hand it to the guest: the fake does not.
+			// The fake does not echo the key on the WebSocket; echoes in
+			// frames are masked too, which internal/egress and
+			// internal/sandboxnet test (docs/security.md).
 			fake.echoPost.Store(c.refuseWS)
 			before := len(fake.turnsSoFar())
 			hostFile := filepath.Join(a.Work, codexFile)

@@ -27,8 +27,11 @@
 //     streams, and the request aborted (403) before a value it carries
 //     leaves whole. Values are substituted in headers only, never in
 //     URLs or bodies, and not into plain HTTP except for a name a hosts
-//     mapping pins (a local fixture). WebSocket frames after the upgrade
-//     are not inspected.
+//     mapping pins (a local fixture). With secrets in the policy an
+//     upgrade must be to WebSocket, offered no extension, and its frames
+//     are masked the same way; the guest's frames to a host a secret is
+//     not bound to are checked like bodies and the stream closed (1008)
+//     on a match (wsmask.go, wsframe.go).
 //   - A passthrough rule's TLS is spliced unmodified after its SNI is
 //     checked (missing SNI is refused there); a tcp rule's connection is
 //     spliced after dialling.

@@ -26,7 +26,9 @@ type requestState struct {
 	st        *state
 	scheme    string
 	authority string
+	name      string    // the connection's host
 	mask      *replacer // values and per-request forms to mask; nil: none
+	ws        *wsConn   // the upgraded stream, once the upstream switched
 	scan      *bodyScanner
 	status    int
 	upErr     string
@@ -45,9 +47,11 @@ func requestStateOf(r *http.Request) *requestState {
 // connection's name (a port in it is not compared); the allow
 // rules' methods and paths must admit it; secrets are substituted or the
 // request refused (and never substituted into plain HTTP to a name no
-// hosts mapping pins); a git push is held to its rule's refs; the body is
-// scanned for the values of secrets not bound to the host. Every request
-// gets one audit entry.
+// hosts mapping pins); with secrets in the policy an upgrade must be to
+// WebSocket (wsmask.go); a git push is held to its rule's refs; the body
+// is scanned for the values of secrets not bound to the host. Every
+// request gets one audit entry (a WebSocket's when its stream ends, with
+// the refusal that ended it if one did).
 func (e *Engine) handle(w http.ResponseWriter, r *http.Request, f *flow, isTLS bool) {
 	start := time.Now()
 	st := e.cur.Load()
@@ -106,6 +110,10 @@ func (e *Engine) handle(w http.ResponseWriter, r *http.Request, f *flow, isTLS b
 		deny(http.StatusForbidden, fmt.Sprintf("secret %s would be sent unencrypted to %s; use https", strings.Join(sub.used, ", "), f.name), pol.ruleFor(f.name, f.port))
 		return
 	}
+	if reason := pol.upgradeRefusal(r.Header); reason != "" {
+		deny(http.StatusForbidden, reason, pol.ruleFor(f.name, f.port))
+		return
+	}
 
 	if v.pushRefs != nil {
 		body, reason := e.checkPush(cw, r, f, v.pushRefs)
@@ -124,7 +132,7 @@ func (e *Engine) handle(w http.ResponseWriter, r *http.Request, f *flow, isTLS b
 	if f.port != defPort {
 		authority = net.JoinHostPort(f.name, strconv.Itoa(int(f.port)))
 	}
-	rs := &requestState{st: st, scheme: scheme, authority: authority}
+	rs := &requestState{st: st, scheme: scheme, authority: authority, name: f.name}
 	if pol.mask != nil {
 		pairs := make([][2]string, 0, len(sub.extra)+len(pol.secrets))
 		pairs = append(pairs, sub.extra...)
@@ -139,6 +147,7 @@ func (e *Engine) handle(w http.ResponseWriter, r *http.Request, f *flow, isTLS b
 		// Bodies are masked as they stream; ask for them uncompressed so
 		// that a value in them is seen.
 		r.Header.Set("Accept-Encoding", "identity")
+		offerNoWSExtensions(r.Header)
 	}
 	// Request trailers would go upstream unchecked; nothing a guest needs
 	// sends them.
@@ -155,6 +164,13 @@ func (e *Engine) handle(w http.ResponseWriter, r *http.Request, f *flow, isTLS b
 	e.proxy.ServeHTTP(cw, r.WithContext(context.WithValue(r.Context(), requestStateKey{}, rs)))
 	en.BytesUp = cr.n.Load()
 	en.Status = rs.status
+	if reason, rule, refused := rs.streamRefusal(); refused {
+		if rule.Block != "" {
+			en = withOrigin(en, rule)
+		}
+		en.Decision, en.Reason = audit.DecisionDeny, reason
+		return
+	}
 	if rs.upErr != "" {
 		en.Decision, en.Reason, en.Status = audit.DecisionDeny, rs.upErr, cw.status
 		return
@@ -271,7 +287,9 @@ func (e *Engine) rewrite(pr *httputil.ProxyRequest) {
 // (Location included), the body as it streams, and trailers. Bodies are
 // masked uncompressed: a gzip body is decoded (and sent on without its
 // Content-Encoding); any other encoding is refused, since a value inside
-// it could not be seen. Upgraded (WebSocket) streams are not masked.
+// it could not be seen. An upgraded stream must be a WebSocket, whose
+// frames are masked (and the guest's checked) by the wsConn that upgraded
+// puts in place of the body.
 func (e *Engine) modifyResponse(res *http.Response) error {
 	rs := requestStateOf(res.Request)
 	rs.status = res.StatusCode
@@ -279,7 +297,10 @@ func (e *Engine) modifyResponse(res *http.Response) error {
 		return nil
 	}
 	rs.st.pol.maskHeader(res.Header, rs.mask)
-	if res.StatusCode == http.StatusSwitchingProtocols || res.Body == nil || res.Body == http.NoBody ||
+	if res.StatusCode == http.StatusSwitchingProtocols {
+		return e.upgraded(rs, res)
+	}
+	if res.Body == nil || res.Body == http.NoBody ||
 		res.Request.Method == http.MethodHead || res.StatusCode == http.StatusNoContent || res.StatusCode == http.StatusNotModified {
 		return nil
 	}
