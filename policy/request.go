@@ -157,26 +157,33 @@ func checkGlobSegment(s string, last bool) error {
 // MatchPath reports whether the request path (as sent, percent-escaped,
 // without the query) matches pattern (see CheckPathPattern). Each segment
 // is decoded before it is compared. A path that could mean something
-// else to the server than it seems to here never matches: one with a "."
-// or ".." segment, an empty segment other than the last, a segment that
-// decodes to hold "/", "\" or NUL, or an invalid escape.
+// else to the server than it seems to here never matches: one that
+// CheckRequestPath refuses (dot segments, plain or encoded, "//", ";",
+// "\", "%25", control bytes, invalid escapes and more). A path holding an
+// encoded "/" matches only when it matches both as written (the "/" inside
+// its segment) and with the "/" decoded into a separator, since servers
+// differ in which they route.
 func MatchPath(pattern, path string) bool {
-	if !strings.HasPrefix(path, "/") || !strings.HasPrefix(pattern, "/") {
+	if !strings.HasPrefix(pattern, "/") || CheckRequestPath(path) != nil {
 		return false
 	}
 	raw := strings.Split(path[1:], "/")
 	segs := make([]string, len(raw))
 	for i, r := range raw {
 		s, err := url.PathUnescape(r)
-		if err != nil || s == "." || s == ".." || strings.ContainsAny(s, "/\\\x00") {
-			return false
-		}
-		if s == "" && i != len(raw)-1 {
+		if err != nil {
 			return false
 		}
 		segs[i] = s
 	}
-	return matchSegments(strings.Split(pattern[1:], "/"), segs)
+	pat := strings.Split(pattern[1:], "/")
+	if !matchSegments(pat, segs) {
+		return false
+	}
+	if hasEncodedSlash(path) {
+		return matchSegments(pat, strings.Split(strings.Join(segs, "/"), "/"))
+	}
+	return true
 }
 
 // MatchRef reports whether the git ref name ref ("refs/heads/agent/x")
