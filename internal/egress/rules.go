@@ -12,6 +12,9 @@ import (
 type pathPattern string
 
 func parsePathPattern(s string) (pathPattern, error) {
+	if !strings.HasPrefix(s, "/") {
+		return "", fmt.Errorf("path pattern %q must start with /", s)
+	}
 	if err := policy.CheckPathPattern(s); err != nil {
 		return "", err
 	}
