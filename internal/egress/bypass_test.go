@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"mime"
+	"mime/multipart"
 	"net/http"
 	"net/url"
 	"path"
@@ -37,8 +39,11 @@ func (r received) String() string { return r.method + " " + r.uri + " (routed as
 // lenientUpstream records each request and answers with its route.
 func lenientUpstream(seen chan<- received) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		rec := received{method: r.Method, uri: r.RequestURI, route: lenientRoute(r)}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return // an incomplete body is not acted on
+		}
+		rec := received{method: r.Method, uri: r.RequestURI, route: lenientRoute(r, body)}
 		select {
 		case seen <- rec:
 		default:
@@ -51,8 +56,8 @@ func lenientUpstream(seen chan<- received) http.Handler {
 // upper-cased and overridden by a header or a _method parameter; the
 // path with ";" parameters stripped from each segment, "\" read as "/",
 // decoded twice, overlong and fullwidth dots read as dots, and dot
-// segments resolved.
-func lenientRoute(r *http.Request) string {
+// segments resolved. A POST's form body may override the method too.
+func lenientRoute(r *http.Request, body []byte) string {
 	method := strings.ToUpper(r.Method)
 	for k, v := range r.Header {
 		switch strings.ReplaceAll(strings.ToLower(k), "_", "-") {
@@ -65,6 +70,19 @@ func lenientRoute(r *http.Request) string {
 		k, v, _ := strings.Cut(kv, "=")
 		if k, _ = url.QueryUnescape(k); strings.EqualFold(k, "_method") {
 			method = strings.ToUpper(v)
+		}
+	}
+	if method == "POST" {
+		if mt, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); strings.HasPrefix(mt, "multipart/") {
+			mr := multipart.NewReader(bytes.NewReader(body), params["boundary"])
+			for p, err := mr.NextPart(); err == nil; p, err = mr.NextPart() {
+				if p.FormName() == "_method" {
+					v, _ := io.ReadAll(p)
+					method = strings.ToUpper(string(v))
+				}
+			}
+		} else if v, err := url.ParseQuery(string(body)); (mt == "" || mt == "application/x-www-form-urlencoded") && err == nil && v.Get("_method") != "" {
+			method = strings.ToUpper(v.Get("_method"))
 		}
 	}
 	segs := strings.Split(target, "/")
@@ -406,4 +424,62 @@ func TestGitPushDetectionRobust(t *testing.T) {
 			t.Errorf("%s ref advertisement: %d %q, upstream received %v", proto, code, body, got)
 		}
 	}
+}
+
+// TestFormMethodOverrideRefused: under methods = ["POST"], a POST whose
+// form body carries a _method field (URL-encoded or as a multipart part)
+// is refused with a 403 naming the rule, over HTTP/1.1 and HTTP/2, and
+// the upstream never gets a whole body to act on; other POST bodies pass.
+func TestFormMethodOverrideRefused(t *testing.T) {
+	pki := newUpstreamPKI(t)
+	seen := make(chan received, 200)
+	up := upstreamTLS(t, pki, lenientUpstream(seen), "a.test")
+	rule := policy.AllowRule{Pattern: policy.MustHostPattern("a.test"), Methods: []string{"POST"}, Paths: []string{"/items/*"}, Origin: origin("egress.write", 9)}
+	h := newHarness(t, spec(pki, []policy.AllowRule{rule}, mapping("a.test", serverAddr(up))), nil, nil)
+	form := [][2]string{{"content-type", "application/x-www-form-urlencoded"}}
+	mp := [][2]string{{"content-type", "multipart/form-data; boundary=XyZ"}}
+	part := func(name, v string) string {
+		return "--XyZ\r\nContent-Disposition: form-data; " + name + "\r\n\r\n" + v + "\r\n"
+	}
+	refusals := 0
+	for _, proto := range []string{"h1", "h2"} {
+		for _, tc := range []struct {
+			hdr  [][2]string
+			body string
+		}{
+			{form, "a=1&_method=DELETE"},
+			{form, "_method=DELETE&a=1"},
+			{form, "a=1&%5Fmethod=DELETE"},
+			{form, "a=1;_METHOD=delete"},
+			{nil, "_method=DELETE"},
+			{[][2]string{{"content-type", "text/plain;;"}}, "_method=DELETE"},
+			{mp, part(`name="a"`, "1") + part(`name="_method"`, "DELETE") + "--XyZ--\r\n"},
+			{mp, part(`name=_method`, "DELETE") + "--XyZ--\r\n"},
+			{mp, part(`name*=UTF-8''%5Fmethod`, "DELETE") + "--XyZ--\r\n"},
+		} {
+			code, body := rawExchange(t, h, proto, "a.test", "POST", "/items/1", tc.hdr, tc.body)
+			if code != 403 || !strings.Contains(body, "main.hcl:9") {
+				t.Errorf("%s POST %v %q: %d %q, want a 403 naming main.hcl:9", proto, tc.hdr, tc.body, code, body)
+			}
+			refusals++
+			for _, r := range drain(seen) {
+				t.Errorf("%s POST %q: the upstream acted on it: %v", proto, tc.body, r)
+			}
+		}
+		for _, tc := range []struct {
+			hdr  [][2]string
+			body string
+		}{
+			{form, "a=_method&method=1"},
+			{[][2]string{{"content-type", "application/json"}}, `{"text": "a=1&_method=DELETE"}`},
+			{mp, part(`name="file"; filename="x.py"`, "self._method = 1\n_method=2") + "--XyZ--\r\n"},
+			{form, strings.Repeat("x", 20000) + "=1&b=2"},
+		} {
+			code, body := rawExchange(t, h, proto, "a.test", "POST", "/items/1", tc.hdr, tc.body)
+			if got := drain(seen); code != 200 || len(got) != 1 || got[0].route != "POST /items/1" {
+				t.Errorf("%s POST %v %.40q: %d %q, upstream received %v", proto, tc.hdr, tc.body, code, body, got)
+			}
+		}
+	}
+	refusedByRule(t, h, refusals, 9)
 }

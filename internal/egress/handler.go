@@ -91,6 +91,9 @@ func (e *Engine) handle(w http.ResponseWriter, r *http.Request, f *flow, isTLS b
 		return
 	}
 	en = withOrigin(en, v.rule)
+	if v.scanForm != "" && r.Body != nil && r.Body != http.NoBody {
+		r.Body = newFormOverrideScanner(r.Body, v.scanForm)
+	}
 
 	unescaped, _ := url.QueryUnescape(r.URL.RawQuery)
 	sub, d := pol.rewriteRequest(f.name, r.Header, r.RequestURI+" "+r.URL.Path+" "+unescaped)
@@ -314,6 +317,9 @@ func (e *Engine) upstreamError(w http.ResponseWriter, r *http.Request, err error
 		}
 	}
 	reason := "upstream " + r.Host + ": " + msg
+	if fo := (*formOverrideError)(nil); errors.As(err, &fo) {
+		status, reason = http.StatusForbidden, fo.reason
+	}
 	if rs != nil && rs.scan != nil {
 		if d := rs.scan.denied.Load(); d != nil {
 			status, reason = http.StatusForbidden, d.reason

@@ -35,6 +35,11 @@ type requestVerdict struct {
 	// pushRefs, when not nil, are the ref patterns a git-receive-pack
 	// request's ref updates must match; nil means unrestricted.
 	pushRefs []string
+	// scanForm, when not empty, says that the request is a POST with a
+	// form body admitted only by rules that list methods, so the body
+	// must be read for a _method field (formOverrideScanner); it is the
+	// refusal's reason, naming the rule.
+	scanForm string
 }
 
 // checkRequest decides a request to name by the allow rules matching it.
@@ -56,7 +61,10 @@ type requestVerdict struct {
 // A refusal names a rule that refused, preferring one that refused for
 // the form of the request (an override, the method's case, the path's
 // form) over one whose lists just do not include it, since that is what
-// the user needs to know. For a git smart-HTTP push (receivePack), the
+// the user needs to know. A POST with a form body (formBody) that only
+// rules listing methods admit has its body read as it streams, and is
+// failed before it is whole if it carries a _method field (scanForm). For
+// a git smart-HTTP push (receivePack), the
 // rules that admit it say which refs it may update: any such rule
 // without git_push patterns leaves refs unrestricted; otherwise the
 // union of their patterns applies.
@@ -85,11 +93,19 @@ func (p *Policy) checkRequest(name string, q requestForm) requestVerdict {
 		return requestVerdict{reason: why, rule: refused.Origin}
 	}
 	v := requestVerdict{allowed: true, rule: admitted[0].Origin}
+	if strings.EqualFold(q.method, "POST") && formBody(q.header) {
+		v.scanForm = fmt.Sprintf("%s %s to %s is refused by %s, which %s", q.method, q.target, name, originString(admitted[0].Origin), describeRule(admitted[0]))
+		for _, r := range admitted {
+			if r.methods == nil {
+				v.scanForm = ""
+			}
+		}
+	}
 	if q.receivePack {
 		var refs []string
 		for _, r := range admitted {
 			if len(r.GitPush) == 0 {
-				return requestVerdict{allowed: true, rule: r.Origin}
+				return requestVerdict{allowed: true, rule: r.Origin, scanForm: v.scanForm}
 			}
 			refs = append(refs, r.GitPush...)
 		}
