@@ -247,3 +247,23 @@ func FuzzMatchPathServerViews(f *testing.F) {
 		checkServerViews(t, pattern, path)
 	})
 }
+
+// TestPathPatternMatchesNothing: the patterns it names match no request
+// path at all, and ordinary patterns are not named.
+func TestPathPatternMatchesNothing(t *testing.T) {
+	for _, p := range []string{"/v1/**", "/a.json", "/x/...", "/caf\u00e9"} {
+		if why := PathPatternMatchesNothing(p); why != "" {
+			t.Errorf("PathPatternMatchesNothing(%q) = %q", p, why)
+		}
+	}
+	for _, p := range []string{"/a;b/**", "/x/\uff0e\uff0e", "/\u2100"} {
+		if CheckPathPattern(p) != nil || PathPatternMatchesNothing(p) == "" {
+			t.Errorf("%q: valid %v, named %q", p, CheckPathPattern(p), PathPatternMatchesNothing(p))
+		}
+		for _, path := range []string{p, (&url.URL{Path: p}).EscapedPath(), strings.ReplaceAll(p, ";", "%3B")} {
+			if MatchPath(p, path) {
+				t.Errorf("MatchPath(%q, %q) = true", p, path)
+			}
+		}
+	}
+}
