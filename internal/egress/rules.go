@@ -100,6 +100,11 @@ func (p *Policy) checkRequest(name string, q requestForm) requestVerdict {
 				v.scanForm = ""
 			}
 		}
+		// An encoded body could hide the field from the scan and not
+		// from a server that decodes it.
+		if ce := q.header.Get("Content-Encoding"); v.scanForm != "" && ce != "" && !strings.EqualFold(ce, "identity") {
+			return requestVerdict{reason: fmt.Sprintf("%s: a %s-encoded form body cannot be checked for a _method field", v.scanForm, ce), rule: admitted[0].Origin}
+		}
 	}
 	if q.receivePack {
 		var refs []string

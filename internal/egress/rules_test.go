@@ -129,6 +129,8 @@ func TestCheckRequest(t *testing.T) {
 		{host: "get.test", method: "GET", target: "/x", query: "_method[]=DELETE", want: "_method query parameter", line: 9},
 		{host: "get.test", method: "GET", target: "/x", query: "x=_method&method=1", line: 9},
 		{host: "get.test", method: "get", target: "/x", want: "case-sensitive", line: 9},
+		{host: "api.test", method: "POST", target: "/upload/f", header: hdr("Content-Encoding", "gzip"), want: "a gzip-encoded form body cannot be checked", line: 8},
+		{host: "api.test", method: "POST", target: "/upload/f", header: hdr("Content-Encoding", "gzip", "Content-Type", "application/json"), line: 8},
 		{host: "get.test", method: "DELETE", target: "/x", want: "is not allowed by egress.get (main.hcl:9), which allows only methods GET, HEAD", line: 9},
 		// No method rule: overrides and any case pass; no path rule: any
 		// path form passes.
@@ -154,6 +156,24 @@ func TestCheckRequest(t *testing.T) {
 		}
 		if tc.receivePack && v.allowed && v.pushRefs == nil {
 			t.Errorf("%s: a push under a git_push rule is not held to its refs", name)
+		}
+	}
+	// Which bodies are read for a _method field: POST forms under method
+	// lists only.
+	for _, tc := range []struct {
+		host   string
+		header http.Header
+		want   bool
+	}{
+		{"api.test", nil, true},
+		{"api.test", hdr("Content-Type", "application/x-www-form-urlencoded"), true},
+		{"api.test", hdr("Content-Type", "multipart/form-data; boundary=x"), true},
+		{"api.test", hdr("Content-Type", "application/json"), false},
+		{"open.test", nil, false},
+	} {
+		v := p.checkRequest(tc.host, requestForm{method: "POST", target: "/upload/f", header: tc.header})
+		if !v.allowed || (v.scanForm != "") != tc.want || tc.want && !strings.Contains(v.scanForm, "main.hcl:8") {
+			t.Errorf("POST to %s with %v: allowed %v, scanForm %q, want a scan: %v", tc.host, tc.header, v.allowed, v.scanForm, tc.want)
 		}
 	}
 }
