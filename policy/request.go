@@ -60,6 +60,9 @@ func isTokenChar(c byte) bool {
 // written as they are, not percent-escaped (requests are matched after
 // their segments are decoded), and "." and ".." segments, empty segments
 // other than a trailing one, "?", "#", "\" and white space are refused.
+// A pattern holding ";" is valid but matches no request, since
+// CheckRequestPath refuses every path that holds one
+// (PathPatternMatchesNothing says so).
 func CheckPathPattern(p string) error {
 	if p == "" {
 		return fmt.Errorf("empty path pattern")
@@ -254,6 +257,11 @@ func (r AllowRule) Restricted() bool {
 
 // AllowsRequest reports whether the rule's Methods and Paths let a request
 // with this method and path (percent-escaped, without the query) through.
+// Methods compare exactly ("post" is not "POST"), and paths by MatchPath.
+// It sees neither headers, query nor body: the egress engine also refuses,
+// under a rule with Methods, requests that ask the server for another
+// method (X-HTTP-Method-Override and the like, a _method parameter or
+// form field), which only narrows what this admits.
 // Git push refs are checked separately (AllowsPushRef), once the request
 // body's ref updates have been read.
 func (r AllowRule) AllowsRequest(method, path string) bool {

@@ -280,6 +280,9 @@ func TestPathRuleBypassesRefused(t *testing.T) {
 		{"/public/a%2Fb", "/public/a%2Fb"},
 		{"/public/caf%C3%A9", "/public/caf%C3%A9"},
 		{"/public/a.json", "/public/a.json"},
+		// Characters Go's server re-escapes: judged, and sent, escaped.
+		{`/public/a"b{`, "/public/a%22b%7B"},
+		{"/public/x?q=1", "/public/x?q=1"},
 	}
 	refusals := 0
 	for _, proto := range []string{"h1", "h2"} {
