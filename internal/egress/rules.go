@@ -7,8 +7,9 @@ import (
 	"github.com/sbx-dev/sbx/policy"
 )
 
-// pathPattern is a request path pattern (see policy.CheckPathPattern).
-// The engine matches with policy.MatchPath, as plan reasons about it.
+// pathPattern is a request path pattern (see policy.CheckPathPattern),
+// matched by policy.MatchPath: the engine and package policy's
+// AllowsRequest judge paths by one function.
 type pathPattern string
 
 func parsePathPattern(s string) (pathPattern, error) {
@@ -61,13 +62,17 @@ type requestVerdict struct {
 // A refusal names a rule that refused, preferring one that refused for
 // the form of the request (an override, the method's case, the path's
 // form) over one whose lists just do not include it, since that is what
-// the user needs to know. A POST with a form body (formBody) that only
-// rules listing methods admit has its body read as it streams, and is
-// failed before it is whole if it carries a _method field (scanForm). For
-// a git smart-HTTP push (receivePack), the
-// rules that admit it say which refs it may update: any such rule
-// without git_push patterns leaves refs unrestricted; otherwise the
-// union of their patterns applies.
+// the user needs to know.
+//
+// A POST with a form body (formBody) that only rules listing methods
+// admit has its body read as it streams, and is failed before it is
+// whole if it carries a _method field (scanForm); such a body with a
+// Content-Encoding is refused, since the scan could not see into it.
+//
+// For a git smart-HTTP push (receivePack), the rules that admit it say
+// which refs it may update: any such rule without git_push patterns
+// leaves refs unrestricted; otherwise the union of their patterns
+// applies.
 func (p *Policy) checkRequest(name string, q requestForm) requestVerdict {
 	rules := p.rulesFor(name)
 	if len(rules) == 0 {
