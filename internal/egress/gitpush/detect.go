@@ -8,7 +8,7 @@ import "strings"
 // differ in how they route: every method but GET and HEAD counts, in any
 // case ("post" is a push to a server that folds case, and GET and HEAD
 // only ever fetch); the path and query are decoded until they no longer
-// change, folded to lower case and stripped of everything but letters
+// change (four rounds at most), folded to lower case and stripped of everything but letters
 // and digits before "gitreceivepack" is looked for, so that
 // "/repo.git/GIT-RECEIVE-PACK/", "git%2Dreceive-pack", "git%252dreceive-pack",
 // "git-receive-pack;x" and "?service=git-receive-pack" all count; and a
