@@ -5,17 +5,21 @@ import "strings"
 // IsReceivePack reports whether a request may be a git smart-HTTP push,
 // so that its ref updates must be read and checked. It errs wide, since
 // a push it missed would reach the server unchecked and git servers
-// differ in how they route: every method but GET and HEAD counts, in any
-// case ("post" is a push to a server that folds case, and GET and HEAD
-// only ever fetch); the path and query are decoded until they no longer
-// change (four rounds at most), folded to lower case and stripped of everything but letters
-// and digits before "gitreceivepack" is looked for, so that
-// "/repo.git/GIT-RECEIVE-PACK/", "git%2Dreceive-pack", "git%252dreceive-pack",
-// "git-receive-pack;x" and "?service=git-receive-pack" all count; and a
-// Content-Type naming x-git-receive-pack counts wherever the request goes.
-// A request that is not a push but counts has its body read as ref
-// updates and is refused when they do not parse, under a git_push rule
-// only.
+// differ in how they route:
+//
+//   - every method but GET and HEAD counts, in any case ("post" is a push
+//     to a server that folds case; GET and HEAD only ever fetch);
+//   - the path and query are decoded until they no longer change (four
+//     rounds at most, invalid escapes left as they are), folded to lower
+//     case and stripped of everything but letters and digits before
+//     "gitreceivepack" is looked for, so "/repo.git/GIT-RECEIVE-PACK/",
+//     "git%2Dreceive-pack", "git%252dreceive-pack", "git-receive-pack;x"
+//     and "?service=git-receive-pack" all count;
+//   - a Content-Type naming x-git-receive-pack counts wherever the
+//     request goes.
+//
+// A request that counts but is no push has its body read as ref updates
+// and is refused when they do not parse, under a git_push rule only.
 func IsReceivePack(method, path, rawQuery, contentType string) bool {
 	switch strings.ToUpper(method) {
 	case "GET", "HEAD":
