@@ -195,6 +195,11 @@ func (l *loader) decodeRequest(e *Egress, b *hcl.Block, index map[policy.HostPat
 				ok = false
 				continue
 			}
+			if f.name == "paths" {
+				if why := policy.PathPatternMatchesNothing(it.Value); why != "" {
+					l.warnf(it.Range, "Path pattern that matches no request", "%s.", why)
+				}
+			}
 			list = append(list, it.Value)
 		}
 		*f.dst = sortedUnique(list)

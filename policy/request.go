@@ -60,6 +60,9 @@ func isTokenChar(c byte) bool {
 // written as they are, not percent-escaped (requests are matched after
 // their segments are decoded), and "." and ".." segments, empty segments
 // other than a trailing one, "?", "#", "\" and white space are refused.
+// A pattern holding ";" is valid but matches no request, since
+// CheckRequestPath refuses every path that holds one
+// (PathPatternMatchesNothing says so).
 func CheckPathPattern(p string) error {
 	if p == "" {
 		return fmt.Errorf("empty path pattern")
@@ -157,26 +160,33 @@ func checkGlobSegment(s string, last bool) error {
 // MatchPath reports whether the request path (as sent, percent-escaped,
 // without the query) matches pattern (see CheckPathPattern). Each segment
 // is decoded before it is compared. A path that could mean something
-// else to the server than it seems to here never matches: one with a "."
-// or ".." segment, an empty segment other than the last, a segment that
-// decodes to hold "/", "\" or NUL, or an invalid escape.
+// else to the server than it seems to here never matches: one that
+// CheckRequestPath refuses (dot segments, plain or encoded, "//", ";",
+// "\", "%25", control bytes, invalid escapes and more). A path holding an
+// encoded "/" matches only when it matches both as written (the "/" inside
+// its segment) and with the "/" decoded into a separator, since servers
+// differ in which they route.
 func MatchPath(pattern, path string) bool {
-	if !strings.HasPrefix(path, "/") || !strings.HasPrefix(pattern, "/") {
+	if !strings.HasPrefix(pattern, "/") || CheckRequestPath(path) != nil {
 		return false
 	}
 	raw := strings.Split(path[1:], "/")
 	segs := make([]string, len(raw))
 	for i, r := range raw {
 		s, err := url.PathUnescape(r)
-		if err != nil || s == "." || s == ".." || strings.ContainsAny(s, "/\\\x00") {
-			return false
-		}
-		if s == "" && i != len(raw)-1 {
+		if err != nil {
 			return false
 		}
 		segs[i] = s
 	}
-	return matchSegments(strings.Split(pattern[1:], "/"), segs)
+	pat := strings.Split(pattern[1:], "/")
+	if !matchSegments(pat, segs) {
+		return false
+	}
+	if hasEncodedSlash(path) {
+		return matchSegments(pat, strings.Split(strings.Join(segs, "/"), "/"))
+	}
+	return true
 }
 
 // MatchRef reports whether the git ref name ref ("refs/heads/agent/x")
@@ -247,6 +257,11 @@ func (r AllowRule) Restricted() bool {
 
 // AllowsRequest reports whether the rule's Methods and Paths let a request
 // with this method and path (percent-escaped, without the query) through.
+// Methods compare exactly ("post" is not "POST"), and paths by MatchPath.
+// It sees neither headers, query nor body: the egress engine also refuses,
+// under a rule with Methods, requests that ask the server for another
+// method (X-HTTP-Method-Override and the like, a _method parameter or
+// form field), which only narrows what this admits.
 // Git push refs are checked separately (AllowsPushRef), once the request
 // body's ref updates have been read.
 func (r AllowRule) AllowsRequest(method, path string) bool {

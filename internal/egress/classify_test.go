@@ -384,7 +384,7 @@ func decide(p *Policy, q probe) outcome {
 	if q.secret != "" {
 		r.Header.Set("Authorization", "Bearer "+secretPlaceholder(q.secret))
 	}
-	v := p.checkRequest(name, r.Method, r.URL.Path, r.URL.EscapedPath(), isReceivePack(r))
+	v := p.checkRequest(name, formOf(r))
 	if !v.allowed {
 		o.why = v.reason
 		return o

@@ -89,13 +89,15 @@ func (e *Engine) handle(w http.ResponseWriter, r *http.Request, f *flow, isTLS b
 		deny(http.StatusForbidden, fmt.Sprintf("request for host %q on a connection to %s:%d (domain fronting is not allowed; connect to that host instead)", r.Host, f.name, f.port), pol.ruleFor(f.name, f.port))
 		return
 	}
-	receivePack := isReceivePack(r)
-	v := pol.checkRequest(f.name, r.Method, r.URL.Path, r.URL.EscapedPath(), receivePack)
+	v := pol.checkRequest(f.name, formOf(r))
 	if !v.allowed {
 		deny(http.StatusForbidden, v.reason, v.rule)
 		return
 	}
 	en = withOrigin(en, v.rule)
+	if v.scanForm != "" && r.Body != nil && r.Body != http.NoBody {
+		r.Body = newFormOverrideScanner(r.Body, v.scanForm)
+	}
 
 	unescaped, _ := url.QueryUnescape(r.URL.RawQuery)
 	sub, d := pol.rewriteRequest(f.name, r.Header, r.RequestURI+" "+r.URL.Path+" "+unescaped)
@@ -176,19 +178,6 @@ func (e *Engine) handle(w http.ResponseWriter, r *http.Request, f *flow, isTLS b
 		return
 	}
 	en.Decision = audit.DecisionAllow
-}
-
-// isReceivePack reports whether r may be a git smart-HTTP push. It errs
-// wide (any POST naming git-receive-pack in its path, in any case, or
-// with the receive-pack content type) because servers differ in how they
-// route "/repo.git/git-receive-pack/" or odd cases, and a push that is
-// not recognised would not be held to the rule's refs.
-func isReceivePack(r *http.Request) bool {
-	if r.Method != http.MethodPost {
-		return false
-	}
-	return strings.Contains(strings.ToLower(r.URL.Path), "git-receive-pack") ||
-		strings.HasPrefix(strings.ToLower(r.Header.Get("Content-Type")), "application/x-git-receive-pack")
 }
 
 func protoOf(r *http.Request, isTLS bool) string {
@@ -349,6 +338,9 @@ func (e *Engine) upstreamError(w http.ResponseWriter, r *http.Request, err error
 		}
 	}
 	reason := "upstream " + r.Host + ": " + msg
+	if fo := (*formOverrideError)(nil); errors.As(err, &fo) {
+		status, reason = http.StatusForbidden, fo.reason
+	}
 	if rs != nil && rs.scan != nil {
 		if d := rs.scan.denied.Load(); d != nil {
 			status, reason = http.StatusForbidden, d.reason

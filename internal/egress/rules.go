@@ -2,108 +2,30 @@ package egress
 
 import (
 	"fmt"
-	"path"
 	"strings"
 
 	"github.com/sbx-dev/sbx/policy"
 )
 
-// pathPattern is a request path pattern split into segments. "*" within a
-// segment matches any run of characters but '/'; a segment that is exactly
-// "**" matches zero or more whole segments. Patterns are anchored at both
-// ends.
-type pathPattern []string
+// pathPattern is a request path pattern (see policy.CheckPathPattern),
+// matched by policy.MatchPath: the engine and package policy's
+// AllowsRequest judge paths by one function.
+type pathPattern string
 
 func parsePathPattern(s string) (pathPattern, error) {
 	if !strings.HasPrefix(s, "/") {
-		return nil, fmt.Errorf("path pattern %q must start with /", s)
+		return "", fmt.Errorf("path pattern %q must start with /", s)
 	}
-	segs := strings.Split(s[1:], "/")
-	for _, seg := range segs {
-		if strings.Contains(seg, "**") && seg != "**" {
-			return nil, fmt.Errorf("path pattern %q: ** must be a whole segment", s)
-		}
-		if seg == "." || seg == ".." {
-			return nil, fmt.Errorf("path pattern %q: . and .. segments never match", s)
-		}
+	if err := policy.CheckPathPattern(s); err != nil {
+		return "", err
 	}
-	return pathPattern(segs), nil
+	return pathPattern(s), nil
 }
 
-func (p pathPattern) match(reqPath string) bool {
-	if !strings.HasPrefix(reqPath, "/") {
-		return false
-	}
-	return matchSegs(p, strings.Split(reqPath[1:], "/"), 0)
-}
-
-// matchSegs is bounded: depth grows by one per pattern segment, and each
-// "**" tries at most len(segs)+1 splits.
-func matchSegs(pat, segs []string, depth int) bool {
-	if depth > 64 {
-		return false
-	}
-	if len(pat) == 0 {
-		return len(segs) == 0
-	}
-	if pat[0] == "**" {
-		for i := 0; i <= len(segs); i++ {
-			if matchSegs(pat[1:], segs[i:], depth+1) {
-				return true
-			}
-		}
-		return false
-	}
-	if len(segs) == 0 || !matchSegment(pat[0], segs[0]) {
-		return false
-	}
-	return matchSegs(pat[1:], segs[1:], depth+1)
-}
-
-// matchSegment matches one segment with '*' wildcards, greedy with
-// backtracking over a single star position (linear in practice).
-func matchSegment(pat, s string) bool {
-	px, sx := 0, 0
-	star, mark := -1, 0
-	for sx < len(s) {
-		switch {
-		case px < len(pat) && pat[px] == '*':
-			star, mark = px, sx
-			px++
-		case px < len(pat) && pat[px] == s[sx]:
-			px++
-			sx++
-		case star >= 0:
-			px = star + 1
-			mark++
-			sx = mark
-		default:
-			return false
-		}
-	}
-	for px < len(pat) && pat[px] == '*' {
-		px++
-	}
-	return px == len(pat)
-}
-
-// canonicalPath reports whether a request path is in the one form path
-// rules are checked against: no empty, "." or ".." segments, no encoded
-// slash or backslash. Anything else could mean one path to the rule and
-// another to the upstream once it normalises.
-func canonicalPath(decoded, escaped string) bool {
-	if !strings.HasPrefix(decoded, "/") || strings.Contains(decoded, "\\") {
-		return false
-	}
-	low := strings.ToLower(escaped)
-	if strings.Contains(low, "%2f") || strings.Contains(low, "%5c") || strings.Contains(low, "%2e") {
-		return false
-	}
-	trimmed := decoded
-	if len(trimmed) > 1 {
-		trimmed = strings.TrimSuffix(trimmed, "/")
-	}
-	return path.Clean(trimmed) == trimmed
+// match reports whether the escaped request path matches the pattern; a
+// path policy.CheckRequestPath refuses never does.
+func (p pathPattern) match(escapedPath string) bool {
+	return policy.MatchPath(string(p), escapedPath)
 }
 
 // requestVerdict is the decision on one request's method and path.
@@ -114,59 +36,123 @@ type requestVerdict struct {
 	// pushRefs, when not nil, are the ref patterns a git-receive-pack
 	// request's ref updates must match; nil means unrestricted.
 	pushRefs []string
+	// scanForm, when not empty, says that the request is a POST with a
+	// form body admitted only by rules that list methods, so the body
+	// must be read for a _method field (formOverrideScanner); it is the
+	// refusal's reason, naming the rule.
+	scanForm string
 }
 
 // checkRequest decides a request to name by the allow rules matching it.
-// A request passes when some matching rule admits its method and path.
+// A request passes when some matching rule admits it, and a rule admits
+// it when:
+//
+//   - the rule lists no methods, or lists the request's method exactly:
+//     methods are case-sensitive (RFC 9110), so "post" is not "POST" (a
+//     server may fold it, or route it elsewhere); and, when it lists
+//     methods, the request carries nothing that asks the server to read
+//     it as another method (an X-HTTP-Method-Override, X-HTTP-Method or
+//     X-Method-Override header, a _method query parameter; see
+//     methodOverride);
+//   - the rule lists no paths, or the target the upstream will receive is
+//     one policy.CheckRequestPath accepts (no ";", "\", dot segments,
+//     encoded dots, "%25", control bytes, "//", ...) and matches one of
+//     its patterns (policy.MatchPath).
+//
+// A refusal names a rule that refused, preferring one that refused for
+// the form of the request (an override, the method's case, the path's
+// form) over one whose lists just do not include it, since that is what
+// the user needs to know.
+//
+// A POST with a form body (formBody) that only rules listing methods
+// admit has its body read as it streams, and is failed before it is
+// whole if it carries a _method field (scanForm); such a body with a
+// Content-Encoding is refused, since the scan could not see into it.
+//
 // For a git smart-HTTP push (receivePack), the rules that admit it say
 // which refs it may update: any such rule without git_push patterns
-// leaves refs unrestricted; otherwise the union of their patterns applies.
-func (p *Policy) checkRequest(name, method, decodedPath, escapedPath string, receivePack bool) requestVerdict {
+// leaves refs unrestricted; otherwise the union of their patterns
+// applies.
+func (p *Policy) checkRequest(name string, q requestForm) requestVerdict {
 	rules := p.rulesFor(name)
 	if len(rules) == 0 {
 		return requestVerdict{reason: fmt.Sprintf("%s is not in any egress allow rule", name)}
 	}
-	method = strings.ToUpper(method)
-	canon := canonicalPath(decodedPath, escapedPath)
+	pathErr := policy.CheckRequestPath(q.target)
+	override := methodOverride(q.header, q.query)
 	var admitted []*allowRule
+	var refused *allowRule
+	var why string
+	formProblem := false
 	for _, r := range rules {
-		if r.methods != nil && !r.methods[method] {
+		reason, form := r.refusal(q, name, pathErr, override)
+		if reason == "" {
+			admitted = append(admitted, r)
 			continue
 		}
-		if len(r.paths) > 0 {
-			ok := false
-			for _, pp := range r.paths {
-				if canon && pp.match(decodedPath) {
-					ok = true
-					break
-				}
-			}
-			if !ok {
-				continue
-			}
+		if refused == nil || form && !formProblem {
+			refused, why, formProblem = r, reason, form
 		}
-		admitted = append(admitted, r)
 	}
 	if len(admitted) == 0 {
-		r := rules[0]
-		why := fmt.Sprintf("%s %s to %s is not allowed", method, decodedPath, name)
-		if !canon {
-			why = fmt.Sprintf("%s %q to %s is not a canonical path (. or .. segments, //, encoded / or \\)", method, escapedPath, name)
-		}
-		return requestVerdict{reason: fmt.Sprintf("%s by %s: %s", why, originString(r.Origin), describeRule(r)), rule: r.Origin}
+		return requestVerdict{reason: why, rule: refused.Origin}
 	}
 	v := requestVerdict{allowed: true, rule: admitted[0].Origin}
-	if receivePack {
+	if strings.EqualFold(q.method, "POST") && formBody(q.header) {
+		v.scanForm = fmt.Sprintf("%s %s to %s is refused by %s, which %s", q.method, q.target, name, originString(admitted[0].Origin), describeRule(admitted[0]))
+		for _, r := range admitted {
+			if r.methods == nil {
+				v.scanForm = ""
+			}
+		}
+		// An encoded body could hide the field from the scan and not
+		// from a server that decodes it.
+		if ce := q.header.Get("Content-Encoding"); v.scanForm != "" && ce != "" && !strings.EqualFold(ce, "identity") {
+			return requestVerdict{reason: fmt.Sprintf("%s: a %s-encoded form body cannot be checked for a _method field", v.scanForm, ce), rule: admitted[0].Origin}
+		}
+	}
+	if q.receivePack {
 		var refs []string
 		for _, r := range admitted {
 			if len(r.GitPush) == 0 {
-				return requestVerdict{allowed: true, rule: r.Origin}
+				return requestVerdict{allowed: true, rule: r.Origin, scanForm: v.scanForm}
 			}
 			refs = append(refs, r.GitPush...)
 		}
 		v.pushRefs = refs
 	}
 	return v
+}
+
+// refusal says why r does not admit q, or "" when it does; form reports
+// that the reason is the request's form rather than r's lists.
+func (r *allowRule) refusal(q requestForm, name string, pathErr error, override string) (reason string, form bool) {
+	by := originString(r.Origin) + ", which " + describeRule(r)
+	if r.methods != nil {
+		switch {
+		case !r.methods[q.method] && r.methods[strings.ToUpper(q.method)]:
+			return fmt.Sprintf("%s %s to %s is refused by %s: methods are case-sensitive, and %q is not %q",
+				q.method, q.target, name, by, q.method, strings.ToUpper(q.method)), true
+		case !r.methods[q.method]:
+			return fmt.Sprintf("%s %s to %s is not allowed by %s", q.method, q.target, name, by), false
+		case override != "":
+			return fmt.Sprintf("%s %s to %s is refused by %s: the request carries %s, which servers read as another method",
+				q.method, q.target, name, by, override), true
+		}
+	}
+	if len(r.paths) == 0 {
+		return "", false
+	}
+	if pathErr != nil {
+		return fmt.Sprintf("%s %q to %s is refused by %s: %v, so it could mean another path to the server",
+			q.method, q.target, name, by, pathErr), true
+	}
+	for _, pp := range r.paths {
+		if pp.match(q.target) {
+			return "", false
+		}
+	}
+	return fmt.Sprintf("%s %s to %s is not allowed by %s", q.method, q.target, name, by), false
 }
 
 func describeRule(r *allowRule) string {

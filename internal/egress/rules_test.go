@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sbx-dev/sbx/internal/egress/gitpush"
 	"github.com/sbx-dev/sbx/policy"
 )
 
@@ -53,23 +54,157 @@ func TestPathPatterns(t *testing.T) {
 	}
 }
 
-func TestCanonicalPath(t *testing.T) {
+// TestCheckRequest is the table of request-rule decisions: path forms
+// that mean another path to some server, method overrides, method case
+// and git push detection, each under the rule that should refuse it and
+// beside one that leaves it alone.
+func TestCheckRequest(t *testing.T) {
+	p, err := Compile(policy.Sandbox{Allow: []policy.AllowRule{
+		{Pattern: policy.MustHostPattern("api.test"), Paths: []string{"/public/**"}, Origin: origin("egress.paths", 7)},
+		{Pattern: policy.MustHostPattern("api.test"), Methods: []string{"POST"}, Paths: []string{"/upload/*"}, Origin: origin("egress.post", 8)},
+		{Pattern: policy.MustHostPattern("get.test"), Methods: []string{"GET", "HEAD"}, Origin: origin("egress.get", 9)},
+		{Pattern: policy.MustHostPattern("open.test"), Origin: origin("egress.open", 10)},
+		{Pattern: policy.MustHostPattern("git.test"), GitPush: []string{"refs/heads/agent/*"}, Origin: origin("egress.git", 11)},
+		{Pattern: policy.MustHostPattern("gitp.test"), Methods: []string{"GET", "POST"}, Paths: []string{"/org/repo.git/**"}, GitPush: []string{"refs/heads/agent/*"}, Origin: origin("egress.gitp", 12)},
+	}}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr := func(kv ...string) http.Header {
+		h := http.Header{}
+		for i := 0; i < len(kv); i += 2 {
+			h[kv[i]] = []string{kv[i+1]}
+		}
+		return h
+	}
 	for _, tc := range []struct {
-		decoded, escaped string
-		want             bool
+		host, method, target, query string
+		header                      http.Header
+		receivePack                 bool
+		// want is "" for allowed, else a part of the reason; line is the
+		// rule the decision names.
+		want string
+		line int
 	}{
-		{"/v1/x", "/v1/x", true},
-		{"/v1/x/", "/v1/x/", true},
-		{"/", "/", true},
-		{"/v1/../admin", "/v1/../admin", false},
-		{"/v1/./x", "/v1/./x", false},
-		{"/v1//x", "/v1//x", false},
-		{"/v1/../admin", "/v1/%2e%2e/admin", false},
-		{"/v1/a/b", "/v1/a%2Fb", false},
-		{"/v1/a\\..\\b", "/v1/a%5C..%5Cb", false},
+		{host: "api.test", method: "GET", target: "/public/x", line: 7},
+		{host: "api.test", method: "GET", target: "/public/", line: 7},
+		{host: "api.test", method: "GET", target: "/public/a%2Fb", line: 7},
+		{host: "api.test", method: "DELETE", target: "/public/x", line: 7},
+		{host: "api.test", method: "GET", target: "/admin", want: "is not allowed by egress.paths (main.hcl:7), which allows only paths /public/**", line: 7},
+		{host: "api.test", method: "GET", target: "/public/..;/admin", want: `";", a path parameter`, line: 7},
+		{host: "api.test", method: "GET", target: "/public;/../admin", want: `";"`, line: 7},
+		{host: "api.test", method: "GET", target: "/public/..%3B/admin", want: `encoded ";"`, line: 7},
+		{host: "api.test", method: "GET", target: "/public/..\\admin", want: `"\"`, line: 7},
+		{host: "api.test", method: "GET", target: "/public/..%5Cadmin", want: `encoded "\"`, line: 7},
+		{host: "api.test", method: "GET", target: "/public/%2e%2e/admin", want: `encoded "."`, line: 7},
+		{host: "api.test", method: "GET", target: "/public/%2E%2E/admin", want: `encoded "."`, line: 7},
+		{host: "api.test", method: "GET", target: "/public/.%2e/admin", want: `encoded "."`, line: 7},
+		{host: "api.test", method: "GET", target: "/public/%2e./admin", want: `encoded "."`, line: 7},
+		{host: "api.test", method: "GET", target: "/public/%2E%2e/admin", want: `encoded "."`, line: 7},
+		{host: "api.test", method: "GET", target: "/public/%252e%252e/admin", want: `encoded "%"`, line: 7},
+		{host: "api.test", method: "GET", target: "/public/a%2F..%2F..%2Fadmin", want: `makes a ".." segment`, line: 7},
+		{host: "api.test", method: "GET", target: "/public/a%00", want: "control byte 0x00", line: 7},
+		{host: "api.test", method: "GET", target: "/public/a%0d%0aX:%20y", want: "control byte 0x0d", line: 7},
+		{host: "api.test", method: "GET", target: "/public//../admin", want: "empty segment", line: 7},
+		{host: "api.test", method: "GET", target: "//public/x", want: "empty segment", line: 7},
+		{host: "api.test", method: "OPTIONS", target: "*", want: "not a path", line: 7},
+		{host: "api.test", method: "GET", target: "x:y", want: "not an absolute path", line: 7},
+		{host: "api.test", method: "GET", target: "/public/%EF%BC%8E%EF%BC%8E/admin", want: "U+FF0E", line: 7},
+		// Methods: exact case, no overrides.
+		{host: "api.test", method: "POST", target: "/upload/f", line: 8},
+		{host: "api.test", method: "post", target: "/upload/f", want: `methods are case-sensitive, and "post" is not "POST"`, line: 8},
+		{host: "api.test", method: "Post", target: "/upload/f", want: "case-sensitive", line: 8},
+		{host: "api.test", method: "POST", target: "/upload/f", header: hdr("X-Http-Method-Override", "DELETE"), want: "X-Http-Method-Override header", line: 8},
+		{host: "get.test", method: "GET", target: "/x", line: 9},
+		{host: "get.test", method: "GET", target: "/x", header: hdr("X-Http-Method-Override", "DELETE"), want: "which servers read as another method", line: 9},
+		{host: "get.test", method: "GET", target: "/x", header: hdr("X-Http-Method", "DELETE"), want: "X-Http-Method header", line: 9},
+		{host: "get.test", method: "GET", target: "/x", header: hdr("X-Method-Override", "PUT"), want: "X-Method-Override header", line: 9},
+		{host: "get.test", method: "GET", target: "/x", header: hdr("X_http_method_override", "PUT"), want: "X_http_method_override header", line: 9},
+		{host: "get.test", method: "GET", target: "/x", query: "a=1&_method=DELETE", want: "_method query parameter", line: 9},
+		{host: "get.test", method: "GET", target: "/x", query: "_METHOD=DELETE", want: "_method query parameter", line: 9},
+		{host: "get.test", method: "GET", target: "/x", query: "a=1;_Method=DELETE", want: "_method query parameter", line: 9},
+		{host: "get.test", method: "GET", target: "/x", query: "%5Fmethod=DELETE", want: "_method query parameter", line: 9},
+		{host: "get.test", method: "GET", target: "/x", query: "%255Fmethod=DELETE", want: "_method query parameter", line: 9},
+		{host: "get.test", method: "GET", target: "/x", query: ".method=DELETE", want: "_method query parameter", line: 9},
+		{host: "get.test", method: "GET", target: "/x", query: "_method[]=DELETE", want: "_method query parameter", line: 9},
+		{host: "get.test", method: "GET", target: "/x", query: "x=_method&method=1", line: 9},
+		{host: "get.test", method: "get", target: "/x", want: "case-sensitive", line: 9},
+		{host: "api.test", method: "POST", target: "/upload/f", header: hdr("Content-Encoding", "gzip"), want: "a gzip-encoded form body cannot be checked", line: 8},
+		{host: "api.test", method: "POST", target: "/upload/f", header: hdr("Content-Encoding", "gzip", "Content-Type", "application/json"), line: 8},
+		{host: "get.test", method: "DELETE", target: "/x", want: "is not allowed by egress.get (main.hcl:9), which allows only methods GET, HEAD", line: 9},
+		// No method rule: overrides and any case pass; no path rule: any
+		// path form passes.
+		{host: "open.test", method: "post", target: "/public/..;/admin", header: hdr("X-Http-Method-Override", "DELETE"), query: "_method=PUT", line: 10},
+		{host: "other.test", method: "GET", target: "/", want: "not in any egress allow rule"},
+		// git push: detected whatever the case, and held to the refs.
+		{host: "git.test", method: "post", target: "/repo.git/git-receive-pack", receivePack: true, line: 11},
+		{host: "gitp.test", method: "post", target: "/org/repo.git/git-receive-pack", receivePack: true, want: "case-sensitive", line: 12},
 	} {
-		if got := canonicalPath(tc.decoded, tc.escaped); got != tc.want {
-			t.Errorf("canonicalPath(%q, %q) = %v, want %v", tc.decoded, tc.escaped, got, tc.want)
+		q := requestForm{method: tc.method, target: tc.target, query: tc.query, header: tc.header, receivePack: tc.receivePack}
+		v := p.checkRequest(tc.host, q)
+		name := fmt.Sprintf("%s %s %s?%s %v", tc.host, tc.method, tc.target, tc.query, tc.header)
+		switch {
+		case tc.want == "" && !v.allowed:
+			t.Errorf("%s: refused: %s", name, v.reason)
+		case tc.want != "" && v.allowed:
+			t.Errorf("%s: allowed, want a refusal saying %s", name, tc.want)
+		case tc.want != "" && !strings.Contains(v.reason, tc.want):
+			t.Errorf("%s: reason %q, want it to say %s", name, v.reason, tc.want)
+		}
+		if v.rule.Line != tc.line {
+			t.Errorf("%s: names rule at line %d, want %d (%s)", name, v.rule.Line, tc.line, v.reason)
+		}
+		if tc.receivePack && v.allowed && v.pushRefs == nil {
+			t.Errorf("%s: a push under a git_push rule is not held to its refs", name)
+		}
+	}
+	// Which bodies are read for a _method field: POST forms under method
+	// lists only.
+	for _, tc := range []struct {
+		host   string
+		header http.Header
+		want   bool
+	}{
+		{"api.test", nil, true},
+		{"api.test", hdr("Content-Type", "application/x-www-form-urlencoded"), true},
+		{"api.test", hdr("Content-Type", "multipart/form-data; boundary=x"), true},
+		{"api.test", hdr("Content-Type", "application/json"), false},
+		{"open.test", nil, false},
+	} {
+		v := p.checkRequest(tc.host, requestForm{method: "POST", target: "/upload/f", header: tc.header})
+		if !v.allowed || (v.scanForm != "") != tc.want || tc.want && !strings.Contains(v.scanForm, "main.hcl:8") {
+			t.Errorf("POST to %s with %v: allowed %v, scanForm %q, want a scan: %v", tc.host, tc.header, v.allowed, v.scanForm, tc.want)
+		}
+	}
+}
+
+// TestIsReceivePackForms: every form of a push a git server may route is
+// held to the rule's refs, and fetches are not.
+func TestIsReceivePackForms(t *testing.T) {
+	for _, tc := range []struct {
+		method, target, query, ctype string
+		want                         bool
+	}{
+		{"POST", "/repo.git/git-receive-pack", "", "", true},
+		{"post", "/repo.git/git-receive-pack", "", "", true},
+		{"Post", "/repo.git/git-receive-pack", "", "", true},
+		{"PUT", "/repo.git/git-receive-pack", "", "", true},
+		{"POST", "/repo.git/GIT-RECEIVE-PACK/", "", "", true},
+		{"POST", "/repo.git/git%2Dreceive-pack", "", "", true},
+		{"POST", "/repo.git/git%252dreceive%252Dpack", "", "", true},
+		{"POST", "/repo.git/git-receive-pack;x=1", "", "", true},
+		{"POST", "/repo.git/git_receive_pack", "", "", true},
+		{"POST", "/repo.git/%67it-receive-pack%zz", "", "", true},
+		{"POST", "/repo.git", "service=git-receive-pack", "", true},
+		{"POST", "/push", "", "application/x-git-receive-pack-request", true},
+		{"POST", "/push", "", "Application/X-Git-Receive-Pack-Request; charset=x", true},
+		{"POST", "/repo.git/git-upload-pack", "", "application/x-git-upload-pack-request", false},
+		{"GET", "/repo.git/info/refs", "service=git-receive-pack", "", false},
+		{"get", "/repo.git/info/refs", "service=git-receive-pack", "", false},
+		{"HEAD", "/repo.git/git-receive-pack", "", "", false},
+	} {
+		if got := gitpush.IsReceivePack(tc.method, tc.target, tc.query, tc.ctype); got != tc.want {
+			t.Errorf("IsReceivePack(%s %s?%s %q) = %v, want %v", tc.method, tc.target, tc.query, tc.ctype, got, tc.want)
 		}
 	}
 }
@@ -157,7 +292,7 @@ func TestMethodAndPathRules(t *testing.T) {
 		}
 	}
 	// Raw request lines: Go's client would not send these as written.
-	for _, target := range []string{"/v1/../admin", "/v1/%2e%2e/admin", "/v1/%2E%2E/admin", "/v1//x", "/v1/a%2fb", "/v1/./x", "*"} {
+	for _, target := range []string{"/v1/../admin", "/v1/%2e%2e/admin", "/v1/%2E%2E/admin", "/v1//x", "/v1/a%2f..%2fadmin", "/v1/..;/admin", "/v1/./x", "*"} {
 		tc, err := h.guestTLS("api.test", 443, "api.test", "http/1.1")
 		if err != nil {
 			t.Fatal(err)

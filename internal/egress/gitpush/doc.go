@@ -11,4 +11,9 @@
 // Content-Encoding (git gzips some requests) must decode it first and
 // forward the decoded bytes, or refuse it, so that what was checked is
 // what the upstream sees.
+//
+// IsReceivePack says which requests are to be read as pushes; it errs
+// wide (any method but GET and HEAD, in any case; git-receive-pack
+// anywhere in the path or query, however encoded), since a push it
+// missed would reach the server unchecked.
 package gitpush
