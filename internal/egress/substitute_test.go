@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -276,11 +277,15 @@ func TestRangeNotSentWithASecret(t *testing.T) {
 	})
 	for _, h2 := range []bool{false, true} {
 		c := h.client(h2)
-		for _, rng := range []string{"bytes=0-24,25-200", "bytes=20-30", "bytes=-30"} {
+		for _, rng := range []string{"bytes=0-24,25-200", "bytes=20-30", "bytes=-30", "bytes=0-24,25-200 if-range"} {
 			req := mustRequest(t, "GET", "https://api.test/echo", "")
 			req.Header.Set("Authorization", "Bearer "+keyPH)
-			req.Header.Set("Range", rng)
-			req.Header.Set("If-Range", `"x"`)
+			if r, ok := strings.CutSuffix(rng, " if-range"); ok {
+				req.Header.Set("Range", r)
+				req.Header.Set("If-Range", "Mon, 02 Jan 2006 15:04:05 GMT")
+			} else {
+				req.Header.Set("Range", rng)
+			}
 			res, body := do(t, c, req)
 			if res.StatusCode != 200 || body != "credential: Bearer "+keyPH+" end of echo" {
 				t.Errorf("h2=%v Range %s: %d %q", h2, rng, res.StatusCode, body)
@@ -500,6 +505,7 @@ func TestSecretOnlyOverTLS(t *testing.T) {
 		}
 		http.Error(w, "bad credentials", http.StatusUnauthorized)
 	}))
+	var dialsOut atomic.Int32
 	mk := func(plain ...policy.HostPort) *harness {
 		p := spec(pki, []policy.AllowRule{allow("api.test", 4), allow("public.test", 5), allow("local.test", 6)},
 			mapping("api.test", serverAddr(tlsUp)), mapping("local.test", fixture))
@@ -513,6 +519,7 @@ func TestSecretOnlyOverTLS(t *testing.T) {
 			next := o.Upstream.DialContext
 			o.Upstream.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 				if addr == "93.184.215.14:80" {
+					dialsOut.Add(1)
 					return nil, errors.New("no dialling out in tests")
 				}
 				var d net.Dialer
@@ -547,6 +554,9 @@ func TestSecretOnlyOverTLS(t *testing.T) {
 		if !strings.HasPrefix(r, "local.test") {
 			t.Errorf("an upstream got:\n%s", r)
 		}
+	}
+	if n := dialsOut.Load(); n != 0 {
+		t.Errorf("%d dials to public.test", n)
 	}
 
 	// The fixture the secret names in plain_http.
