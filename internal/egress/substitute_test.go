@@ -580,3 +580,42 @@ func TestSecretOnlyOverTLS(t *testing.T) {
 		t.Errorf("plain HTTP to a fixture not in plain_http: %d %q", res.StatusCode, body)
 	}
 }
+
+// TestRewriteRequestPlaces checks each place a placeholder is taken, and
+// that the value replaces it there alone.
+func TestRewriteRequestPlaces(t *testing.T) {
+	p, err := Compile(policy.Sandbox{Secrets: []policy.SecretBinding{{Name: "key", Env: "K",
+		Hosts:   []policy.HostPattern{policy.MustHostPattern("api.test")},
+		Headers: []string{"authorization", "x-api-key"}, Origin: origin("secret.key", 30)}}},
+		map[string][]byte{"key": []byte(keyValue)}, map[string]string{"key": keyPH})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		key, in, want string // want "" for a refusal
+	}{
+		{"Authorization", "Bearer " + keyPH, "Bearer " + keyValue},
+		{"Authorization", "bearer   " + keyPH, "Bearer " + keyValue},
+		{"Authorization", keyPH, keyValue},
+		{"Authorization", "Basic " + base64.StdEncoding.EncodeToString([]byte("me:"+keyPH)), "Basic " + base64.StdEncoding.EncodeToString([]byte("me:"+keyValue))},
+		{"X-Api-Key", keyPH, keyValue},
+		{"X-Api-Key", "Bearer " + keyPH, ""},
+		{"Authorization", "Token " + keyPH, ""},
+		{"Authorization", "Bearer x" + keyPH, ""},
+		{"X-Other", keyPH, ""},
+		{"X-Other", "no placeholder", "no placeholder"},
+	} {
+		h := http.Header{tc.key: {tc.in}}
+		sub, d := p.rewriteRequest("api.test", 443, true, h, "/")
+		switch {
+		case tc.want == "" && d == nil:
+			t.Errorf("%s: %q was taken: %q", tc.key, tc.in, h.Get(tc.key))
+		case tc.want != "" && d != nil:
+			t.Errorf("%s: %q refused: %s", tc.key, tc.in, d.reason)
+		case tc.want != "" && h.Get(tc.key) != tc.want:
+			t.Errorf("%s: %q became %q, want %q", tc.key, tc.in, h.Get(tc.key), tc.want)
+		case tc.want != "" && tc.want != tc.in && (len(sub.used) != 1 || sub.used[0] != "key"):
+			t.Errorf("%s: %q: used %v", tc.key, tc.in, sub.used)
+		}
+	}
+}
