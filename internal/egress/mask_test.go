@@ -150,7 +150,7 @@ func TestReplacerIgnoresCase(t *testing.T) {
 		if got, want := r.replaceString(string(b)), ref.Replace(string(b)); got != want {
 			t.Fatalf("%q: got %q, strings.Replacer %q", b, got, want)
 		}
-		if got, want := r.replaceString(strings.ToUpper(string(b))), ref.Replace(string(b)); strings.ToLower(got) != strings.ToLower(want) {
+		if got, want := r.replaceString(strings.ToUpper(string(b))), ref.Replace(string(b)); !strings.EqualFold(got, want) {
 			t.Fatalf("%q upper-cased: got %q, want %q", b, got, want)
 		}
 	}
