@@ -30,7 +30,7 @@
 //     TLS, or to a destination the secret lists in plain_http; Range and
 //     If-Range are dropped from a request a value went into. Values are
 //     masked back to placeholders, in any ASCII case and in their base64,
-//     percent and JSON encodings (maskForms), in response headers,
+//     percent, HTML and JSON encodings (maskForms), in response headers,
 //     trailers and bodies, which are asked for and masked uncompressed
 //     (gzip is decoded; another encoding is refused). WebSocket frames
 //     after the upgrade are not inspected.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"net/netip"
 	"net/url"
 	"sort"
@@ -285,11 +286,11 @@ func originString(o policy.Origin) string {
 // ASCII case), its base64 in the standard and URL alphabets (whole, with
 // and without padding, and the characters that only the value decides
 // wherever it starts in a longer base64 text), its percent-encodings
-// for a query and a path, and its JSON string escapes (with "<>&" as
-// \u escapes and "/" as "\/"). Forms that equal one already listed, in
-// any case, are listed once. What the forms cannot cover is stated in
-// docs/security.md: any other transformation of the value (reversed,
-// split, re-encoded otherwise) passes.
+// for a query and a path, its HTML escapes, and its JSON string escapes
+// (with "<>&" as \u escapes and "/" as "\/"). Forms that equal one
+// already listed, in any case, are listed once. What the forms cannot
+// cover is stated in docs/security.md: any other transformation of the
+// value (reversed, split, re-encoded otherwise) passes.
 func maskForms(value, ph string) [][2]string {
 	var out [][2]string
 	seen := map[string]bool{}
@@ -311,6 +312,7 @@ func maskForms(value, ph string) [][2]string {
 	}
 	add(url.QueryEscape(value), url.QueryEscape(ph))
 	add(url.PathEscape(value), url.PathEscape(ph))
+	add(html.EscapeString(value), html.EscapeString(ph))
 	for _, html := range []bool{true, false} {
 		v, p := jsonString(value, html), jsonString(ph, html)
 		add(v, p)

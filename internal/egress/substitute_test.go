@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"mime"
 	"mime/multipart"
@@ -327,7 +328,8 @@ func TestRangeNotSentWithASecret(t *testing.T) {
 
 // TestTransformedEchoesMasked plays an upstream that echoes the value
 // upper-cased, lower-cased, base64-encoded (alone and inside a longer
-// base64 text at each alignment), percent-encoded and JSON-escaped. The
+// base64 text at each alignment), percent-encoded, HTML- and
+// JSON-escaped. The
 // value has the characters those encodings change.
 func TestTransformedEchoesMasked(t *testing.T) {
 	const value = "Key/2+3=<x>&9F-aZ_q"
@@ -364,6 +366,8 @@ func TestTransformedEchoesMasked(t *testing.T) {
 			echo = "https://api.test/" + url.PathEscape(v)
 		case "/query-lower":
 			echo = strings.ToLower(url.QueryEscape(v))
+		case "/html":
+			echo = "<p>invalid key " + html.EscapeString(v) + "</p>"
 		}
 		w.Header().Set("X-Echo", echo)
 		io.WriteString(w, echo)
@@ -374,7 +378,7 @@ func TestTransformedEchoesMasked(t *testing.T) {
 	h := newHarness(t, p, map[string][]byte{"key": []byte(value)}, map[string]string{"key": keyPH})
 	c := h.client(false)
 	for _, path := range []string{"/upper", "/lower", "/json-upper", "/json", "/json-slash", "/base64", "/base64url",
-		"/base64-1", "/base64-2", "/base64-3", "/query", "/path", "/query-lower"} {
+		"/base64-1", "/base64-2", "/base64-3", "/query", "/path", "/query-lower", "/html"} {
 		req := mustRequest(t, "GET", "https://api.test"+path, "")
 		req.Header.Set("X-Api-Key", keyPH)
 		res, body := do(t, c, req)
@@ -398,6 +402,9 @@ func transformedLeak(s, value string) string {
 	}
 	if strings.Contains(low, strings.ToLower(url.QueryEscape(value))) || strings.Contains(low, strings.ToLower(url.PathEscape(value))) {
 		return "percent-encoding"
+	}
+	if strings.Contains(low, strings.ToLower(html.EscapeString(value))) {
+		return "HTML"
 	}
 	for _, js := range []string{jsonString(value, true), jsonString(value, false)} {
 		if strings.Contains(low, strings.ToLower(js)) || strings.Contains(low, strings.ToLower(strings.ReplaceAll(js, "/", `\/`))) {
