@@ -626,3 +626,69 @@ func TestRewriteRequestPlaces(t *testing.T) {
 		}
 	}
 }
+
+// FuzzRewriteRequest builds request headers from pieces the guest
+// controls around the placeholder and checks that whenever the request
+// is not refused, the value stands only as a whole credential: a Bearer
+// token, a Basic password or a header the secret names, with nothing of
+// the guest's around it in that credential.
+func FuzzRewriteRequest(f *testing.F) {
+	f.Add(uint8(0), "Bearer ", "", uint8(1))
+	f.Add(uint8(1), "", "", uint8(0))
+	f.Add(uint8(2), "Bearer A", "", uint8(1))
+	f.Add(uint8(3), "x", "y", uint8(0))
+	f.Add(uint8(0), "Basic ", "", uint8(2))
+	p, err := Compile(policy.Sandbox{Secrets: []policy.SecretBinding{{Name: "key", Env: "K",
+		Hosts: []policy.HostPattern{policy.MustHostPattern("api.test")}, Headers: []string{"x-api-key"}}}},
+		map[string][]byte{"key": []byte(keyValue)}, map[string]string{"key": keyPH})
+	if err != nil {
+		f.Fatal(err)
+	}
+	keys := []string{"Authorization", "X-Api-Key", "X-Other", "Cookie"}
+	f.Fuzz(func(t *testing.T, k uint8, before, after string, form uint8) {
+		if strings.Contains(before+after, keyValue[:4]) || strings.ContainsAny(before+after, "\r\n\x00") {
+			return // the guest typing the value itself is another matter
+		}
+		key := keys[int(k)%len(keys)]
+		var v string
+		switch form % 3 {
+		case 0:
+			v = before + keyPH + after
+		case 1:
+			v = before + " " + keyPH + after
+		case 2:
+			v = "Basic " + base64.StdEncoding.EncodeToString([]byte(before+":"+keyPH+after))
+		}
+		h := http.Header{key: {v}}
+		if _, d := p.rewriteRequest("api.test", 443, true, h, "/"); d != nil {
+			return
+		}
+		out := h.Get(key)
+		if !strings.Contains(out, keyValue) {
+			if basic, _ := cutBasicValue(out); !strings.Contains(basic, keyValue) {
+				return
+			}
+		}
+		switch {
+		case key == "Authorization" && out == "Bearer "+keyValue:
+		case key == "X-Api-Key" && out == keyValue:
+		case key == "Authorization":
+			basic, ok := cutBasicValue(out)
+			user, pass, _ := strings.Cut(basic, ":")
+			if !ok || pass != keyValue || strings.Contains(user, keyValue) {
+				t.Fatalf("%s: %q became %q", key, v, out)
+			}
+		default:
+			t.Fatalf("%s: %q became %q", key, v, out)
+		}
+	})
+}
+
+func cutBasicValue(v string) (string, bool) {
+	_, cred, ok := cutBasic(v)
+	if !ok {
+		return "", false
+	}
+	raw, err := base64.StdEncoding.DecodeString(cred)
+	return string(raw), err == nil
+}
