@@ -233,9 +233,15 @@ type Egress struct {
 
 // Secret is a brokered credential. The value is never read by lang.
 type Secret struct {
-	Name      string
-	Env       string
-	Hosts     []policy.HostPattern
+	Name  string
+	Env   string
+	Hosts []policy.HostPattern
+	// Headers are the headers, lower case, whose whole value is the
+	// credential, besides Authorization's Bearer token and Basic password.
+	Headers []string
+	// PlainHTTP are the exact destinations the value may cross
+	// unencrypted (a local fixture).
+	PlainHTTP []policy.HostPort
 	Source    string // "env:NAME", "file:PATH", "command:CMD"
 	DeclRange hcl.Range
 }

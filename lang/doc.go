@@ -110,6 +110,8 @@
 //	  env    = "API_TOKEN"               required; the guest sees a placeholder here
 //	  hosts  = ["api.example.com"]       required; the value is sent only to these
 //	  source = "env:API_TOKEN"           required; env:NAME, file:PATH or command:CMD, read on the host
+//	  headers    = ["x-api-key"]         headers whose whole value is the credential (Authorization always is)
+//	  plain_http = ["api.test:80"]       exact destinations the value may cross unencrypted (a local fixture)
 //	}
 //
 //	vfs "NAME" {

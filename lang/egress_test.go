@@ -11,6 +11,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -388,5 +389,40 @@ func TestEgressCAWithKeyRefused(t *testing.T) {
 	}
 	if cas := cfg.Egress["corp"].CAs; len(cas) != 0 {
 		t.Errorf("CAs = %+v, want none", cas)
+	}
+}
+
+// TestSecretPlaces checks that a secret's headers and plain_http entries
+// reach its binding canonical: lower case, sorted, without repeats.
+func TestSecretPlaces(t *testing.T) {
+	dir := writeDir(t, map[string]string{
+		"image.hcl": egressImage,
+		"main.hcl": `egress "e" {
+  allow = ["api.test", "local.test"]
+}
+secret "key" {
+  env        = "KEY"
+  hosts      = ["api.test", "local.test"]
+  source     = "env:KEY"
+  headers    = ["X-Api-Key", "x-goog-api-key", "x-api-key"]
+  plain_http = ["local.test:80", "LOCAL.test:80"]
+}
+sandbox "s" {
+  image   = image.agent
+  egress  = [egress.e]
+  secrets = [secret.key]
+}
+`,
+	})
+	cfg := mustLoad(t, dir, Options{})
+	got := cfg.Sandboxes["s"].Policy.Secrets
+	if len(got) != 1 {
+		t.Fatalf("secrets = %+v", got)
+	}
+	if want := []string{"x-api-key", "x-goog-api-key"}; !slices.Equal(got[0].Headers, want) {
+		t.Errorf("headers = %q, want %q", got[0].Headers, want)
+	}
+	if want := []policy.HostPort{{Host: "local.test", Port: 80}}; !slices.Equal(got[0].PlainHTTP, want) {
+		t.Errorf("plain_http = %v, want %v", got[0].PlainHTTP, want)
 	}
 }

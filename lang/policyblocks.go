@@ -274,6 +274,8 @@ var secretSchema = &hcl.BodySchema{
 		{Name: "env", Required: true},
 		{Name: "hosts", Required: true},
 		{Name: "source", Required: true},
+		{Name: "headers"},
+		{Name: "plain_http"},
 	},
 }
 
@@ -308,6 +310,38 @@ func (l *loader) decodeSecret(b *hcl.Block) {
 			s.Hosts = append(s.Hosts, p)
 		}
 	}
+	if a := content.Attributes["headers"]; a != nil {
+		items, _ := l.attrStrings(a)
+		seen := map[string]bool{}
+		for _, it := range items {
+			name, err := checkSecretHeader(it.Value)
+			if err != nil {
+				l.errorf(it.Range, "Invalid secret header", "%v.", err)
+				continue
+			}
+			if !seen[name] {
+				seen[name] = true
+				s.Headers = append(s.Headers, name)
+			}
+		}
+		sort.Strings(s.Headers)
+	}
+	if a := content.Attributes["plain_http"]; a != nil {
+		items, _ := l.attrStrings(a)
+		seen := map[policy.HostPort]bool{}
+		for _, it := range items {
+			hp, err := checkPlainHTTP(it.Value, s.Hosts)
+			if err != nil {
+				l.errorf(it.Range, "Invalid plain_http destination", "%v.", err)
+				continue
+			}
+			if !seen[hp] {
+				seen[hp] = true
+				s.PlainHTTP = append(s.PlainHTTP, hp)
+			}
+		}
+		sort.Slice(s.PlainHTTP, func(i, j int) bool { return s.PlainHTTP[i].String() < s.PlainHTTP[j].String() })
+	}
 	if a := content.Attributes["source"]; a != nil {
 		if v, ok := l.attrString(a); ok {
 			if err := checkSecretSource(v); err != nil {
@@ -317,6 +351,62 @@ func (l *loader) decodeSecret(b *hcl.Block) {
 			}
 		}
 	}
+}
+
+// framingHeaders are headers whose value HTTP itself interprets (or that
+// never reach the upstream); a credential cannot be one of them.
+var framingHeaders = map[string]bool{
+	"host": true, "content-length": true, "transfer-encoding": true, "connection": true,
+	"upgrade": true, "te": true, "trailer": true, "keep-alive": true, "proxy-connection": true,
+	"proxy-authorization": true, "expect": true, "range": true, "if-range": true,
+	"content-type": true, "content-encoding": true, "cookie": true,
+}
+
+// checkSecretHeader checks a header a secret's value may be the whole
+// value of and returns it in lower case.
+func checkSecretHeader(h string) (string, error) {
+	if h == "" {
+		return "", fmt.Errorf("header name is empty")
+	}
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return "", fmt.Errorf("%q is not an HTTP header name", h)
+		}
+	}
+	name := strings.ToLower(h)
+	if framingHeaders[name] {
+		return "", fmt.Errorf("%s cannot carry a secret: HTTP itself reads that header, or sbx drops or rewrites it", h)
+	}
+	return name, nil
+}
+
+// checkPlainHTTP parses a plain_http entry: an exact host:port whose host
+// one of the secret's hosts covers. Plain HTTP is inspected on port 80
+// only (port 443 takes TLS), so that is the only port it can name.
+func checkPlainHTTP(s string, hosts []policy.HostPattern) (policy.HostPort, error) {
+	host, port, ok := strings.Cut(s, ":")
+	if !ok || host == "" || port == "" {
+		return policy.HostPort{}, fmt.Errorf("%q must be \"host:80\", an exact host and the port the guest speaks plain HTTP to", s)
+	}
+	p, err := policy.ParseHostPattern(host)
+	if err != nil {
+		return policy.HostPort{}, fmt.Errorf("%q: %v", s, err)
+	}
+	if p.Wildcard {
+		return policy.HostPort{}, fmt.Errorf("%q: plain HTTP is allowed only to exact hosts; name the host", s)
+	}
+	if port != "80" {
+		return policy.HostPort{}, fmt.Errorf("%q: the guest speaks plain HTTP to port 80 only (a hosts mapping says which address that is dialled at); write %s:80", s, p.Suffix)
+	}
+	covered := false
+	for _, h := range hosts {
+		covered = covered || h.Match(p.Suffix)
+	}
+	if !covered {
+		return policy.HostPort{}, fmt.Errorf("%q: %s is not one of the secret's hosts", s, p.Suffix)
+	}
+	return policy.HostPort{Host: p.Suffix, Port: 80}, nil
 }
 
 // checkSecretSource checks where the host reads a secret: env:NAME,

@@ -283,11 +283,13 @@ func (l *loader) sandboxPolicy(sb *Sandbox, egress, secrets, vfs []blockRef, env
 		sort.Slice(hosts, func(i, j int) bool { return hosts[i].String() < hosts[j].String() })
 		hosts = uniqueBy(hosts, policy.HostPattern.String)
 		pol.Secrets = append(pol.Secrets, policy.SecretBinding{
-			Name:   s.Name,
-			Env:    s.Env,
-			Hosts:  hosts,
-			Source: s.Source,
-			Origin: l.origin("secret."+s.Name, s.DeclRange),
+			Name:      s.Name,
+			Env:       s.Env,
+			Hosts:     hosts,
+			Headers:   s.Headers,
+			PlainHTTP: s.PlainHTTP,
+			Source:    s.Source,
+			Origin:    l.origin("secret."+s.Name, s.DeclRange),
 		})
 		if !egressComplete || l.incomplete[addrs.Ref{Kind: addrs.Secret, Name: s.Name}] {
 			continue

@@ -471,3 +471,40 @@ func TestComputeGoneSandbox(t *testing.T) {
 		})
 	}
 }
+
+// TestSecretPlainHTTPWidens checks that letting a secret cross plain HTTP
+// to a fixture, or go in one more header, is shown as widening.
+func TestSecretPlainHTTPWidens(t *testing.T) {
+	bound := func(edit func(b *policy.SecretBinding)) func(s *state.SandboxAttrs) {
+		return func(s *state.SandboxAttrs) {
+			b := policy.SecretBinding{Name: "key", Env: "API_KEY", Source: "env:API_KEY",
+				Hosts: []policy.HostPattern{policy.MustHostPattern("api.anthropic.com")}, Origin: policy.Origin{Block: "secret.key", File: "main.hcl", Line: 30}}
+			if edit != nil {
+				edit(&b)
+			}
+			s.Policy.Secrets = []policy.SecretBinding{b}
+			s.PolicyHash = policy.Hash(s.Policy)
+		}
+	}
+	prior := []*state.Resource{sandbox("eval", bound(nil))}
+	desired := []*state.Resource{sandbox("eval", bound(func(b *policy.SecretBinding) {
+		b.PlainHTTP = []policy.HostPort{{Host: "api.anthropic.com", Port: 80}}
+		b.Headers = []string{"x-api-key"}
+	}))}
+	p := plan.Compute(desired, prior)
+	if s := p.Summary(); s.Widen != 2 {
+		t.Errorf("summary %+v, want 2 widening", s)
+	}
+	var buf bytes.Buffer
+	if err := plan.Render(&buf, p, plan.RenderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"secret key may be sent unencrypted, over plain HTTP, to api.anthropic.com:80",
+		"secret key is also substituted as the whole value of header x-api-key",
+	} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("plan output lacks %q:\n%s", want, buf.String())
+		}
+	}
+}

@@ -40,7 +40,8 @@ type Change struct {
 	// Kind is the rule kind: "allow", "allow.passthrough",
 	// "allow.methods", "allow.paths", "allow.git_push", "tcp", "hosts",
 	// "ca", "secret",
-	// "secret.source", "secret.hosts", "secret.env", "mount",
+	// "secret.source", "secret.hosts", "secret.headers",
+	// "secret.plain_http", "secret.env", "mount",
 	// "mount.host", "mount.access", "mount.hide", "mount.readonly",
 	// "mount.tmpfs", "mount.owner", "forbid_env". Compare lists changes
 	// in this order.
@@ -60,7 +61,7 @@ type Change struct {
 var kinds = []string{
 	"allow", "allow.passthrough", "allow.methods", "allow.paths", "allow.git_push",
 	"tcp", "hosts", "ca",
-	"secret", "secret.source", "secret.hosts", "secret.env",
+	"secret", "secret.source", "secret.hosts", "secret.headers", "secret.plain_http", "secret.env",
 	"mount", "mount.host", "mount.access", "mount.hide", "mount.readonly", "mount.tmpfs", "mount.owner",
 	"forbid_env",
 	"image.input",
@@ -378,8 +379,10 @@ func compareSecrets(old, new []SecretBinding) []Change {
 			cs = append(cs, Change{Direction: Widen, Op: RuleAdded, Kind: "secret", Subject: name,
 				Detail: fmt.Sprintf("brokers secret %s in $%s from %s for %s", name, s.Env, SourceLabel(s.Source), joinPatterns(s.Hosts)),
 				Origin: s.Origin})
+			cs = append(cs, compareSecretPlaces(SecretBinding{Name: name}, s)...)
 			continue
 		}
+		cs = append(cs, compareSecretPlaces(o, s)...)
 		if o.Source != s.Source {
 			cs = append(cs, Change{Direction: Widen, Op: RuleModified, Kind: "secret.source", Subject: name,
 				Detail: fmt.Sprintf("a different credential is brokered for secret %s: %s instead of %s", name, SourceLabel(s.Source), SourceLabel(o.Source)),
@@ -415,6 +418,69 @@ func compareSecrets(old, new []SecretBinding) []Change {
 		}
 	}
 	return cs
+}
+
+// compareSecretPlaces compares where in a request a secret goes (its
+// headers) and which destinations take it over plain HTTP. Either added
+// widens: the value reaches a header or a cleartext connection it did not.
+func compareSecretPlaces(o, s SecretBinding) []Change {
+	var cs []Change
+	for _, d := range diffStrings(o.Headers, s.Headers) {
+		c := Change{Op: RuleAdded, Direction: Widen, Kind: "secret.headers", Subject: s.Name, Origin: s.Origin,
+			Detail: fmt.Sprintf("secret %s is also substituted as the whole value of header %s", s.Name, d.value)}
+		if !d.added {
+			c.Op, c.Direction = RuleRemoved, Narrow
+			c.Detail = fmt.Sprintf("secret %s is no longer substituted in header %s", s.Name, d.value)
+		}
+		cs = append(cs, c)
+	}
+	str := func(hps []HostPort) []string {
+		var out []string
+		for _, hp := range hps {
+			out = append(out, hp.String())
+		}
+		return out
+	}
+	for _, d := range diffStrings(str(o.PlainHTTP), str(s.PlainHTTP)) {
+		c := Change{Op: RuleAdded, Direction: Widen, Kind: "secret.plain_http", Subject: s.Name, Origin: s.Origin,
+			Detail: fmt.Sprintf("secret %s may be sent unencrypted, over plain HTTP, to %s", s.Name, d.value)}
+		if !d.added {
+			c.Op, c.Direction = RuleRemoved, Narrow
+			c.Detail = fmt.Sprintf("secret %s is no longer sent over plain HTTP to %s", s.Name, d.value)
+		}
+		cs = append(cs, c)
+	}
+	return cs
+}
+
+type stringDiff struct {
+	value string
+	added bool
+}
+
+// diffStrings lists, sorted, the values only new has (added) and those
+// only old has, each once.
+func diffStrings(old, new []string) []stringDiff {
+	inOld, inNew := map[string]bool{}, map[string]bool{}
+	for _, v := range old {
+		inOld[v] = true
+	}
+	for _, v := range new {
+		inNew[v] = true
+	}
+	var out []stringDiff
+	for v := range inNew {
+		if !inOld[v] {
+			out = append(out, stringDiff{v, true})
+		}
+	}
+	for v := range inOld {
+		if !inNew[v] {
+			out = append(out, stringDiff{v, false})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].value < out[j].value })
+	return out
 }
 
 func compareMounts(old, new []Mount) []Change {

@@ -209,6 +209,38 @@ func TestCompare(t *testing.T) {
 		{name: "secret env renamed", old: base, new: edit(func(p *policy.Sandbox) {
 			p.Secrets = []policy.SecretBinding{secret("claude", "ANTHROPIC_API_KEY", "env:CLAUDE_CODE_OAUTH_TOKEN", "api.anthropic.com")}
 		}), want: []short{{Z, M, "secret.env", "claude", "secret claude moves from $CLAUDE_CODE_OAUTH_TOKEN to $ANTHROPIC_API_KEY"}}},
+		{name: "secret header added", old: base, new: edit(func(p *policy.Sandbox) {
+			s := secret("claude", "CLAUDE_CODE_OAUTH_TOKEN", "env:CLAUDE_CODE_OAUTH_TOKEN", "api.anthropic.com")
+			s.Headers = []string{"x-api-key"}
+			p.Secrets = []policy.SecretBinding{s}
+		}), want: []short{{W, A, "secret.headers", "claude", "secret claude is also substituted as the whole value of header x-api-key"}}},
+		{name: "secret header removed", old: edit(func(p *policy.Sandbox) {
+			s := secret("claude", "CLAUDE_CODE_OAUTH_TOKEN", "env:CLAUDE_CODE_OAUTH_TOKEN", "api.anthropic.com")
+			s.Headers = []string{"x-api-key", "x-goog-api-key"}
+			p.Secrets = []policy.SecretBinding{s}
+		}), new: edit(func(p *policy.Sandbox) {
+			s := secret("claude", "CLAUDE_CODE_OAUTH_TOKEN", "env:CLAUDE_CODE_OAUTH_TOKEN", "api.anthropic.com")
+			s.Headers = []string{"x-goog-api-key"}
+			p.Secrets = []policy.SecretBinding{s}
+		}), want: []short{{N, R, "secret.headers", "claude", "secret claude is no longer substituted in header x-api-key"}}},
+		{name: "secret plain HTTP added", old: base, new: edit(func(p *policy.Sandbox) {
+			s := secret("claude", "CLAUDE_CODE_OAUTH_TOKEN", "env:CLAUDE_CODE_OAUTH_TOKEN", "api.anthropic.com")
+			s.PlainHTTP = []policy.HostPort{{Host: "api.anthropic.com", Port: 80}}
+			p.Secrets = []policy.SecretBinding{s}
+		}), want: []short{{W, A, "secret.plain_http", "claude", "secret claude may be sent unencrypted, over plain HTTP, to api.anthropic.com:80"}}},
+		{name: "secret plain HTTP removed", old: edit(func(p *policy.Sandbox) {
+			s := secret("claude", "CLAUDE_CODE_OAUTH_TOKEN", "env:CLAUDE_CODE_OAUTH_TOKEN", "api.anthropic.com")
+			s.PlainHTTP = []policy.HostPort{{Host: "api.anthropic.com", Port: 80}}
+			p.Secrets = []policy.SecretBinding{s}
+		}), new: base, want: []short{{N, R, "secret.plain_http", "claude", "secret claude is no longer sent over plain HTTP to api.anthropic.com:80"}}},
+		{name: "secret added with plain HTTP", old: policy.Sandbox{}, new: policy.Sandbox{Secrets: []policy.SecretBinding{func() policy.SecretBinding {
+			s := secret("fixture", "TOKEN", "env:TOKEN", "local.test")
+			s.PlainHTTP = []policy.HostPort{{Host: "local.test", Port: 80}}
+			return s
+		}()}}, want: []short{
+			{W, A, "secret", "fixture", "brokers secret fixture in $TOKEN from env:TOKEN for local.test"},
+			{W, A, "secret.plain_http", "fixture", "secret fixture may be sent unencrypted, over plain HTTP, to local.test:80"},
+		}},
 		{name: "mount added", old: policy.Sandbox{}, new: edit(func(p *policy.Sandbox) { *p = policy.Sandbox{Mounts: workspace(nil)} }),
 			want: []short{{W, A, "mount", "/workspace", `mounts . at /workspace (rw; hide ".env", "**/*.pem"; read-only ".git/hooks"; tmpfs "node_modules")`}}},
 		{name: "mount removed", old: base, new: edit(func(p *policy.Sandbox) { p.Mounts = nil }),

@@ -40,6 +40,10 @@ func Hash(p Sandbox) string {
 		Env    string   `json:"env"`
 		Hosts  []string `json:"hosts,omitempty"`
 		Source string   `json:"source"`
+		// Headers and PlainHTTP came later: left out when empty, so that
+		// the hash of a policy without them is what it was.
+		Headers   []string `json:"headers,omitempty"`
+		PlainHTTP []string `json:"plain_http,omitempty"`
 	}
 	type mount struct {
 		Guest    string   `json:"guest"`
@@ -76,7 +80,11 @@ func Hash(p Sandbox) string {
 		for _, h := range s.Hosts {
 			hosts = append(hosts, h.String())
 		}
-		c.Secrets = append(c.Secrets, secret{s.Name, s.Env, hosts, s.Source})
+		var plain []string
+		for _, hp := range s.PlainHTTP {
+			plain = append(plain, hp.String())
+		}
+		c.Secrets = append(c.Secrets, secret{s.Name, s.Env, hosts, s.Source, s.Headers, plain})
 	}
 	for _, m := range p.Mounts {
 		c.Mounts = append(c.Mounts, mount{m.Guest, m.Host, m.Access, m.Hide, m.ReadOnly, m.Tmpfs, m.Owner})

@@ -39,9 +39,10 @@ func hashSample() policy.Sandbox {
 	}
 }
 
-// hashSampleFull is hashSample with the request rules and CAs, which
-// came later: hashSample itself sets none, so that its hash stays the one
-// every policy written before them recorded.
+// hashSampleFull is hashSample with the request rules, CAs and the
+// secrets' headers and plain-HTTP destinations, which came later:
+// hashSample itself sets none, so that its hash stays the one every
+// policy written before them recorded.
 func hashSampleFull() policy.Sandbox {
 	p := hashSample()
 	p.Allow[0].Methods = []string{"GET", "POST"}
@@ -51,6 +52,10 @@ func hashSampleFull() policy.Sandbox {
 	p.Allow[1].Methods = []string{"GET"}
 	p.Allow[1].Paths = []string{"/a", "/b/*"}
 	p.Allow[1].GitPush = []string{"refs/tags/**"}
+	p.Secrets[0].Headers = []string{"x-api-key"}
+	p.Secrets[1].Headers = []string{"x-goog-api-key"}
+	p.Secrets[0].PlainHTTP = []policy.HostPort{{Host: "api.anthropic.com", Port: 80}}
+	p.Secrets[1].PlainHTTP = []policy.HostPort{{Host: "local.openai.com", Port: 80}}
 	p.CAs = []policy.CA{
 		{Path: "certs/a.pem", PEM: "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n", Origin: policy.Origin{Block: "egress.llm", File: "main.hcl", Line: 3}},
 		{Path: "certs/b.pem", PEM: "-----BEGIN CERTIFICATE-----\nBBBB\n-----END CERTIFICATE-----\n", Origin: policy.Origin{Block: "egress.git", File: "main.hcl", Line: 8}},

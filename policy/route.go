@@ -8,7 +8,7 @@ import (
 // This file says, the way the egress engine decides it, where the guest's
 // connections to a name go and where a secret is sent, for Compare.
 // The engine's own functions are in internal/egress (flowKind,
-// dialTarget, clearSecretsAllowed); its tests hold Compare to them.
+// dialTarget, rewriteRequest); its tests hold Compare to them.
 
 // reaches reports whether the guest may open any connection to name: an
 // allow rule matches it or a tcp rule names it.
@@ -35,12 +35,6 @@ func (p Sandbox) dialTarget(name string) string {
 	return ""
 }
 
-// clearSecretsAllowed reports whether secrets may go to name over plain
-// HTTP: only to a name a hosts mapping pins.
-func (p Sandbox) clearSecretsAllowed(name string) bool {
-	return p.dialTarget(name) != ""
-}
-
 func (p Sandbox) tcpRule(name string, port uint16) bool {
 	for _, r := range p.TCP {
 		if r.Dest == (HostPort{Host: name, Port: port}) {
@@ -56,19 +50,20 @@ func (s SecretBinding) sentTo(host string) bool {
 }
 
 // secretRoute is one way a secret leaves the host: to a port of a name,
-// dialled at dest ("" for public DNS), in clear text or over TLS only.
+// dialled at dest ("" for public DNS). Whether it may cross that port in
+// clear text is the secret's plain_http, which compareSecretPlaces
+// classifies.
 type secretRoute struct {
-	port  uint16
-	dest  string
-	clear bool
+	port uint16
+	dest string
 }
 
 // secretRoutes lists how secret s is sent with requests to host: on every
 // port the engine inspects (80, and 443 unless every rule matching host
 // is passthrough; neither when a tcp rule splices that port), provided
 // an allow rule matches host and one of s's hosts does. The guest may
-// speak TLS on port 80 too, so port 80 is a route over TLS even when
-// clear text is refused.
+// speak TLS on port 80 too, so port 80 is a route even when clear text
+// is refused.
 func (p Sandbox) secretRoutes(s SecretBinding, host string) []secretRoute {
 	if !s.sentTo(host) {
 		return nil
@@ -80,7 +75,7 @@ func (p Sandbox) secretRoutes(s SecretBinding, host string) []secretRoute {
 	var out []secretRoute
 	dest := p.dialTarget(host)
 	if !p.tcpRule(host, 80) {
-		out = append(out, secretRoute{port: 80, dest: dest, clear: p.clearSecretsAllowed(host)})
+		out = append(out, secretRoute{port: 80, dest: dest})
 	}
 	if !p.tcpRule(host, 443) && !allPassthrough(rules) {
 		out = append(out, secretRoute{port: 443, dest: dest})
@@ -92,8 +87,8 @@ func (p Sandbox) secretRoutes(s SecretBinding, host string) []secretRoute {
 // that it was not, for hosts its hosts list matched before too and the
 // old policy allowed (compareSecrets and compareAllow report the rest):
 // to another address (a hosts mapping added, changed or removed), to a
-// port that is now inspected (passthrough or a tcp rule gone), or in
-// clear text. Each is a widening.
+// port that is now inspected (passthrough or a tcp rule gone). Each is a
+// widening.
 func compareSecretRoutes(old, new Sandbox) []Change {
 	oldByName := map[string]SecretBinding{}
 	for _, s := range old.Secrets {
@@ -157,11 +152,6 @@ func describeRoute(name string, hosts HostPattern, r secretRoute, before []secre
 	}
 	if len(before) > 0 && r.dest != before[0].dest {
 		return fmt.Sprintf("secret %s is sent to %s %s instead of %s", name, describeHosts(hosts), where(r.dest), where(before[0].dest))
-	}
-	for _, b := range before {
-		if b.port == r.port && r.clear && !b.clear {
-			return fmt.Sprintf("secret %s may be sent to %s on port %d in clear text", name, describeHosts(hosts), r.port)
-		}
 	}
 	return fmt.Sprintf("secret %s is now also sent to %s on port %d, whose requests are now inspected", name, describeHosts(hosts), r.port)
 }

@@ -95,12 +95,21 @@ type HostMapping struct {
 // and the host substitutes the real value only in requests to Hosts. Source
 // says where the host reads the value ("env:NAME", "file:PATH",
 // "command:..."); the value itself never appears in policy, state or plans.
+//
+// The value is substituted only where a credential goes, and only as a
+// whole: as the token of "Authorization: Bearer", as the password of
+// "Authorization: Basic", and as the whole value of each header Headers
+// names (lower case, e.g. "x-api-key"). It is substituted only into
+// requests that leave the host over verified TLS, except to the exact
+// host:port destinations PlainHTTP lists.
 type SecretBinding struct {
-	Name   string        `json:"name"`
-	Env    string        `json:"env"`
-	Hosts  []HostPattern `json:"hosts"`
-	Source string        `json:"source"`
-	Origin Origin        `json:"origin"`
+	Name      string        `json:"name"`
+	Env       string        `json:"env"`
+	Hosts     []HostPattern `json:"hosts"`
+	Headers   []string      `json:"headers,omitempty"`
+	PlainHTTP []HostPort    `json:"plain_http,omitempty"`
+	Source    string        `json:"source"`
+	Origin    Origin        `json:"origin"`
 }
 
 // Access is the base access mode of a mount.

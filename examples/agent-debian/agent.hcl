@@ -159,11 +159,14 @@ secret "claude_oauth" {
   source = "env:CLAUDE_CODE_OAUTH_TOKEN"
 }
 
-# Claude Code sends this as x-api-key.
+# Claude Code sends this as x-api-key. A secret goes in Authorization
+# (Bearer, or Basic's password) and in the headers it names, each time as
+# the header's whole value; anywhere else the request is refused.
 secret "anthropic_key" {
-  env    = "ANTHROPIC_API_KEY"
-  hosts  = local.anthropic_hosts
-  source = "env:ANTHROPIC_API_KEY"
+  env     = "ANTHROPIC_API_KEY"
+  hosts   = local.anthropic_hosts
+  headers = ["x-api-key"]
+  source  = "env:ANTHROPIC_API_KEY"
 }
 
 # Codex reads its key from CODEX_API_KEY and sends it as Authorization:

@@ -365,7 +365,18 @@ func writePolicy(w lines, p policy.Sandbox) {
 		for i, h := range s.Hosts {
 			hosts[i] = h.String()
 		}
-		w.printf("  secret      %s: $%s for %s, from %s  (%s)", s.Name, s.Env, strings.Join(hosts, ", "), s.Source, originText(s.Origin))
+		var places string
+		if len(s.Headers) > 0 {
+			places += ", in " + strings.Join(s.Headers, ", ")
+		}
+		if len(s.PlainHTTP) > 0 {
+			plain := make([]string, len(s.PlainHTTP))
+			for i, hp := range s.PlainHTTP {
+				plain[i] = hp.String()
+			}
+			places += ", plain HTTP to " + strings.Join(plain, ", ")
+		}
+		w.printf("  secret      %s: $%s for %s%s, from %s  (%s)", s.Name, s.Env, strings.Join(hosts, ", "), places, s.Source, originText(s.Origin))
 	}
 	for _, m := range p.Mounts {
 		var b strings.Builder

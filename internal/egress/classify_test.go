@@ -17,8 +17,7 @@ import (
 // (policy.Compare, whose changes plan prints and -fail-on-widen counts)
 // to what this engine enforces. They make random pairs of policies, ask
 // the engine's own decision functions (flowKind, checkRequest,
-// isReceivePack, gitpush.Match, rewriteRequest, clearSecretsAllowed,
-// dialTarget, composed in the order handle applies them) about random
+// formOf, gitpush.Match, rewriteRequest, dialTarget, composed in the order handle applies them) about random
 // requests under each, and require:
 //
 //   - whenever a request is let through under the new policy that the old
@@ -120,7 +119,25 @@ func (g gen) secret(name string) policy.SecretBinding {
 			s.Hosts = append(s.Hosts, policy.MustHostPattern(p))
 		}
 	}
+	if g.chance(3) {
+		g.togglePlain(&s)
+	}
 	return s
+}
+
+// togglePlain adds to s's plain_http, or takes out, port 80 of a name
+// its hosts match (package lang allows no other entry).
+func (g gen) togglePlain(s *policy.SecretBinding) {
+	name := g.pick(genNames)
+	if !slices.ContainsFunc(s.Hosts, func(h policy.HostPattern) bool { return h.Match(name) }) {
+		return
+	}
+	hp := policy.HostPort{Host: name, Port: 80}
+	if i := slices.Index(s.PlainHTTP, hp); i >= 0 {
+		s.PlainHTTP = slices.Delete(s.PlainHTTP, i, i+1)
+	} else {
+		s.PlainHTTP = append(s.PlainHTTP, hp)
+	}
 }
 
 func (g gen) sandbox() policy.Sandbox {
@@ -166,7 +183,7 @@ func clonePolicy(p policy.Sandbox) policy.Sandbox {
 	q.TCP, q.Hosts = slices.Clone(p.TCP), slices.Clone(p.Hosts)
 	q.Secrets = nil
 	for _, s := range p.Secrets {
-		s.Hosts = slices.Clone(s.Hosts)
+		s.Hosts, s.PlainHTTP = slices.Clone(s.Hosts), slices.Clone(s.PlainHTTP)
 		q.Secrets = append(q.Secrets, s)
 	}
 	return q
@@ -246,6 +263,8 @@ func (g gen) mutate(p policy.Sandbox) policy.Sandbox {
 				q.Secrets = append(q.Secrets, g.secret(name))
 			case g.chance(3):
 				q.Secrets = slices.Delete(q.Secrets, i, i+1)
+			case g.chance(3):
+				g.togglePlain(&q.Secrets[i])
 			default:
 				hp := policy.MustHostPattern(g.pick(genPatterns))
 				s := &q.Secrets[i]
@@ -390,13 +409,9 @@ func decide(p *Policy, q probe) outcome {
 		return o
 	}
 	unescaped, _ := url.QueryUnescape(r.URL.RawQuery)
-	sub, d := p.rewriteRequest(name, r.Header, r.RequestURI+" "+r.URL.Path+" "+unescaped)
+	sub, d := p.rewriteRequest(name, q.port, q.tls, r.Header, r.RequestURI+" "+r.URL.Path+" "+unescaped)
 	if d != nil {
 		o.why = d.reason
-		return o
-	}
-	if !q.tls && len(sub.used) > 0 && !p.clearSecretsAllowed(name) {
-		o.why = "secret in clear"
 		return o
 	}
 	if q.secret != "" && !slices.Contains(sub.used, q.secret) {
@@ -502,7 +517,11 @@ func describePolicy(p policy.Sandbox) string {
 		for _, h := range s.Hosts {
 			hs = append(hs, h.String())
 		}
-		parts = append(parts, "secret "+s.Name+" -> "+strings.Join(hs, ","))
+		d := "secret " + s.Name + " -> " + strings.Join(hs, ",")
+		for _, hp := range s.PlainHTTP {
+			d += " plain_http " + hp.String()
+		}
+		parts = append(parts, d)
 	}
 	if len(parts) == 0 {
 		return "(nothing)"
@@ -533,6 +552,15 @@ func runPair(t *testing.T, g gen) bool {
 	probes := make([]probe, 60)
 	for i := range probes {
 		probes[i] = g.probe()
+	}
+	// Random probes seldom hit a plain_http entry (a name, port 80, no
+	// TLS, that secret): ask each entry of either side directly.
+	for _, sb := range []policy.Sandbox{old, new} {
+		for _, s := range sb.Secrets {
+			for _, hp := range s.PlainHTTP {
+				probes = append(probes, probe{host: hp.Host, port: hp.Port, method: g.pick(genProbeMethods), path: g.pick(genPaths), secret: s.Name})
+			}
+		}
 	}
 	return reportPair(t, old, new, probes)
 }

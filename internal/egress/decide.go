@@ -7,7 +7,9 @@ import "net/netip"
 // the tests that hold plan's classification to the engine
 // (classify_test.go) use the same code. The decisions on whether a
 // connection and a request are allowed are flowKind (policy.go),
-// checkRequest (rules.go) and rewriteRequest (secrets.go).
+// checkRequest (rules.go) and rewriteRequest (secrets.go), which also
+// refuses a value that would cross plain HTTP to a destination its
+// secret's plain_http does not list.
 
 // dialTarget says where the host dials name: the address a hosts mapping
 // pins it to (ok), or else the public addresses name resolves to on the
@@ -16,12 +18,4 @@ import "net/netip"
 func (p *Policy) dialTarget(name string) (addr netip.AddrPort, ok bool) {
 	addr, ok = p.hosts[name]
 	return addr, ok
-}
-
-// clearSecretsAllowed reports whether a request to name into whose
-// headers the real values of secrets were substituted may go upstream
-// over plain HTTP: only to a name a hosts mapping pins (a local
-// fixture), never across the network in the clear.
-func (p *Policy) clearSecretsAllowed(name string) bool {
-	return p.mapped(name)
 }

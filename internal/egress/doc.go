@@ -17,21 +17,26 @@
 //     paths and git push refs narrow what passes. Allowed requests are
 //     re-originated by the host over HTTP/1.1 or HTTP/2 with TLS verified
 //     against the system roots and the spec's CAs, streamed both ways.
-//   - A secret's placeholder in a request header (inside a Basic
-//     credential too) is replaced by its value only in requests to the
-//     secret's hosts; its placeholder or value in a request to any other
-//     host refuses the request. Values are masked back to placeholders in
-//     response headers, trailers and bodies, which are asked for and
-//     masked uncompressed (gzip is decoded; another encoding is refused).
-//     A request body to a host a secret is not bound to is scanned as it
-//     streams, and the request aborted (403) before a value it carries
-//     leaves whole. Values are substituted in headers only, never in
-//     URLs or bodies, and not into plain HTTP except for a name a hosts
-//     mapping pins (a local fixture). With secrets in the policy an
-//     upgrade must be to WebSocket, offered no extension, and its frames
-//     are masked the same way; the guest's frames to a host a secret is
-//     not bound to are checked like bodies and the stream closed (1008)
-//     on a match (wsmask.go, wsframe.go).
+//   - A secret's placeholder is replaced by its value only in requests
+//     to the secret's hosts, only where a credential goes and only as
+//     the whole of it: the token of "Authorization: Bearer", the password
+//     of "Authorization: Basic", the whole value of a header the secret
+//     names. Anywhere else (another header, around other bytes, the URL)
+//     the request is refused, so the upstream never sees the value next
+//     to bytes the guest chose. Its placeholder or value in a request to
+//     any other host refuses the request; such a request's body is
+//     scanned as it streams and the request aborted (403) before the
+//     match leaves whole. Values go only into requests that leave over
+//     TLS, or to a destination the secret lists in plain_http; Range and
+//     If-Range are dropped from a request a value went into. Values are
+//     masked back to placeholders, in any ASCII case and in their base64,
+//     percent, HTML and JSON encodings (maskForms), in response headers,
+//     trailers and bodies, which are asked for and masked uncompressed
+//     (gzip is decoded; another encoding is refused). With secrets in the
+//     policy an upgrade must be to WebSocket, offered no extension, and
+//     its frames are masked the same way; the guest's frames to a host a
+//     secret is not bound to are checked like bodies and the stream
+//     closed (1008) on a match (wsmask.go, wsframe.go).
 //   - A passthrough rule's TLS is spliced unmodified after its SNI is
 //     checked (missing SNI is refused there); a tcp rule's connection is
 //     spliced after dialling.

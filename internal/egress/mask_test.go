@@ -116,3 +116,42 @@ func BenchmarkMaskReader(b *testing.B) {
 		io.Copy(io.Discard, m)
 	}
 }
+
+// TestReplacerIgnoresCase checks that masking matches in any ASCII case,
+// across read boundaries, and otherwise replaces as strings.Replacer
+// does (leftmost first; at one place, the earliest pair).
+func TestReplacerIgnoresCase(t *testing.T) {
+	pairs := [][2]string{{"secret-value", "<a>"}, {"secret", "<b>"}, {"lapover", "<c>"}}
+	r := newReplacer(pairs)
+	in := "x SECRET-Value y sEcReT z overLAPover SECR"
+	want := "x <a> y <b> z over<c> SECR"
+	if got := r.replaceString(in); got != want {
+		t.Fatalf("replaceString: %q", got)
+	}
+	for i := 0; i <= len(in); i++ {
+		if got := maskAll(t, r, []byte(in), []int{i}); got != want {
+			t.Fatalf("split at %d: %q", i, got)
+		}
+	}
+	// Against strings.Replacer on lower-case text drawn from a small
+	// alphabet, so that matches and near-matches are frequent.
+	var args []string
+	for _, p := range pairs {
+		args = append(args, p[0], p[1])
+	}
+	ref := strings.NewReplacer(args...)
+	rng := rand.New(rand.NewPCG(3, 4))
+	const alphabet = "secrt-valuop "
+	for n := 0; n < 5000; n++ {
+		b := make([]byte, rng.IntN(60))
+		for i := range b {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		if got, want := r.replaceString(string(b)), ref.Replace(string(b)); got != want {
+			t.Fatalf("%q: got %q, strings.Replacer %q", b, got, want)
+		}
+		if got, want := r.replaceString(strings.ToUpper(string(b))), ref.Replace(string(b)); !strings.EqualFold(got, want) {
+			t.Fatalf("%q upper-cased: got %q, want %q", b, got, want)
+		}
+	}
+}

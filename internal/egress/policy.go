@@ -2,9 +2,13 @@ package egress
 
 import (
 	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"net/netip"
+	"net/url"
 	"sort"
 	"strings"
 
@@ -22,9 +26,12 @@ type Policy struct {
 	secrets []*secret
 	// roots verifies upstream servers: the system roots plus the spec's CAs.
 	roots *x509.CertPool
-	// mask replaces every real value by its placeholder in what flows
-	// back to the guest; nil when the policy has no secrets.
-	mask *replacer
+	// mask replaces every real value, in any ASCII case and in the
+	// encodings maskForms lists, by its placeholder in what flows back to
+	// the guest; nil when the policy has no secrets. maskPairs are its
+	// (old, new) pairs.
+	mask      *replacer
+	maskPairs [][2]string
 }
 
 type allowRule struct {
@@ -125,8 +132,11 @@ func Compile(p policy.Sandbox, secrets map[string][]byte, placeholders map[strin
 	if len(c.secrets) > 0 {
 		var pairs [][2]string
 		for _, s := range c.secrets {
-			pairs = append(pairs, [2]string{string(s.value), s.placeholder})
+			pairs = append(pairs, maskForms(string(s.value), s.placeholder)...)
 		}
+		// Longer olds first, so that at one place the longest form wins.
+		sort.SliceStable(pairs, func(i, j int) bool { return len(pairs[i][0]) > len(pairs[j][0]) })
+		c.maskPairs = pairs
 		c.mask = newReplacer(pairs)
 	}
 
@@ -239,12 +249,6 @@ func (p *Policy) rulesFor(name string) []*allowRule {
 	return out
 }
 
-// mapped reports whether a hosts mapping pins name.
-func (p *Policy) mapped(name string) bool {
-	_, ok := p.hosts[name]
-	return ok
-}
-
 // ruleFor returns the origin of the rule that lets name:port through, for
 // audit entries of whole flows.
 func (p *Policy) ruleFor(name string, port uint16) policy.Origin {
@@ -275,4 +279,69 @@ func originString(o policy.Origin) string {
 	default:
 		return fmt.Sprintf("%s (%s)", o.Block, o.File)
 	}
+}
+
+// maskForms lists the forms of a value that masking replaces, each with
+// the same form of the placeholder: the value itself (matched in any
+// ASCII case), its base64 in the standard and URL alphabets (whole, with
+// and without padding, and the characters that only the value decides
+// wherever it starts in a longer base64 text), its percent-encodings
+// for a query and a path, its HTML escapes, and its JSON string escapes
+// (with "<>&" as \u escapes and "/" as "\/"). Forms that equal one
+// already listed, in any case, are listed once. What the forms cannot
+// cover is stated in docs/security.md: any other transformation of the
+// value (reversed, split, re-encoded otherwise) passes.
+func maskForms(value, ph string) [][2]string {
+	var out [][2]string
+	seen := map[string]bool{}
+	add := func(old, new string) {
+		if len(old) < minSecretLen || seen[strings.ToLower(old)] {
+			return
+		}
+		seen[strings.ToLower(old)] = true
+		out = append(out, [2]string{old, new})
+	}
+	add(value, ph)
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding, base64.RawURLEncoding} {
+		add(enc.EncodeToString([]byte(value)), enc.EncodeToString([]byte(ph)))
+	}
+	for _, enc := range []*base64.Encoding{base64.RawStdEncoding, base64.RawURLEncoding} {
+		for k := 0; k < 3; k++ {
+			add(base64Core(enc, value, k), base64Core(enc, ph, k))
+		}
+	}
+	add(url.QueryEscape(value), url.QueryEscape(ph))
+	add(url.PathEscape(value), url.PathEscape(ph))
+	add(html.EscapeString(value), html.EscapeString(ph))
+	for _, html := range []bool{true, false} {
+		v, p := jsonString(value, html), jsonString(ph, html)
+		add(v, p)
+		add(strings.ReplaceAll(v, "/", `\/`), strings.ReplaceAll(p, "/", `\/`))
+	}
+	return out
+}
+
+// base64Core returns the characters of the base64 encoding of s that
+// depend on s alone when s starts k bytes (0 to 2) into the encoded text.
+func base64Core(enc *base64.Encoding, s string, k int) string {
+	full := enc.EncodeToString(append(make([]byte, k), s...))
+	// Character c holds bits [6c, 6c+6); s holds bits [8k, 8(k+len(s))).
+	first := (8*k + 5) / 6
+	last := (8*(k+len(s)) - 6) / 6
+	if last < first || last >= len(full) {
+		return ""
+	}
+	return full[first : last+1]
+}
+
+// jsonString is s as a JSON string's content, without the quotes.
+func jsonString(s string, escapeHTML bool) string {
+	var b strings.Builder
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(escapeHTML)
+	if err := e.Encode(s); err != nil {
+		return ""
+	}
+	out := strings.TrimSuffix(b.String(), "\n")
+	return strings.TrimSuffix(strings.TrimPrefix(out, `"`), `"`)
 }

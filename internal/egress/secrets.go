@@ -30,76 +30,167 @@ type secretDenial struct {
 	rule   policy.Origin
 }
 
-// rewriteRequest substitutes, in every header of a request to host, the
-// placeholder of each secret bound to host by its real value (inside a
-// Basic credential too), and refuses the request when a placeholder or a
-// real value of a secret not bound to host appears in any header, the
-// path or the query. Values are substituted in headers only, never in
-// URLs or bodies.
-func (p *Policy) rewriteRequest(host string, h http.Header, rawURL string) (substitution, *secretDenial) {
+// rewriteRequest substitutes the secrets in the headers of a request to
+// host:port and refuses the request when a secret would go where its
+// binding does not put it. A placeholder is replaced by its value only
+// where the secret's credential goes, and only as a whole token: the
+// token of "Authorization: Bearer", the password of "Authorization:
+// Basic" (decoded), or the whole value of a header the secret names.
+// Anywhere else a placeholder refuses the request rather than being
+// forwarded: in another header, around other bytes in one of those, in
+// the path or the query, or in any part of a request to a host the
+// secret is not bound to (where its real value refuses it too). So the
+// upstream never sees the value next to bytes the guest chose. Values
+// go only into requests that leave over verified TLS (tls), or to a
+// destination the secret lists in plain_http. Bodies are never
+// substituted into; see bodyScanner for what they may carry.
+func (p *Policy) rewriteRequest(host string, port uint16, tls bool, h http.Header, rawURL string) (substitution, *secretDenial) {
 	var sub substitution
 	if len(p.secrets) == 0 {
 		return sub, nil
 	}
-	used := make(map[string]bool)
 	for _, s := range p.secrets {
-		if !s.bound(host) && (strings.Contains(rawURL, s.placeholder) || strings.Contains(rawURL, string(s.value))) {
+		hasPH, hasValue := strings.Contains(rawURL, s.placeholder), strings.Contains(rawURL, string(s.value))
+		switch {
+		case !s.bound(host) && (hasPH || hasValue):
 			return sub, s.denial(host, "the URL")
+		case hasPH:
+			return sub, s.misplaced(host, "the URL")
 		}
 	}
+	used := make(map[string]bool)
 	for key, vals := range h {
+		lk := strings.ToLower(key)
 		for _, s := range p.secrets {
-			lk := strings.ToLower(key)
 			if strings.Contains(lk, strings.ToLower(s.placeholder)) || strings.Contains(lk, strings.ToLower(string(s.value))) {
 				return sub, s.denial(host, "a header name")
 			}
 		}
 		for i, v := range vals {
-			nv, d := p.rewriteValue(host, key, v, used)
+			nv, extra, d := p.rewriteHeader(host, lk, v, used)
 			if d != nil {
 				return sub, d
 			}
-			if scheme, cred, ok := cutBasic(v); ok && http.CanonicalHeaderKey(key) == "Authorization" {
-				raw, err := base64.StdEncoding.DecodeString(cred)
-				if err == nil {
-					nraw, d := p.rewriteValue(host, key+" (Basic credential)", string(raw), used)
-					if d != nil {
-						return sub, d
-					}
-					if nraw != string(raw) {
-						enc := base64.StdEncoding.EncodeToString([]byte(nraw))
-						sub.extra = append(sub.extra, [2]string{enc, cred})
-						nv = scheme + " " + enc
-					}
-				}
+			if extra != nil {
+				sub.extra = append(sub.extra, *extra)
 			}
 			vals[i] = nv
 		}
 	}
 	for _, s := range p.secrets {
-		if used[s.Name] {
-			sub.used = append(sub.used, s.Name)
+		if !used[s.Name] {
+			continue
 		}
+		if !tls && !s.plainAllowed(host, port) {
+			// Over plain HTTP the value would cross the network in the
+			// clear; only a destination the secret names may take it.
+			return sub, &secretDenial{
+				reason: fmt.Sprintf("secret %q would be sent unencrypted to %s:%d; use https, or add \"%s:%d\" to the secret's plain_http in %s if this is a local fixture",
+					s.Name, host, port, host, port, originString(s.Origin)),
+				rule: s.Origin,
+			}
+		}
+		sub.used = append(sub.used, s.Name)
 	}
 	return sub, nil
 }
 
-func (p *Policy) rewriteValue(host, where, v string, used map[string]bool) (string, *secretDenial) {
-	for _, s := range p.secrets {
-		hasPH := strings.Contains(v, s.placeholder)
-		hasValue := strings.Contains(v, string(s.value))
-		if !hasPH && !hasValue {
-			continue
-		}
-		if !s.bound(host) {
-			return "", s.denial(host, "header "+where)
-		}
-		if hasPH {
-			v = strings.ReplaceAll(v, s.placeholder, string(s.value))
-			used[s.Name] = true
+// rewriteHeader checks one header value (key in lower case) of a request
+// to host and returns it with a placeholder replaced when it stands where
+// its secret goes, and the (upstream, guest) form of a Basic credential
+// to mask in the response.
+func (p *Policy) rewriteHeader(host, key, v string, used map[string]bool) (string, *[2]string, *secretDenial) {
+	if d := p.checkUnbound(host, "header "+key, v); d != nil {
+		return "", nil, d
+	}
+	var basic string
+	scheme, cred, isBasic := cutBasic(v)
+	if key == "authorization" && isBasic {
+		if raw, err := base64.StdEncoding.DecodeString(cred); err == nil {
+			basic = string(raw)
+			if d := p.checkUnbound(host, "header authorization (Basic credential)", basic); d != nil {
+				return "", nil, d
+			}
 		}
 	}
-	return v, nil
+	for _, s := range p.secrets {
+		if !strings.Contains(v, s.placeholder) && !strings.Contains(basic, s.placeholder) {
+			continue
+		}
+		// The secret is bound to host (checkUnbound): the placeholder must
+		// be exactly where the secret goes.
+		switch {
+		case key == "authorization" && isBearer(v, s.placeholder):
+			used[s.Name] = true
+			return "Bearer " + string(s.value), nil, nil
+		case key == "authorization" && isBasic && basicPassword(basic, s.placeholder):
+			used[s.Name] = true
+			user, _, _ := strings.Cut(basic, ":")
+			enc := base64.StdEncoding.EncodeToString([]byte(user + ":" + string(s.value)))
+			return scheme + " " + enc, &[2]string{enc, cred}, nil
+		case s.takesHeader(key) && strings.TrimSpace(v) == s.placeholder:
+			used[s.Name] = true
+			return string(s.value), nil, nil
+		}
+		return "", nil, s.misplaced(host, "header "+key)
+	}
+	return v, nil, nil
+}
+
+// checkUnbound refuses text of a request to host that carries the
+// placeholder or the value of a secret not bound to host.
+func (p *Policy) checkUnbound(host, where, text string) *secretDenial {
+	for _, s := range p.secrets {
+		if !s.bound(host) && (strings.Contains(text, s.placeholder) || strings.Contains(text, string(s.value))) {
+			return s.denial(host, where)
+		}
+	}
+	return nil
+}
+
+// isBearer reports whether v is "Bearer <ph>", the scheme in any case.
+func isBearer(v, ph string) bool {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(v), " ")
+	return ok && strings.EqualFold(scheme, "Bearer") && strings.TrimLeft(token, " ") == ph
+}
+
+// basicPassword reports whether a decoded Basic credential is
+// "user:<ph>" with ph nowhere in the user.
+func basicPassword(cred, ph string) bool {
+	user, pass, ok := strings.Cut(cred, ":")
+	return ok && pass == ph && !strings.Contains(user, ph)
+}
+
+func (s *secret) takesHeader(key string) bool {
+	for _, h := range s.Headers {
+		if h == key {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *secret) plainAllowed(host string, port uint16) bool {
+	for _, hp := range s.PlainHTTP {
+		if hp.Host == host && hp.Port == port {
+			return true
+		}
+	}
+	return false
+}
+
+// misplaced refuses a placeholder of a secret bound to host found where
+// the secret is not substituted.
+func (s *secret) misplaced(host, where string) *secretDenial {
+	places := "as the whole token of Authorization: Bearer or the password of Authorization: Basic"
+	if len(s.Headers) > 0 {
+		places += ", or as the whole value of " + strings.Join(s.Headers, ", ")
+	}
+	return &secretDenial{
+		reason: fmt.Sprintf("the placeholder of secret %q is in %s of a request to %s, but it is substituted only %s (%s); the request is refused rather than sent with the placeholder. To put the secret in another header, add it to the secret's headers",
+			s.Name, where, host, places, originString(s.Origin)),
+		rule: s.Origin,
+	}
 }
 
 func cutBasic(v string) (scheme, cred string, ok bool) {
@@ -153,15 +244,15 @@ func (p *Policy) maskHeader(h http.Header, extra *replacer) {
 }
 
 // unboundFor returns the secrets that may not go to host, with a replacer
-// over their values (its replacements are unused; heldTail is what
-// bodyScanner needs); nil when every secret may.
+// over their values and placeholders (its replacements are unused;
+// heldTail is what bodyScanner needs); nil when every secret may.
 func (p *Policy) unboundFor(host string) ([]*secret, *replacer) {
 	var out []*secret
 	var pairs [][2]string
 	for _, s := range p.secrets {
 		if !s.bound(host) {
 			out = append(out, s)
-			pairs = append(pairs, [2]string{string(s.value), ""})
+			pairs = append(pairs, [2]string{string(s.value), ""}, [2]string{s.placeholder, ""})
 		}
 	}
 	if out == nil {
@@ -170,11 +261,14 @@ func (p *Policy) unboundFor(host string) ([]*secret, *replacer) {
 	return out, newReplacer(pairs)
 }
 
-// bodyScanner passes a request body on while checking that no value of
-// the given secrets is in it, even split across reads: bytes that could
-// start a value are held back until the next read settles it. On a match
-// it fails the read (the upstream request is aborted before the value's
-// last byte leaves) and records the denial.
+// bodyScanner passes a request body on while checking that neither the
+// value nor the placeholder of the given secrets is in it, even split
+// across reads: bytes that could start one are held back until the next
+// read settles it, so it holds at most the longest of them less a byte.
+// It sees the body as the guest's HTTP framing delivers it (chunked
+// bodies de-chunked); a body the guest encoded (gzip, base64) is not
+// decoded. On a match it fails the read (the upstream request is aborted
+// before the match's last byte leaves) and records the denial.
 type bodyScanner struct {
 	src     io.ReadCloser
 	secrets []*secret
@@ -208,7 +302,7 @@ func (b *bodyScanner) Read(p []byte) (int, error) {
 		n, err := b.src.Read(b.buf)
 		data := append(b.hold, b.buf[:n]...)
 		for _, s := range b.secrets {
-			if bytes.Contains(data, s.value) {
+			if bytes.Contains(data, s.value) || bytes.Contains(data, []byte(s.placeholder)) {
 				d := s.denial(b.host, "the request body")
 				b.denied.Store(d)
 				b.err, b.hold = errors.New(d.reason), nil

@@ -4,20 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
-	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptrace"
-	"net/netip"
 	"net/textproto"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -282,49 +277,6 @@ func TestRequestTrailersDropped(t *testing.T) {
 	}
 	if tr := <-got; tr != "" {
 		t.Errorf("upstream got trailer %q", tr)
-	}
-}
-
-// TestSecretNotSentInTheClear checks that a placeholder in a plain HTTP
-// request is not substituted for a host the spec does not pin to an
-// address, since the value would cross the network unencrypted; a pinned
-// local fixture may take it.
-func TestSecretNotSentInTheClear(t *testing.T) {
-	var dials atomic.Int32
-	fixture := newPlainUpstream(t, http.HandlerFunc(checkAuth))
-	p := policy.Sandbox{
-		Allow: []policy.AllowRule{allow("api.test", 4), allow("local.test", 5)},
-		Hosts: []policy.HostMapping{mapping("local.test", fixture)},
-		Secrets: []policy.SecretBinding{{Name: "token", Env: "API_TOKEN",
-			Hosts:  []policy.HostPattern{policy.MustHostPattern("api.test"), policy.MustHostPattern("local.test")},
-			Origin: origin("secret.token", 20)}},
-	}
-	h := newHarness(t, p, map[string][]byte{"token": []byte(tokenValue)}, map[string]string{"token": tokenPH}, func(o *Options) {
-		o.Upstream.LookupNetIP = func(context.Context, string, string) ([]netip.Addr, error) {
-			return []netip.Addr{netip.MustParseAddr("93.184.215.14")}, nil
-		}
-		o.Upstream.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			if addr == fixture {
-				var d net.Dialer
-				return d.DialContext(ctx, network, addr)
-			}
-			dials.Add(1)
-			return nil, errors.New("no dialling out in tests")
-		}
-	})
-	req := mustRequest(t, "GET", "http://api.test/", "")
-	req.Header.Set("Authorization", "Bearer "+tokenPH)
-	res, body := do(t, h.client(false), req)
-	if res.StatusCode != 403 || !strings.Contains(body, "unencrypted") {
-		t.Errorf("plain HTTP with the placeholder to api.test: %d %q", res.StatusCode, body)
-	}
-	if n := dials.Load(); n != 0 {
-		t.Errorf("%d dials out", n)
-	}
-	req = mustRequest(t, "GET", "http://local.test/", "")
-	req.Header.Set("Authorization", "Bearer "+tokenPH)
-	if res, body := do(t, h.client(false), req); res.StatusCode != 200 || body != "bearer ok" {
-		t.Errorf("plain HTTP to the pinned fixture: %d %q", res.StatusCode, body)
 	}
 }
 

@@ -19,8 +19,8 @@ import (
 func TestUpdate(t *testing.T) {
 	pki := newUpstreamPKI(t)
 	up := upstreamTLS(t, pki, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Upper-cased, or the engine would mask the value it sees.
-		fmt.Fprintf(w, "%s %s", r.Host, strings.ToUpper(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")))
+		// Reversed, or the engine would mask the value it sees.
+		fmt.Fprintf(w, "%s %s", r.Host, reverse(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")))
 	}), "a.test", "b.test")
 	mk := func(hosts []string, value string) (*Policy, policy.Sandbox) {
 		var rules []policy.AllowRule
@@ -62,7 +62,7 @@ func TestUpdate(t *testing.T) {
 	defer ca.Close()
 	cb, cbbr := open("b.test")
 	defer cb.Close()
-	if code, body := ask(ca, cabr, "a.test"); code != 200 || body != "a.test "+strings.ToUpper(tokenValue) {
+	if code, body := ask(ca, cabr, "a.test"); code != 200 || body != "a.test "+reverse(tokenValue) {
 		t.Fatalf("a before: %d %q", code, body)
 	}
 	if code, _ := ask(cb, cbbr, "b.test"); code != 200 {
@@ -93,7 +93,7 @@ func TestUpdate(t *testing.T) {
 		t.Error("a new connection to b.test completed its handshake after the update")
 	}
 	// a's connection stays, and its next request carries the rotated value.
-	if code, body := ask(ca, cabr, "a.test"); code != 200 || body != "a.test "+strings.ToUpper(rotated) {
+	if code, body := ask(ca, cabr, "a.test"); code != 200 || body != "a.test "+reverse(rotated) {
 		t.Errorf("a after: %d %q", code, body)
 	}
 	if h.eng.Policy() != p2 {
@@ -168,4 +168,12 @@ func TestRequestCheckedAgainstCurrentPolicy(t *testing.T) {
 	if code := ask(); code != 403 {
 		t.Errorf("after: %d, want 403", code)
 	}
+}
+
+func reverse(s string) string {
+	b := []byte(s)
+	for i, j := 0, len(b)-1; i < j; i, j = i+1, j-1 {
+		b[i], b[j] = b[j], b[i]
+	}
+	return string(b)
 }
