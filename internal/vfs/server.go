@@ -134,6 +134,10 @@ func New(m policy.Mount, opts Options) (*Server, error) {
 		root: root, rootDev: st.Dev, rules: rules, mem: newMemStore(lim.TmpfsBytes),
 		uid: opts.UID, gid: opts.GID, lim: lim,
 	}
+	if m.Access == policy.ReadWrite && !m.GitWritable {
+		// A read-only mount changes nothing git reads on the host.
+		fs.rules = rules.withGit(fs.scanGit(opts.HostDir))
+	}
 	for _, lit := range rules.tmpfsLiterals() {
 		if err := fs.premake(lit); err != nil {
 			unix.Close(root)
