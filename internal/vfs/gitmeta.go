@@ -59,6 +59,11 @@ type gitGuard struct {
 // gitPlace is what git protection makes of one path.
 type gitPlace struct {
 	readOnly bool
+	// pinned says the path is one of the guest's ways to git's
+	// repository (a ".git", a git directory, a link to one): read-only,
+	// and a directory holding it cannot be renamed even where the new
+	// name would be read-only too.
+	pinned bool
 	// mem says the path is sequencer state, kept in memory at memRoot.
 	mem     bool
 	memRoot string
@@ -67,7 +72,7 @@ type gitPlace struct {
 // classify returns what git protection makes of the path rel.
 func (g *gitGuard) classify(rel string) gitPlace {
 	if g.pinned[rel] {
-		return gitPlace{readOnly: true}
+		return gitPlace{readOnly: true, pinned: true}
 	}
 	base, in := "", false
 	for _, d := range g.dirs {
@@ -105,7 +110,7 @@ func (g *gitGuard) classify(rel string) gitPlace {
 func gitDirPlace(sub string) gitPlace {
 	if sub == "" {
 		// The directory itself: it stays where git finds it.
-		return gitPlace{readOnly: true}
+		return gitPlace{readOnly: true, pinned: true}
 	}
 	top, rest, _ := strings.Cut(sub, "/")
 	switch top {

@@ -254,6 +254,9 @@ type place struct {
 	// read-only mount. Scratch space never touches the host, so a
 	// read-only mount may still have it.
 	writable bool
+	// pinned is set on what leads the host's git to a repository (see
+	// gitPlace); a directory rename must keep it in place.
+	pinned bool
 }
 
 func (r *Rules) place(rel string) place {
@@ -270,6 +273,7 @@ func (r *Rules) place(rel string) place {
 		// Memory never reaches the host's git; the host does.
 		g := r.git.classify(rel)
 		ro = ro || g.readOnly
+		p.pinned = g.pinned
 		if g.mem {
 			p.inMem, p.memRoot = true, g.memRoot
 		}
