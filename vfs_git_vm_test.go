@@ -37,7 +37,8 @@ func hostGitTry(dir string, args ...string) (string, error) {
 // config.worktree, the hooks, objects/info/alternates, info/attributes,
 // moving .git away, rewriting or removing the submodule's .git file,
 // the submodule's own config, commondir and hooks, a nested or bare
-// repository made for a gitlink, and a new module or worktree. Then the
+// repository made for a gitlink, a new module or worktree, and links in
+// .git (COMMIT_EDITMSG, FETCH_HEAD) that git would write through. Then the
 // host runs git status, diff, log, commit, checkout and fetch in the
 // work tree, with its hooks and fsmonitor live, and the test checks
 // that no guest command ran (each would make a marker file outside the
@@ -173,7 +174,8 @@ echo guest-done
 `
 	probes := []string{"commondir", "commondir-ln", "config", "config-worktree", "git-config", "hook", "hooks-mv",
 		"alternates", "info-attributes", "gitdir-mv", "subgit-rm", "subgit-write", "sub-mv", "sub-config", "sub-commondir",
-		"sub-hook", "nested-init", "nested-gitfile", "nested-link", "bare", "module-new", "worktree-new"}
+		"sub-hook", "nested-init", "nested-gitfile", "nested-link", "bare", "module-new", "worktree-new",
+		"link-editmsg", "link-fetchhead"}
 	t.Run("attacks", func(t *testing.T) {
 		for _, user := range []string{"", "root"} {
 			out, _ := run(user, try+`M=`+markers+`
@@ -204,6 +206,11 @@ try nested-link sh -c 'mkdir -p n3 && ln -s ../evil n3/.git'
 try bare $G init -q --bare evil4
 try module-new mkdir .git/modules/evil
 try worktree-new $G worktree add -q ../wt2
+# Links git on the host would write through, to a host path.
+try link-editmsg ln -sf $M/editmsg .git/COMMIT_EDITMSG
+ln -sf $M/fetchhead lnk
+try link-fetchhead mv -f lnk .git/FETCH_HEAD
+rm -f lnk
 # A gitlink in the index, which the guest may write: git on the host
 # enters it if it is a repository.
 $G update-index --add --cacheinfo 160000,$($G rev-parse HEAD),evil && echo gitlink-added

@@ -24,6 +24,7 @@ import "strings"
 //     the server's memory: its todo list can hold "exec" lines and
 //     merge strategies, which "git rebase --continue" on the host would
 //     run; the guest can still rebase, and the host never sees it.
+//   - No symbolic link is made in a git directory, nor moved into one.
 //   - Every ".git" entry, every git directory, and every link on the way
 //     from a ".git" file or link to its git directory is read-only as
 //     an entry: it cannot be removed, renamed, replaced or linked
@@ -67,13 +68,23 @@ type gitPlace struct {
 	// mem says the path is sequencer state, kept in memory at memRoot.
 	mem     bool
 	memRoot string
+	// inGit says the path is in a git directory, where the guest makes
+	// no symbolic link: git on the host follows one when it writes
+	// COMMIT_EDITMSG, FETCH_HEAD, a ref or a log, and would write
+	// wherever the guest pointed it on the host.
+	inGit bool
 }
 
 // classify returns what git protection makes of the path rel.
 func (g *gitGuard) classify(rel string) gitPlace {
+	p := g.classifyPath(rel)
 	if g.pinned[rel] {
-		return gitPlace{readOnly: true, pinned: true}
+		p = gitPlace{readOnly: true, pinned: true, inGit: p.inGit}
 	}
+	return p
+}
+
+func (g *gitGuard) classifyPath(rel string) gitPlace {
 	base, in := "", false
 	for _, d := range g.dirs {
 		if (d == "" || rel == d || strings.HasPrefix(rel, d+"/")) && (!in || len(d) > len(base)) {
@@ -83,6 +94,7 @@ func (g *gitGuard) classify(rel string) gitPlace {
 	if in {
 		sub := strings.TrimPrefix(strings.TrimPrefix(rel, base), "/")
 		p := gitDirPlace(sub)
+		p.inGit = true
 		if p.mem {
 			p.memRoot = strings.TrimPrefix(base+"/"+p.memRoot, "/")
 		}
@@ -93,8 +105,9 @@ func (g *gitGuard) classify(rel string) gitPlace {
 		if p.mem {
 			// The mount's root is inside the git directory: the memory
 			// tree's root may be above the mount. Read-only instead.
-			return gitPlace{readOnly: true}
+			p = gitPlace{readOnly: true}
 		}
+		p.inGit = true
 		return p
 	}
 	if g.repo {

@@ -94,8 +94,8 @@ func checkGitDir(t *testing.T, r *Rules, dir string) {
 		if got := r.Classify(rel); got != want {
 			t.Errorf("%q: %v, want %v", rel, got, want)
 		}
-		if pl := r.place(rel); pl.writable != writable || pl.inMem {
-			t.Errorf("%q: placed %+v, want writable %v on the host", rel, pl, writable)
+		if pl := r.place(rel); pl.writable != writable || pl.inMem || !pl.noLinks {
+			t.Errorf("%q: placed %+v, want writable %v on the host, and no links", rel, pl, writable)
 		}
 	}
 	for _, sub := range gitMemFiles {
@@ -395,12 +395,25 @@ func TestGuestCannotRedirectHostGit(t *testing.T) {
 		{"create src/.git file", func() error { return put(src, ".git", "gitdir: ../evil\n") }, unix.EROFS},
 		{"symlink src/.git", func() error { _, err := src.Symlink("../evil", ".git", 0, 0); return err }, unix.EROFS},
 		{"create evil/HEAD (a bare repository)", func() error { return put(ev, "HEAD", "ref: refs/heads/main\n") }, unix.EROFS},
+		{"symlink .git/COMMIT_EDITMSG to a host file", func() error {
+			_, err := git.Symlink("/home/user/.bashrc", "COMMIT_EDITMSG", 0, 0)
+			return err
+		}, unix.EPERM},
+		{"symlink .git/refs/heads/x", func() error { _, err := w(".git", "refs", "heads").Symlink("../../../evil", "x", 0, 0); return err }, unix.EPERM},
+		{"rename a link onto .git/FETCH_HEAD", func() error {
+			if _, err := src.Symlink("/home/user/.bashrc", "lnk", 0, 0); err != nil {
+				return err
+			}
+			return src.RenameAt("lnk", git, "FETCH_HEAD")
+		}, unix.EPERM},
+		{"rename a directory into .git/refs", func() error { return root.RenameAt("src", w(".git", "refs"), "src") }, unix.EROFS},
 		{"chmod .git", func() error {
 			return git.SetAttr(p9.SetAttrMask{Permissions: true}, p9.SetAttr{Permissions: 0o777})
 		}, unix.EROFS},
 	} {
 		wantErrno(t, c.what, c.do(), c.want)
 	}
+	wantErrno(t, "remove src/lnk", src.UnlinkAt("lnk", 0), 0)
 	sameSnapshot(t, "redirecting the host's git", before, snapshot(t, base))
 
 	// What a commit writes is still the guest's.

@@ -257,6 +257,9 @@ type place struct {
 	// pinned is set on what leads the host's git to a repository (see
 	// gitPlace); a directory rename must keep it in place.
 	pinned bool
+	// noLinks refuses symbolic links: the path is in a git directory
+	// (see gitPlace).
+	noLinks bool
 }
 
 func (r *Rules) place(rel string) place {
@@ -273,7 +276,7 @@ func (r *Rules) place(rel string) place {
 		// Memory never reaches the host's git; the host does.
 		g := r.git.classify(rel)
 		ro = ro || g.readOnly
-		p.pinned = g.pinned
+		p.pinned, p.noLinks = g.pinned, g.inGit
 		if g.mem {
 			p.inMem, p.memRoot = true, g.memRoot
 		}
