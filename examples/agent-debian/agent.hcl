@@ -181,7 +181,6 @@ vfs "workspace" {
     host     = var.workspace
     access   = "rw"
     hide     = [".env", ".env.*", "**/*.pem", "**/*.key"]
-    readonly = [".git/hooks"]
     owner    = "agent"
   }
 }
