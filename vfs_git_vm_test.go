@@ -38,7 +38,8 @@ func hostGitTry(dir string, args ...string) (string, error) {
 // moving .git away, rewriting or removing the submodule's .git file,
 // the submodule's own config, commondir and hooks, a nested or bare
 // repository made for a gitlink, a new module or worktree, and links in
-// .git (COMMIT_EDITMSG, FETCH_HEAD) that git would write through. Then the
+// .git (COMMIT_EDITMSG, FETCH_HEAD, ORIG_HEAD; made, moved or hard-linked
+// there) that git would write through. Then the
 // host runs git status, diff, log, commit, checkout and fetch in the
 // work tree, with its hooks and fsmonitor live, and the test checks
 // that no guest command ran (each would make a marker file outside the
@@ -175,7 +176,7 @@ echo guest-done
 	probes := []string{"commondir", "commondir-ln", "config", "config-worktree", "git-config", "hook", "hooks-mv",
 		"alternates", "info-attributes", "gitdir-mv", "subgit-rm", "subgit-write", "sub-mv", "sub-config", "sub-commondir",
 		"sub-hook", "nested-init", "nested-gitfile", "nested-link", "bare", "module-new", "worktree-new",
-		"link-editmsg", "link-fetchhead"}
+		"link-editmsg", "link-fetchhead", "hardlink-orighead"}
 	t.Run("attacks", func(t *testing.T) {
 		for _, user := range []string{"", "root"} {
 			out, _ := run(user, try+`M=`+markers+`
@@ -210,6 +211,7 @@ try worktree-new $G worktree add -q ../wt2
 try link-editmsg ln -sf $M/editmsg .git/COMMIT_EDITMSG
 ln -sf $M/fetchhead lnk
 try link-fetchhead mv -f lnk .git/FETCH_HEAD
+try hardlink-orighead ln -f lnk .git/ORIG_HEAD
 rm -f lnk
 # A gitlink in the index, which the guest may write: git on the host
 # enters it if it is a repository.

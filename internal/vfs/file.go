@@ -754,7 +754,8 @@ func (f *file) doLink(target p9.File, name string) error {
 	if !tn.pl.writable {
 		return unix.EROFS
 	}
-	if tn.isDir() {
+	if tn.isDir() || pl.noLinks && tn.mode()&unix.S_IFMT == unix.S_IFLNK {
+		// A link's second name is a link: none in a git directory.
 		return unix.EPERM
 	}
 	if tn.pl.inMem != pl.inMem {

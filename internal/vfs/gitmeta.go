@@ -87,7 +87,8 @@ func (g *gitGuard) classify(rel string) gitPlace {
 func (g *gitGuard) classifyPath(rel string) gitPlace {
 	base, in := "", false
 	for _, d := range g.dirs {
-		if (d == "" || rel == d || strings.HasPrefix(rel, d+"/")) && (!in || len(d) > len(base)) {
+		under := d == "" || rel == d || len(rel) > len(d) && rel[len(d)] == '/' && rel[:len(d)] == d
+		if under && (!in || len(d) > len(base)) {
 			base, in = d, true
 		}
 	}
