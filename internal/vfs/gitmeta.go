@@ -60,10 +60,10 @@ type gitGuard struct {
 // gitPlace is what git protection makes of one path.
 type gitPlace struct {
 	readOnly bool
-	// pinned says the path is one of the guest's ways to git's
-	// repository (a ".git", a git directory, a link to one): read-only,
-	// and a directory holding it cannot be renamed even where the new
-	// name would be read-only too.
+	// pinned says the path is part of how git finds its repository (a
+	// ".git", a git directory, a link to one): read-only, and a
+	// directory holding it cannot be renamed even where the new name
+	// would be read-only too.
 	pinned bool
 	// mem says the path is sequencer state, kept in memory at memRoot.
 	mem     bool
