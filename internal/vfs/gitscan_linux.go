@@ -41,11 +41,20 @@ func (fs *fsys) scanGit(hostDir string) *gitGuard {
 			name  string
 			dtype uint8
 		}
+		// Only the directories and the names git looks at are kept, so
+		// that a directory of many files costs no memory.
 		var ents []ent
 		err := fs.hostEntries(d.rel, func(name string, _ uint64, dtype uint8) error {
 			if dtype == unix.DT_UNKNOWN {
 				if st, err := fs.lstat(joinRel(d.rel, name)); err == nil {
 					dtype = modeDType(st.Mode)
+				}
+			}
+			switch name {
+			case ".git", "HEAD", "commondir":
+			default:
+				if dtype != unix.DT_DIR {
+					return nil
 				}
 			}
 			ents = append(ents, ent{name, dtype})
