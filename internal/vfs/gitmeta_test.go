@@ -481,3 +481,31 @@ func BenchmarkGitScan(b *testing.B) {
 		s.Close()
 	}
 }
+
+// TestGitFileTargets checks .git files whose targets are not git
+// directories: the mount's root itself (which would make every path
+// read-only) and a plain directory; and absolute targets naming the
+// mount's real path when it is served through a link.
+func TestGitFileTargets(t *testing.T) {
+	base := t.TempDir()
+	work := filepath.Join(base, "work")
+	files := gitDir("work/gd")
+	files["work/a/.git"] = "gitdir: ..\n"
+	files["work/b/.git"] = "gitdir: ../plain\n"
+	files["work/plain/config"] = "not git's\n"
+	files["work/c/.git"] = "gitdir: " + filepath.Join(work, "gd") + "\n"
+	files["work/d/.git"] = "gitdir: " + filepath.Join(work, "missing") + "\n"
+	write(t, base, files)
+	if err := os.Symlink("work", filepath.Join(base, "link")); err != nil {
+		t.Fatal(err)
+	}
+	r := served(t, rwMount(), filepath.Join(base, "link"))
+	for rel, want := range map[string]Class{
+		"src/main.go": Plain, "plain/config": Plain, "a/x": Plain,
+		"gd/config": ReadOnlyPath, "gd/HEAD": Plain, "missing": ReadOnlyPath,
+	} {
+		if got := r.Classify(rel); got != want {
+			t.Errorf("%q: %v, want %v", rel, got, want)
+		}
+	}
+}

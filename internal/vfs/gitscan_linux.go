@@ -193,8 +193,15 @@ func (fs *fsys) pinPath(g *gitGuard, root, dir, target string) {
 		cur = filepath.Join(root, filepath.FromSlash(dir), cur)
 	}
 	for hops := 0; hops <= maxHops; hops++ {
-		rel, err := filepath.Rel(root, filepath.Clean(cur))
-		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		rel, ok := relBelow(root, cur)
+		if !ok {
+			// The host directory as the kernel names it, when a link
+			// leads to it (an absolute gitdir is written that way).
+			if real, err := filepath.EvalSymlinks(root); err == nil {
+				rel, ok = relBelow(real, cur)
+			}
+		}
+		if !ok {
 			return
 		}
 		rel = filepath.ToSlash(rel)
@@ -229,13 +236,36 @@ func (fs *fsys) pinPath(g *gitGuard, root, dir, target string) {
 			break
 		}
 		if next == "" {
-			if st, err := fs.lstat(rel); err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			// Reached: a git directory, if git would take it for one
+			// (the walk finds it too, unless it lies where the walk
+			// does not go).
+			_, base := splitRel(rel)
+			isGit := gitDirShape(base, func(name string, dir bool) bool {
+				st, err := fs.lstat(joinRel(rel, name))
+				if err != nil {
+					return false
+				}
+				if dir {
+					return st.Mode&unix.S_IFMT == unix.S_IFDIR
+				}
+				return st.Mode&unix.S_IFMT == unix.S_IFREG || st.Mode&unix.S_IFMT == unix.S_IFLNK
+			})
+			if st, err := fs.lstat(rel); err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR && isGit {
 				g.dirs = appendNew(g.dirs, rel)
 			}
 			return
 		}
 		cur = next
 	}
+}
+
+// relBelow returns p relative to root, when it lies below it.
+func relBelow(root, p string) (string, bool) {
+	rel, err := filepath.Rel(root, filepath.Clean(p))
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", false
+	}
+	return rel, true
 }
 
 func (fs *fsys) readlink(rel string) (string, error) {
