@@ -224,9 +224,10 @@ func (fs *fsys) hostEntries(rel string, fn func(name string, ino uint64, dtype u
 // leaves every path under it in the same place: not hidden then visible
 // or the reverse, not read-only then writable or the reverse, not
 // between host and memory, not moving what leads git to a repository
-// nor anything into or out of a git directory (place.pinned, noLinks). It looks at what the host really holds,
-// hidden files included, and at most Limits.RenameScan entries; a larger
-// tree is refused with EXDEV, which tools answer by moving file by file.
+// nor anything into or out of a git directory (place.pinned, noLinks).
+// It looks at what the host really holds, hidden files included, and at
+// most Limits.RenameScan entries; a larger tree is refused with EXDEV,
+// which tools answer by moving file by file.
 func (fs *fsys) samePlaces(src node, to string) error {
 	from := src.rel
 	budget := fs.lim.RenameScan

@@ -821,7 +821,7 @@ func (f *file) doRenameAt(oldName string, newDir p9.File, newName string) error 
 	case dst.noLinks && src.mode()&unix.S_IFMT == unix.S_IFLNK:
 		return unix.EPERM
 	}
-	if src.isDir() && !f.fs.rules.empty() {
+	if src.isDir() && f.fs.rules.renameNeedsScan(from, to) {
 		if err := f.fs.samePlaces(src, to); err != nil {
 			return err
 		}

@@ -120,6 +120,30 @@ func (g *gitGuard) classifyPath(rel string) gitPlace {
 	return gitPlace{}
 }
 
+// near reports whether rel is in a git directory, or holds one or a
+// pinned path: where moving a directory can change what git protection
+// makes of the paths under it. Elsewhere its classes depend on names
+// only, which a rename keeps.
+func (g *gitGuard) near(rel string) bool {
+	if g.inside || g.classifyPath(rel).inGit {
+		return true
+	}
+	under := func(p string) bool {
+		return rel == "" || p == rel || len(p) > len(rel) && p[len(rel)] == '/' && p[:len(rel)] == rel
+	}
+	for _, d := range g.dirs {
+		if under(d) {
+			return true
+		}
+	}
+	for p := range g.pinned {
+		if under(p) {
+			return true
+		}
+	}
+	return false
+}
+
 // gitDirPlace classifies sub, a path relative to a git directory.
 func gitDirPlace(sub string) gitPlace {
 	if sub == "" {

@@ -509,3 +509,22 @@ func TestGitFileTargets(t *testing.T) {
 		}
 	}
 }
+
+// TestRenameAwayFromGitIsNotScanned checks that git protection costs a
+// directory rename nothing unless a git directory or a pinned path is
+// involved: with a scan budget of one entry, renaming a directory of
+// several files in the work tree works, while renaming one that holds a
+// .git is still looked at and refused.
+func TestRenameAwayFromGitIsNotScanned(t *testing.T) {
+	work := t.TempDir()
+	files := gitDir(".git")
+	files["src/a.go"], files["src/b.go"], files["src/c.go"] = "a", "b", "c"
+	files["sub/.git"] = "gitdir: ../.git\n"
+	files["sub/x"] = "x"
+	write(t, work, files)
+	_, root := client(t, rwMount(), work, Limits{RenameScan: 1})
+	wantErrno(t, "rename src", root.RenameAt("src", root, "moved"), 0)
+	wantErrno(t, "rename sub", root.RenameAt("sub", root, "sub2"), unix.EXDEV)
+	_, root = client(t, rwMount(), work, Limits{})
+	wantErrno(t, "rename sub", root.RenameAt("sub", root, "sub2"), unix.EROFS)
+}

@@ -297,7 +297,13 @@ func (r *Rules) tmpfsLiterals() []string {
 	return out
 }
 
-// empty reports whether no pattern is set, so that renames need no scan.
-func (r *Rules) empty() bool {
-	return len(r.hide) == 0 && len(r.readonly) == 0 && len(r.tmpfs) == 0 && r.git == nil
+// renameNeedsScan reports whether renaming the directory from to to
+// may change the class of a path under it, so that samePlaces must look.
+// Without patterns nothing can, and git protection only near a git
+// directory or a path it pins.
+func (r *Rules) renameNeedsScan(from, to string) bool {
+	if len(r.hide) > 0 || len(r.readonly) > 0 || len(r.tmpfs) > 0 {
+		return true
+	}
+	return r.git != nil && (r.git.near(from) || r.git.near(to))
 }
