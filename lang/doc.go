@@ -119,8 +119,9 @@
 //	    host     = "."                   required; relative to the configuration directory, or absolute
 //	    access   = "ro"                  "ro" (default) or "rw"
 //	    hide     = [".env", "**/*.pem"]  patterns relative to the mount root
-//	    readonly = [".git/hooks"]
+//	    readonly = ["Makefile"]
 //	    tmpfs    = ["node_modules"]
+//	    git_metadata = "protected"       default; "writable" lets the guest write git's config and hooks
 //	    owner    = "agent"               root or a user of the sandbox's image
 //	  }
 //	}

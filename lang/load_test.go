@@ -143,7 +143,8 @@ vfs "workspace" {
     owner    = "agent"
   }
   mount "/cache" {
-    host = "/var/cache/sbx"
+    host         = "/var/cache/sbx"
+    git_metadata = "writable"
   }
 }
 `
@@ -266,7 +267,7 @@ func TestLoadFull(t *testing.T) {
 		},
 		VFS: map[string]*VFS{
 			"workspace": {Name: "workspace", Mounts: []policy.Mount{
-				{Guest: "/cache", Host: "/var/cache/sbx", Access: policy.ReadOnly, Origin: policy.Origin{Block: "vfs.workspace", File: "policy.hcl", Line: 36}},
+				{Guest: "/cache", Host: "/var/cache/sbx", Access: policy.ReadOnly, GitWritable: true, Origin: policy.Origin{Block: "vfs.workspace", File: "policy.hcl", Line: 36}},
 				{Guest: "/workspace", Host: "src", Access: policy.ReadWrite,
 					Hide: []string{"**/*.pem", ".env", ".git/config"}, ReadOnly: []string{".git/hooks"}, Tmpfs: []string{"node_modules"},
 					Owner: "agent", Origin: policy.Origin{Block: "vfs.workspace", File: "policy.hcl", Line: 28}},
@@ -293,7 +294,7 @@ func TestLoadFull(t *testing.T) {
 							Source: "file:~/.codex/key", Origin: policy.Origin{Block: "secret.openai", File: "policy.hcl", Line: 21}},
 					},
 					Mounts: []policy.Mount{
-						{Guest: "/cache", Host: "/var/cache/sbx", Access: policy.ReadOnly, Origin: policy.Origin{Block: "vfs.workspace", File: "policy.hcl", Line: 36}},
+						{Guest: "/cache", Host: "/var/cache/sbx", Access: policy.ReadOnly, GitWritable: true, Origin: policy.Origin{Block: "vfs.workspace", File: "policy.hcl", Line: 36}},
 						{Guest: "/workspace", Host: "src", Access: policy.ReadWrite,
 							Hide: []string{"**/*.pem", ".env", ".git/config"}, ReadOnly: []string{".git/hooks"}, Tmpfs: []string{"node_modules"},
 							Owner: "agent", Origin: policy.Origin{Block: "vfs.workspace", File: "policy.hcl", Line: 28}},

@@ -446,6 +446,7 @@ var mountSchema = &hcl.BodySchema{
 		{Name: "hide"},
 		{Name: "readonly"},
 		{Name: "tmpfs"},
+		{Name: "git_metadata"},
 		{Name: "owner"},
 	},
 }
@@ -530,6 +531,17 @@ func (l *loader) decodeMount(vfs string, b *hcl.Block) (policy.Mount, hcl.Range,
 			list = append(list, it.Value)
 		}
 		*f.dst = sortedUnique(list)
+	}
+	if a := content.Attributes["git_metadata"]; a != nil {
+		if s, good := l.attrString(a); good {
+			switch s {
+			case "protected":
+			case "writable":
+				m.GitWritable = true
+			default:
+				l.errorf(a.Expr.Range(), "Invalid git_metadata", "git_metadata is \"protected\" (the default: the guest cannot write what git on the host reads as configuration, hooks or redirection) or \"writable\", not %q.", s)
+			}
+		}
 	}
 	var ownerRange hcl.Range
 	if a := content.Attributes["owner"]; a != nil {

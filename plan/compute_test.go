@@ -135,6 +135,13 @@ func TestComputeActions(t *testing.T) {
 			summary: plan.Summary{Change: 1, Widen: 2}, // ro→rw, hide ".env" removed
 		},
 		{
+			name:    "writable git metadata widens",
+			prior:   []*state.Resource{sandbox("eval", nil)},
+			desir:   []*state.Resource{sandbox("eval", func(s *state.SandboxAttrs) { s.Policy.Mounts[0].GitWritable = true })},
+			want:    map[string]want{"sandbox.eval": {action: plan.Update}},
+			summary: plan.Summary{Change: 1, Widen: 1},
+		},
+		{
 			name:  "mount host change replaces",
 			prior: []*state.Resource{sandbox("eval", nil)},
 			desir: []*state.Resource{sandbox("eval", func(s *state.SandboxAttrs) {
@@ -506,5 +513,22 @@ func TestSecretPlainHTTPWidens(t *testing.T) {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("plan output lacks %q:\n%s", want, buf.String())
 		}
+	}
+}
+
+// TestRenderGitMetadataWidens checks that turning the mount's git
+// protection off (git_metadata = "writable") is shown as widening and
+// fails -fail-on-widen's summary.
+func TestRenderGitMetadataWidens(t *testing.T) {
+	prior := []*state.Resource{sandbox("eval", nil)}
+	desired := []*state.Resource{sandbox("eval", func(s *state.SandboxAttrs) { s.Policy.Mounts[0].GitWritable = true })}
+	p := plan.Compute(desired, prior)
+	var buf bytes.Buffer
+	if err := plan.Render(&buf, p, plan.RenderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "[widens]  the guest may now write the git configuration, hooks and redirections in /workspace") ||
+		!strings.Contains(buf.String(), "1 widening") {
+		t.Errorf("the plan does not show writable git metadata as widening:\n%s", buf.String())
 	}
 }

@@ -43,7 +43,7 @@ type Change struct {
 	// "secret.source", "secret.hosts", "secret.headers",
 	// "secret.plain_http", "secret.env", "mount",
 	// "mount.host", "mount.access", "mount.hide", "mount.readonly",
-	// "mount.tmpfs", "mount.owner", "forbid_env". Compare lists changes
+	// "mount.tmpfs", "mount.git_metadata", "mount.owner", "forbid_env". Compare lists changes
 	// in this order.
 	// "image.input" is a host file an image's input brings into the guest
 	// (CompareImageInputs).
@@ -62,7 +62,7 @@ var kinds = []string{
 	"allow", "allow.passthrough", "allow.methods", "allow.paths", "allow.git_push",
 	"tcp", "hosts", "ca",
 	"secret", "secret.source", "secret.hosts", "secret.headers", "secret.plain_http", "secret.env",
-	"mount", "mount.host", "mount.access", "mount.hide", "mount.readonly", "mount.tmpfs", "mount.owner",
+	"mount", "mount.host", "mount.access", "mount.hide", "mount.readonly", "mount.tmpfs", "mount.git_metadata", "mount.owner",
 	"forbid_env",
 	"image.input",
 }
@@ -528,6 +528,9 @@ func mountSummary(m Mount) string {
 		}
 		parts = append(parts, r.name+" "+strings.Join(q, ", "))
 	}
+	if m.GitWritable {
+		parts = append(parts, "git metadata writable")
+	}
 	return strings.Join(parts, "; ")
 }
 
@@ -578,6 +581,14 @@ func compareMount(o, m Mount) []Change {
 				cs = append(cs, change(Widen, RuleRemoved, r.kind, fmt.Sprintf("%s rule %q removed from %s%s", r.name, p, guest, r.removedNote)))
 			}
 		}
+	}
+	switch {
+	case !o.GitWritable && m.GitWritable:
+		cs = append(cs, change(Widen, RuleModified, "mount.git_metadata",
+			fmt.Sprintf("the guest may now write the git configuration, hooks and redirections in %s, which git on the host reads and runs", guest)))
+	case o.GitWritable && !m.GitWritable:
+		cs = append(cs, change(Narrow, RuleModified, "mount.git_metadata",
+			fmt.Sprintf("the git configuration, hooks and redirections in %s become read-only to the guest", guest)))
 	}
 	if o.Owner != m.Owner {
 		cs = append(cs, change(Neutral, RuleModified, "mount.owner",

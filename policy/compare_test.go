@@ -266,6 +266,13 @@ func TestCompare(t *testing.T) {
 		{name: "tmpfs added", old: base, new: edit(func(p *policy.Sandbox) {
 			p.Mounts = workspace(func(m *policy.Mount) { m.Tmpfs = []string{"node_modules", ".cache"} })
 		}), want: []short{{N, A, "mount.tmpfs", "/workspace", `tmpfs rule ".cache" added to /workspace`}}},
+		{name: "git metadata made writable", old: base, new: edit(func(p *policy.Sandbox) { p.Mounts = workspace(func(m *policy.Mount) { m.GitWritable = true }) }),
+			want: []short{{W, M, "mount.git_metadata", "/workspace", "the guest may now write the git configuration, hooks and redirections in /workspace, which git on the host reads and runs"}}},
+		{name: "git metadata protected again", old: edit(func(p *policy.Sandbox) { p.Mounts = workspace(func(m *policy.Mount) { m.GitWritable = true }) }), new: base,
+			want: []short{{N, M, "mount.git_metadata", "/workspace", "the git configuration, hooks and redirections in /workspace become read-only to the guest"}}},
+		{name: "mount added with writable git metadata", old: policy.Sandbox{}, new: edit(func(p *policy.Sandbox) {
+			*p = policy.Sandbox{Mounts: workspace(func(m *policy.Mount) { m.GitWritable = true })}
+		}), want: []short{{W, A, "mount", "/workspace", `mounts . at /workspace (rw; hide ".env", "**/*.pem"; read-only ".git/hooks"; tmpfs "node_modules"; git metadata writable)`}}},
 		{name: "owner changed", old: base, new: edit(func(p *policy.Sandbox) { p.Mounts = workspace(func(m *policy.Mount) { m.Owner = "root" }) }),
 			want: []short{{Z, M, "mount.owner", "/workspace", "owner of /workspace changes from agent to root"}}},
 		{name: "ordered by kind then subject", old: base, new: edit(func(p *policy.Sandbox) {

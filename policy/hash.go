@@ -53,6 +53,9 @@ func Hash(p Sandbox) string {
 		ReadOnly []string `json:"readonly,omitempty"`
 		Tmpfs    []string `json:"tmpfs,omitempty"`
 		Owner    string   `json:"owner"`
+		// GitWritable came later: left out when false, so that the
+		// hashes of the policies before it stay what they were.
+		GitWritable bool `json:"git_writable,omitempty"`
 	}
 	var c struct {
 		Allow   []allow   `json:"allow,omitempty"`
@@ -87,7 +90,7 @@ func Hash(p Sandbox) string {
 		c.Secrets = append(c.Secrets, secret{s.Name, s.Env, hosts, s.Source, s.Headers, plain})
 	}
 	for _, m := range p.Mounts {
-		c.Mounts = append(c.Mounts, mount{m.Guest, m.Host, m.Access, m.Hide, m.ReadOnly, m.Tmpfs, m.Owner})
+		c.Mounts = append(c.Mounts, mount{m.Guest, m.Host, m.Access, m.Hide, m.ReadOnly, m.Tmpfs, m.Owner, m.GitWritable})
 	}
 	for _, ca := range p.CAs {
 		c.CAs = append(c.CAs, ca.Fingerprint())

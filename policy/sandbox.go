@@ -134,6 +134,11 @@ type Mount struct {
 	Hide     []string `json:"hide"`
 	ReadOnly []string `json:"readonly"`
 	Tmpfs    []string `json:"tmpfs"`
-	Owner    string   `json:"owner,omitempty"`
-	Origin   Origin   `json:"origin"`
+	// GitWritable turns off the file server's protection of the git
+	// directories in a read-write mount (package vfs's gitGuard): the
+	// guest may then write their configuration, hooks and redirections,
+	// which git on the host reads and runs.
+	GitWritable bool   `json:"git_writable,omitempty"`
+	Owner       string `json:"owner,omitempty"`
+	Origin      Origin `json:"origin"`
 }

@@ -184,7 +184,6 @@ vfs "workspace" {
     host     = var.workspace
     access   = "rw"
     hide     = [".env", ".env.*", "**/*.pem", "**/*.key"]
-    readonly = [".git/hooks"]
     owner    = "agent"
   }
 }

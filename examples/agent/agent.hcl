@@ -97,7 +97,6 @@ vfs "workspace" {
     host     = "."
     access   = "rw"
     hide     = [".env", ".env.*", ".git/config", "**/*.pem"]
-    readonly = [".git/hooks"]
     tmpfs    = ["node_modules"]
     owner    = "agent"
   }

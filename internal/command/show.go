@@ -390,6 +390,9 @@ func writePolicy(w lines, p policy.Sandbox) {
 		if len(m.Tmpfs) > 0 {
 			fmt.Fprintf(&b, " tmpfs %s", strings.Join(m.Tmpfs, " "))
 		}
+		if m.GitWritable {
+			b.WriteString(" git_metadata writable")
+		}
 		if m.Owner != "" {
 			fmt.Fprintf(&b, " owner %s", m.Owner)
 		}

@@ -223,9 +223,11 @@ func (fs *fsys) hostEntries(rel string, fn func(name string, ino uint64, dtype u
 // samePlaces checks that renaming the directory src to the path to
 // leaves every path under it in the same place: not hidden then visible
 // or the reverse, not read-only then writable or the reverse, not
-// between host and memory. It looks at what the host really holds,
-// hidden files included, and at most Limits.RenameScan entries; a larger
-// tree is refused with EXDEV, which tools answer by moving file by file.
+// between host and memory, not moving what leads git to a repository
+// nor anything into or out of a git directory (place.pinned, noLinks).
+// It looks at what the host really holds, hidden files included, and at
+// most Limits.RenameScan entries; a larger tree is refused with EXDEV,
+// which tools answer by moving file by file.
 func (fs *fsys) samePlaces(src node, to string) error {
 	from := src.rel
 	budget := fs.lim.RenameScan
@@ -238,7 +240,7 @@ func (fs *fsys) samePlaces(src node, to string) error {
 		switch {
 		case a.hidden != b.hidden:
 			return unix.EACCES
-		case a.writable != b.writable:
+		case a.writable != b.writable, a.pinned != b.pinned, a.noLinks != b.noLinks:
 			return unix.EROFS
 		case a.inMem != b.inMem:
 			return unix.EXDEV

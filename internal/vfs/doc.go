@@ -20,6 +20,14 @@
 //   - Renaming a directory is refused when a path under it would change
 //     class (a hidden file coming into view, a file moving into a hidden
 //     or read-only path), and a hard link to a read-only file is refused.
+//   - In a read-write mount the git directories the host holds when the
+//     server starts are protected, whatever the rules say (gitmeta.go):
+//     only what commits and checkouts write is writable, sequencer state
+//     lives in memory, ".git" entries and git directories stay in
+//     place, no symbolic link is made in them, and in the user's work
+//     tree the guest makes no ".git" and no "HEAD". Git on the host
+//     runs nothing and reads no repository the guest chose.
+//     policy.Mount.GitWritable turns this off.
 //   - What a guest can make the server hold is bounded (Limits): message
 //     size, requests in flight, files, open host files, listing and
 //     tmpfs memory. The framing layer (conn.go) enforces the per-message

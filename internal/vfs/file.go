@@ -703,7 +703,8 @@ func (f *file) doMkdir(name string, perm p9.FileMode, _ p9.UID, _ p9.GID) (p9.QI
 
 // doSymlink is Symlink of p9.File. The target is only stored: the host never
 // follows a link, and the guest's kernel resolves it through this server
-// like any other path.
+// like any other path. Git on the host would, so none is made in a git
+// directory (place.noLinks).
 func (f *file) doSymlink(target, name string, _ p9.UID, _ p9.GID) (p9.QID, error) {
 	if target == "" || len(target) > maxPath {
 		return p9.QID{}, unix.ENAMETOOLONG
@@ -716,6 +717,9 @@ func (f *file) doSymlink(target, name string, _ p9.UID, _ p9.GID) (p9.QID, error
 	rel, pl, err := f.create(name)
 	if err != nil {
 		return p9.QID{}, err
+	}
+	if pl.noLinks {
+		return p9.QID{}, unix.EPERM
 	}
 	if pl.inMem {
 		m, err := f.fs.memMake(rel, pl, unix.S_IFLNK|0o777, target)
@@ -758,7 +762,8 @@ func (f *file) doLink(target p9.File, name string) error {
 	if !tn.pl.writable {
 		return unix.EROFS
 	}
-	if tn.isDir() {
+	if tn.isDir() || pl.noLinks && tn.mode()&unix.S_IFMT == unix.S_IFLNK {
+		// A link's second name is a link: none in a git directory.
 		return unix.EPERM
 	}
 	if tn.pl.inMem != pl.inMem {
@@ -821,8 +826,10 @@ func (f *file) doRenameAt(oldName string, newDir p9.File, newName string) error 
 		return unix.EROFS
 	case src.pl.inMem != dst.inMem:
 		return unix.EXDEV
+	case dst.noLinks && src.mode()&unix.S_IFMT == unix.S_IFLNK:
+		return unix.EPERM
 	}
-	if src.isDir() && !f.fs.rules.empty() {
+	if src.isDir() && f.fs.rules.renameNeedsScan(from, to) {
 		if err := f.fs.samePlaces(src, to); err != nil {
 			return err
 		}

@@ -61,10 +61,24 @@ func (c Class) String() string {
 // read-only, tmpfs, plain. A read-only pattern inside a tmpfs path thus
 // makes that part of the scratch space read-only, and a hide pattern
 // anywhere keeps its files invisible, even when they would be in memory.
+//
+// A server adds git protection to a read-write mount's rules (see
+// gitGuard): its read-only paths classify as ReadOnlyPath and its
+// sequencer state as TmpfsPath, below the mount's own hide and tmpfs
+// rules, since neither reaches git on the host.
 type Rules struct {
 	hide, readonly, tmpfs []pattern
 	// ro is the mount's access: every host-backed path refuses changes.
 	ro bool
+	// git is the server's git protection, nil when there is none.
+	git *gitGuard
+}
+
+// withGit returns a copy of r with git protection g.
+func (r *Rules) withGit(g *gitGuard) *Rules {
+	c := *r
+	c.git = g
+	return &c
 }
 
 // pattern is one compiled rule pattern.
@@ -219,6 +233,14 @@ func (r *Rules) Classify(rel string) Class {
 	if _, ok := matchAny(r.tmpfs, names); ok {
 		return TmpfsPath
 	}
+	if r.git != nil {
+		switch g := r.git.classify(rel); {
+		case g.readOnly:
+			return ReadOnlyPath
+		case g.mem:
+			return TmpfsPath
+		}
+	}
 	return Plain
 }
 
@@ -232,6 +254,12 @@ type place struct {
 	// read-only mount. Scratch space never touches the host, so a
 	// read-only mount may still have it.
 	writable bool
+	// pinned is set on what leads the host's git to a repository (see
+	// gitPlace); a directory rename must keep it in place.
+	pinned bool
+	// noLinks refuses symbolic links: the path is in a git directory
+	// (see gitPlace).
+	noLinks bool
 }
 
 func (r *Rules) place(rel string) place {
@@ -244,6 +272,15 @@ func (r *Rules) place(rel string) place {
 		p.inMem, p.memRoot = true, strings.Join(names[:n], "/")
 	}
 	_, ro := matchAny(r.readonly, names)
+	if !p.inMem && r.git != nil {
+		// Memory never reaches the host's git; the host does.
+		g := r.git.classify(rel)
+		ro = ro || g.readOnly
+		p.pinned, p.noLinks = g.pinned, g.inGit
+		if g.mem {
+			p.inMem, p.memRoot = true, g.memRoot
+		}
+	}
 	p.writable = !ro && (p.inMem || !r.ro)
 	return p
 }
@@ -260,7 +297,13 @@ func (r *Rules) tmpfsLiterals() []string {
 	return out
 }
 
-// empty reports whether no pattern is set, so that renames need no scan.
-func (r *Rules) empty() bool {
-	return len(r.hide) == 0 && len(r.readonly) == 0 && len(r.tmpfs) == 0
+// renameNeedsScan reports whether renaming the directory from to to
+// may change the class of a path under it, so that samePlaces must look.
+// Without patterns nothing can, and git protection only near a git
+// directory or a path it pins.
+func (r *Rules) renameNeedsScan(from, to string) bool {
+	if len(r.hide) > 0 || len(r.readonly) > 0 || len(r.tmpfs) > 0 {
+		return true
+	}
+	return r.git != nil && (r.git.near(from) || r.git.near(to))
 }

@@ -148,6 +148,10 @@ func New(m policy.Mount, opts Options) (*Server, error) {
 		uid: opts.UID, gid: opts.GID, lim: lim,
 		mask: hostMask(umask), modes: newModeOverlay(lim.Modes),
 	}
+	if m.Access == policy.ReadWrite && !m.GitWritable {
+		// A read-only mount changes nothing git reads on the host.
+		fs.rules = rules.withGit(fs.scanGit(opts.HostDir))
+	}
 	for _, lit := range rules.tmpfsLiterals() {
 		if err := fs.premake(lit); err != nil {
 			unix.Close(root)

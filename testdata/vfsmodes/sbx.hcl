@@ -1,10 +1,11 @@
 # The sandbox of TestGuestModesInVM: the busybox image of package
 # machinetest (the Debian kernel and busybox-static, local files only)
 # with the host directory ./work mounted read-write; tools/ holds the
-# test's helper and is read-only, scratch/ lives in memory.
+# test's helper and is read-only, scratch/ lives in memory; the git
+# protection is off (see the mount).
 locals {
   applets = ["sh", "cat", "echo", "id", "ls", "rm", "mkdir", "touch", "mv",
-  "cp", "chmod", "ln", "stat", "test", "[", "find", "sed", "grep", "head",
+    "cp", "chmod", "ln", "stat", "test", "[", "find", "sed", "grep", "head",
   "wc", "sort", "tr", "true", "false"]
 }
 
@@ -39,6 +40,10 @@ vfs "workspace" {
     access   = "rw"
     readonly = ["tools"]
     tmpfs    = ["scratch"]
+    # The git protection is off, so that the guest may chmod .git and
+    # its hooks at all: this test holds the mode mask alone to its
+    # promise (TestGitMetadataInVM shows .git is read-only by default).
+    git_metadata = "writable"
   }
 }
 
