@@ -6,7 +6,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"sync"
+	"syscall"
 )
 
 // Options configure a mount.
@@ -22,6 +24,51 @@ type Options struct {
 	ReadOnly bool
 	// Logger receives the relay's end; nil discards it.
 	Logger *slog.Logger
+}
+
+// RelayArg, as the first argument of the agent's binary, makes it a
+// mount's relay process (RunRelay) rather than the agent; Mount starts
+// it so.
+const RelayArg = "sbx-vfs-relay"
+
+// The descriptors a relay process gets from Mount: the port, its end of
+// the kernel's socket, and the pipe it reports its end on.
+const (
+	relayPortFD   = 3
+	relaySockFD   = 4
+	relayStatusFD = 5
+)
+
+// RunRelay is the body of a relay process (see the package's doc): it
+// copies between the port and the kernel's socket it was given until
+// either ends, writes why it ended, if not cleanly, on its status pipe,
+// and returns the process's exit code. The signals that end processes
+// at power-off other than SIGKILL are ignored: the agent ends the
+// relays last, once the mounts' pages are written.
+func RunRelay() int {
+	signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	status := os.NewFile(relayStatusFD, "relay status")
+	fail := func(err error) int {
+		if status != nil {
+			fmt.Fprintln(status, err)
+		}
+		return 1
+	}
+	var files [2]*os.File
+	for i, fd := range []int{relayPortFD, relaySockFD} {
+		// Non-blocking, so that the runtime's poller carries the
+		// reads and closing one end interrupts the other direction's.
+		if err := syscall.SetNonblock(fd, true); err != nil {
+			return fail(fmt.Errorf("descriptor %d: %w", fd, err))
+		}
+		files[i] = os.NewFile(uintptr(fd), []string{"port", "kernel socket"}[i])
+	}
+	r := startRelay(files[0], files[1])
+	<-r.done
+	if r.err != nil {
+		return fail(r.err)
+	}
+	return 0
 }
 
 // relay copies between the port and the kernel's socket until either
