@@ -22,7 +22,9 @@ Usage: sbx ps [options] [DIR]
   List the sandboxes that the state of the configuration in DIR (default:
   the current directory) records, and whether each still runs: its
   supervisor is asked, and a sandbox whose supervisor or VM died shows as
-  "gone" with the reason ("sbx apply" re-creates it).
+  "gone" with the reason, one whose guest agent does not answer within
+  5 seconds (its commands would wait forever) as "unhealthy" ("sbx apply"
+  re-creates both).
 
   With -a, list every sandbox supervisor directory of this user instead,
   whatever configuration it belongs to and whether or not a state still
@@ -49,9 +51,12 @@ Options:
 
 // sandboxStatus is one sandbox as ps and status show it.
 type sandboxStatus struct {
-	Address    string `json:"address"`
-	Status     string `json:"status"` // "running" or "gone"
-	Gone       string `json:"gone,omitempty"`
+	Address string `json:"address"`
+	Status  string `json:"status"` // "running", "unhealthy" or "gone"
+	Gone    string `json:"gone,omitempty"`
+	// Unhealthy says why a sandbox whose supervisor runs cannot run
+	// commands: its guest agent does not answer.
+	Unhealthy  string `json:"unhealthy,omitempty"`
 	Image      string `json:"image"`
 	ImageHash  string `json:"image_hash"`
 	CPUs       int    `json:"cpus,omitempty"`
@@ -94,12 +99,18 @@ func liveSandboxes(ctx context.Context, env *Env, dir string) ([]sandboxStatus, 
 			s.Console, _ = supervisor.ConsolePath(sdir)
 			s.Log = filepath.Join(sdir, supervisor.LogFile)
 			s.OrphanQEMU = lv.OrphanQEMU
-			if lv.Running {
+			switch {
+			case lv.Running:
 				s.Status, s.Gone = "running", ""
 				if lv.Status != nil {
 					s.QEMUPid = lv.Status.QEMUPid
 				}
-			} else {
+			case lv.Unhealthy != "":
+				s.Status, s.Gone, s.Unhealthy = "unhealthy", "", lv.Unhealthy
+				if lv.Status != nil {
+					s.QEMUPid = lv.Status.QEMUPid
+				}
+			default:
 				s.Gone = lv.Gone
 			}
 		}
@@ -152,14 +163,18 @@ func listSandboxes(ctx context.Context, env *Env, dir string, asJSON bool) int {
 	fmt.Fprintln(tw, "SANDBOX\tSTATUS\tIMAGE\tCPUS\tMEMORY\tSUPERVISOR\tQEMU\tACCEL\tUP")
 	var notes []string
 	for _, s := range list {
+		live := s.Status == "running" || s.Status == "unhealthy"
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			termtext.Line(strings.TrimPrefix(s.Address, "sandbox.")), s.Status, termtext.Line(strings.TrimPrefix(s.Image, "image.")),
-			dash(s.CPUs), sizeOrDash(s.Memory), pidOrDash(s.Pid, s.Status == "running"), pidOrDash(s.QEMUPid, s.Status == "running" || s.OrphanQEMU != 0),
-			termtext.Line(orDash(s.Accel)), uptime(s.Started, s.Status == "running"))
-		if s.Gone != "" {
+			dash(s.CPUs), sizeOrDash(s.Memory), pidOrDash(s.Pid, live), pidOrDash(s.QEMUPid, live || s.OrphanQEMU != 0),
+			termtext.Line(orDash(s.Accel)), uptime(s.Started, live))
+		switch {
+		case s.Gone != "":
 			// The reason may quote the supervisor's error and the
 			// VM's console.
 			notes = append(notes, fmt.Sprintf("%s is gone: %s.", termtext.Line(s.Address), quoteText(s.Gone)))
+		case s.Unhealthy != "":
+			notes = append(notes, fmt.Sprintf("%s is unhealthy: %s.", termtext.Line(s.Address), quoteText(s.Unhealthy)))
 		}
 	}
 	tw.Flush()
@@ -207,10 +222,10 @@ func runStatus(ctx context.Context, env *Env, args []string) int {
 				fmt.Fprintf(w, "  %-12s %s\n", k+":", termtext.Line(val))
 			}
 		}
-		if s.Gone != "" {
+		if why := s.Gone + s.Unhealthy; why != "" {
 			// The reason may quote the supervisor's error and the
 			// VM's console: its lines go under a prefix.
-			fmt.Fprintf(w, "  %-12s %s (%s)\n", "status:", s.Status, termtext.Block(s.Gone, "             "+quotePrefix))
+			fmt.Fprintf(w, "  %-12s %s (%s)\n", "status:", s.Status, termtext.Block(why, "             "+quotePrefix))
 		} else {
 			row("status", s.Status)
 		}
@@ -294,8 +309,9 @@ func uptime(started string, live bool) string {
 type runtimeEntry struct {
 	Sandbox   string `json:"sandbox"`
 	ConfigDir string `json:"config_dir"`
-	Status    string `json:"status"` // "running" or "gone"
+	Status    string `json:"status"` // "running", "unhealthy" or "gone"
 	Gone      string `json:"gone,omitempty"`
+	Unhealthy string `json:"unhealthy,omitempty"`
 	Dir       string `json:"dir"`
 	Pid       int    `json:"supervisor_pid,omitempty"`
 	QEMUPid   int    `json:"qemu_pid,omitempty"`
@@ -307,12 +323,16 @@ func listAll(ctx context.Context, env *Env, asJSON bool) int {
 	list := []runtimeEntry{}
 	for _, e := range supervisor.List(ctx, base) {
 		r := runtimeEntry{Sandbox: e.Spec.Name, ConfigDir: e.Spec.ConfigDir, Status: "gone", Gone: e.Liveness.Gone, Dir: e.Dir}
-		if e.Liveness.Running {
+		live := e.Liveness.Running || e.Liveness.Unhealthy != ""
+		switch {
+		case e.Liveness.Running:
 			r.Status = "running"
+		case live:
+			r.Status, r.Gone, r.Unhealthy = "unhealthy", "", e.Liveness.Unhealthy
 		}
-		if st := e.Liveness.Status; st != nil && (e.Liveness.Running || e.Liveness.OrphanQEMU != 0) {
+		if st := e.Liveness.Status; st != nil && (live || e.Liveness.OrphanQEMU != 0) {
 			r.Pid, r.QEMUPid = st.Pid, st.QEMUPid
-			if !e.Liveness.Running {
+			if !live {
 				r.Pid = 0
 			}
 		}
