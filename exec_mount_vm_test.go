@@ -119,8 +119,9 @@ var copyELF = sbx.Cmd{Args: []string{"busybox", "cp", "/bin/busybox", "/workspac
 // whose working directory is below the mount's root, several times
 // each. First in a VM of the Go API (the one-shot path of sbx run), then
 // in a sandbox kept running by sbx apply, through sbx exec, after which
-// sbx ps still shows it running. Every exec has a deadline: one that
-// wedges the guest fails the test rather than hanging it.
+// sbx ps still shows it running and sbx plan has nothing to do. Every
+// exec has a deadline: one that wedges the guest fails the test rather
+// than hanging it.
 func TestExecFromMountInVM(t *testing.T) {
 	cfgDir, work := execMountConfig(t)
 
@@ -153,6 +154,15 @@ func TestExecFromMountInVM(t *testing.T) {
 		if fi, err := os.Stat(filepath.Join(work, "bin/echo")); err != nil || fi.Size() == 0 {
 			t.Fatalf("the ELF did not reach the host: %v", err)
 		}
+		// The mount's relay is a process of its own, not the agent. (The
+		// pattern is written so that this shell's command line does not
+		// match it.)
+		out, code, err := exec(sbx.Cmd{User: "root", Args: []string{"sh", "-c",
+			`for p in /proc/[0-9]*; do if busybox grep -q 'sbx-vfs-rela[y]' $p/cmdline 2>/dev/null; then echo "relay ${p#/proc/} $(busybox grep VmRSS $p/status)"; fi; done`}})
+		if err != nil || code != 0 || strings.Count(out, "relay ") != 1 || strings.Contains(out, "relay 1 ") {
+			t.Fatalf("the relay process: exit %d, %v\n%s", code, err, out)
+		}
+		t.Logf("%s", strings.TrimSpace(out))
 		for round := range 3 {
 			for _, x := range mountExecs {
 				out, code, err := exec(x.cmd)
@@ -204,6 +214,10 @@ func TestExecFromMountInVM(t *testing.T) {
 		if code != 0 || !strings.Contains(out, "mnt ") || !strings.Contains(out, " running ") {
 			t.Errorf("sbx ps after the execs: exit %d\n%s%s", code, out, errOut)
 		}
+		code, out, errOut = sbxCLI(time.Minute, "plan", cfgDir)
+		if code != 0 || !strings.Contains(out, "No changes.") {
+			t.Errorf("sbx plan after the execs: exit %d\n%s%s", code, out, errOut)
+		}
 	})
 }
 
@@ -228,4 +242,3 @@ func consoleTail(s string) string {
 	}
 	return strings.Join(lines, "\n") + "\n"
 }
-
