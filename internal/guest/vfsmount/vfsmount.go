@@ -47,6 +47,10 @@ const (
 // relays last, once the mounts' pages are written.
 func RunRelay() int {
 	signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	// A guest that runs out of memory must not lose its mounts: the
+	// agent, PID 1, is exempt from the OOM killer, and so is its relay.
+	// (As root; a test that is not root keeps its score.)
+	os.WriteFile("/proc/self/oom_score_adj", []byte("-1000\n"), 0)
 	status := os.NewFile(relayStatusFD, "relay status")
 	fail := func(err error) int {
 		if status != nil {
