@@ -34,6 +34,11 @@ type Liveness struct {
 	OrphanQEMU int
 }
 
+// Alive reports whether the sandbox's supervisor runs it, whether or not
+// its guest agent answers (Running or Unhealthy): its console and logs
+// still grow.
+func (lv Liveness) Alive() bool { return lv.Running || lv.Unhealthy != "" }
+
 // inspectTimeout bounds how long Inspect waits for a supervisor's
 // answer, which includes its ping of the guest agent.
 const inspectTimeout = agentPingTimeout + 3*time.Second
