@@ -3,9 +3,11 @@ package sbx_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -119,9 +121,10 @@ var copyELF = sbx.Cmd{Args: []string{"busybox", "cp", "/bin/busybox", "/workspac
 // whose working directory is below the mount's root, several times
 // each. First in a VM of the Go API (the one-shot path of sbx run), then
 // in a sandbox kept running by sbx apply, through sbx exec, after which
-// sbx ps still shows it running and sbx plan has nothing to do. Every
-// exec has a deadline: one that wedges the guest fails the test rather
-// than hanging it.
+// sbx ps still shows it running and sbx plan has nothing to do; with its
+// QEMU stopped, ps shows it unhealthy and plan replaces it, and once
+// QEMU runs again it serves again. Every exec has a deadline: one that
+// wedges the guest fails the test rather than hanging it.
 func TestExecFromMountInVM(t *testing.T) {
 	cfgDir, work := execMountConfig(t)
 
@@ -217,6 +220,49 @@ func TestExecFromMountInVM(t *testing.T) {
 		code, out, errOut = sbxCLI(time.Minute, "plan", cfgDir)
 		if code != 0 || !strings.Contains(out, "No changes.") {
 			t.Errorf("sbx plan after the execs: exit %d\n%s%s", code, out, errOut)
+		}
+
+		// A guest that stops answering (its QEMU stopped) is unhealthy
+		// in ps and replaced by plan, within their own bounds; once it
+		// runs again, it is running.
+		code, out, errOut = sbxCLI(time.Minute, "ps", "-json", cfgDir)
+		var list []struct {
+			Status    string `json:"status"`
+			Unhealthy string `json:"unhealthy"`
+			QEMUPid   int    `json:"qemu_pid"`
+		}
+		if err := json.Unmarshal([]byte(out), &list); err != nil || len(list) != 1 || list[0].QEMUPid == 0 {
+			t.Fatalf("sbx ps -json: exit %d, %v\n%s%s", code, err, out, errOut)
+		}
+		qemu := list[0].QEMUPid
+		if err := syscall.Kill(qemu, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		resumed := false
+		resume := func() {
+			if !resumed {
+				syscall.Kill(qemu, syscall.SIGCONT)
+				resumed = true
+			}
+		}
+		defer resume()
+		code, out, errOut = sbxCLI(time.Minute, "ps", "-json", cfgDir)
+		if err := json.Unmarshal([]byte(out), &list); err != nil || len(list) != 1 || list[0].Status != "unhealthy" ||
+			!strings.Contains(list[0].Unhealthy, "did not answer a ping") {
+			t.Errorf("sbx ps -json with the guest stopped: exit %d, %v\n%s%s", code, err, out, errOut)
+		}
+		code, out, errOut = sbxCLI(time.Minute, "plan", cfgDir)
+		if code != 0 || !strings.Contains(out, "must be replaced because it cannot run commands (its guest agent did not answer a ping") {
+			t.Errorf("sbx plan with the guest stopped: exit %d\n%s%s", code, out, errOut)
+		}
+		resume()
+		code, out, errOut = sbxCLI(time.Minute, "exec", cfgDir, "mnt", "--", "/workspace/hello.sh", "again")
+		if code != 0 || out != "hello from the mount again\n" {
+			t.Errorf("sbx exec once the guest runs again: exit %d, %q\n%s", code, out, errOut)
+		}
+		code, out, errOut = sbxCLI(time.Minute, "ps", cfgDir)
+		if code != 0 || !strings.Contains(out, " running ") {
+			t.Errorf("sbx ps once the guest runs again: exit %d\n%s%s", code, out, errOut)
 		}
 	})
 }
