@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -73,50 +74,63 @@ type sandboxStatus struct {
 }
 
 // liveSandboxes reads the state of dir (without its lock: nothing is
-// written) and checks each recorded sandbox's processes.
+// written) and checks each recorded sandbox's processes, all at once: a
+// sandbox whose agent does not answer takes Inspect's bound, and several
+// such take it once.
 func liveSandboxes(ctx context.Context, env *Env, dir string) ([]sandboxStatus, error) {
 	st, err := state.Load(dir)
 	if err != nil {
 		return nil, err
 	}
 	var out []sandboxStatus
+	var checks []func()
 	for _, r := range st.Resources {
 		if r.Sandbox == nil {
 			continue
 		}
 		a := r.Sandbox
-		s := sandboxStatus{Address: r.Address, Status: "gone", Gone: "state records no runtime", Image: addrs.ImageRef(a.Image).String(),
-			ImageHash: a.ImageHash, CPUs: a.CPUs, Memory: a.Memory, User: a.User}
+		out = append(out, sandboxStatus{Address: r.Address, Status: "gone", Gone: "state records no runtime", Image: addrs.ImageRef(a.Image).String(),
+			ImageHash: a.ImageHash, CPUs: a.CPUs, Memory: a.Memory, User: a.User})
 		if rt := a.Runtime; rt != nil {
-			s.Pid, s.QEMUPid, s.Accel, s.Started = rt.Pid, rt.QEMUPid, rt.Accel, rt.Started
-			sdir, lv, err := apply.InspectSandbox(ctx, supervisor.RuntimeBase(env.Environ), dir, r.Addr.Name, rt)
-			if err != nil {
-				s.Gone = err.Error()
-				out = append(out, s)
-				continue
-			}
-			s.Dir = sdir
-			s.Console, _ = supervisor.ConsolePath(sdir)
-			s.Log = filepath.Join(sdir, supervisor.LogFile)
-			s.OrphanQEMU = lv.OrphanQEMU
-			switch {
-			case lv.Running:
-				s.Status, s.Gone = "running", ""
-				if lv.Status != nil {
-					s.QEMUPid = lv.Status.QEMUPid
-				}
-			case lv.Unhealthy != "":
-				s.Status, s.Gone, s.Unhealthy = "unhealthy", "", lv.Unhealthy
-				if lv.Status != nil {
-					s.QEMUPid = lv.Status.QEMUPid
-				}
-			default:
-				s.Gone = lv.Gone
-			}
+			i, name := len(out)-1, r.Addr.Name
+			checks = append(checks, func() { inspectInto(ctx, env, dir, name, rt, &out[i]) })
 		}
-		out = append(out, s)
 	}
+	var wg sync.WaitGroup
+	for _, check := range checks {
+		wg.Go(check)
+	}
+	wg.Wait()
 	return out, nil
+}
+
+// inspectInto fills s with what Inspect finds of sandbox name, which
+// state records as started with rt.
+func inspectInto(ctx context.Context, env *Env, dir, name string, rt *state.Runtime, s *sandboxStatus) {
+	s.Pid, s.QEMUPid, s.Accel, s.Started = rt.Pid, rt.QEMUPid, rt.Accel, rt.Started
+	sdir, lv, err := apply.InspectSandbox(ctx, supervisor.RuntimeBase(env.Environ), dir, name, rt)
+	if err != nil {
+		s.Gone = err.Error()
+		return
+	}
+	s.Dir = sdir
+	s.Console, _ = supervisor.ConsolePath(sdir)
+	s.Log = filepath.Join(sdir, supervisor.LogFile)
+	s.OrphanQEMU = lv.OrphanQEMU
+	switch {
+	case lv.Running:
+		s.Status, s.Gone = "running", ""
+		if lv.Status != nil {
+			s.QEMUPid = lv.Status.QEMUPid
+		}
+	case lv.Unhealthy != "":
+		s.Status, s.Gone, s.Unhealthy = "unhealthy", "", lv.Unhealthy
+		if lv.Status != nil {
+			s.QEMUPid = lv.Status.QEMUPid
+		}
+	default:
+		s.Gone = lv.Gone
+	}
 }
 
 func runPs(ctx context.Context, env *Env, args []string) int {
