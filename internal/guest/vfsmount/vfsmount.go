@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"sync"
@@ -58,16 +59,21 @@ func RunRelay() int {
 		}
 		return 1
 	}
-	var files [2]*os.File
-	for i, fd := range []int{relayPortFD, relaySockFD} {
-		// Non-blocking, so that the runtime's poller carries the
-		// reads and closing one end interrupts the other direction's.
-		if err := syscall.SetNonblock(fd, true); err != nil {
-			return fail(fmt.Errorf("descriptor %d: %w", fd, err))
-		}
-		files[i] = os.NewFile(uintptr(fd), []string{"port", "kernel socket"}[i])
+	// The port non-blocking, so that the runtime's poller carries its
+	// reads and closing it interrupts them; the socket a net.Conn, as
+	// before the relay was a process, so that copies between the two
+	// can splice.
+	if err := syscall.SetNonblock(relayPortFD, true); err != nil {
+		return fail(fmt.Errorf("the port's descriptor: %w", err))
 	}
-	r := startRelay(files[0], files[1])
+	port := os.NewFile(relayPortFD, "port")
+	sockFile := os.NewFile(relaySockFD, "kernel socket")
+	sock, err := net.FileConn(sockFile)
+	sockFile.Close()
+	if err != nil {
+		return fail(fmt.Errorf("the kernel's socket: %w", err))
+	}
+	r := startRelay(port, sock)
 	<-r.done
 	if r.err != nil {
 		return fail(r.err)
