@@ -35,7 +35,9 @@ import (
 //
 // A sandbox that state records as running but that a refresh found gone
 // (SandboxAttrs.Runtime.Gone) is replaced: it is re-created, after what
-// is left of it (a QEMU whose supervisor was killed) is cleaned up.
+// is left of it (a QEMU whose supervisor was killed) is cleaned up. So is
+// one whose supervisor runs but whose guest agent does not answer
+// (Runtime.Unhealthy): it cannot run commands, and its reason says so.
 //
 // Resources are matched by address; a resource whose Addr is unset is
 // matched by its Address string, as read from a state file.
@@ -304,6 +306,9 @@ func diffSandbox(a addrs.Ref, before, after *state.Resource, replacedImages map[
 func goneReason(a *state.SandboxAttrs) string {
 	if a.Runtime == nil || a.Runtime.Gone == "" {
 		return ""
+	}
+	if a.Runtime.Unhealthy != "" {
+		return "it cannot run commands (" + a.Runtime.Unhealthy + ")"
 	}
 	return "it no longer runs (" + a.Runtime.Gone + ")"
 }

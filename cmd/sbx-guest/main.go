@@ -2,7 +2,9 @@
 // PID 1, from the initramfs. All it does is in package guest; see there.
 //
 // Run anywhere else it refuses: as PID 1 it mounts file systems, loads
-// kernel modules and powers the machine off.
+// kernel modules and powers the machine off. The one exception is the
+// agent starting itself as a workspace mount's relay process
+// (vfsmount.RelayArg).
 package main
 
 import (
@@ -13,10 +15,16 @@ import (
 
 	"github.com/sbx-dev/sbx/internal/guest"
 	"github.com/sbx-dev/sbx/internal/guest/initsys"
+	"github.com/sbx-dev/sbx/internal/guest/vfsmount"
 )
 
 func main() {
 	start := time.Now()
+	// The agent starts itself again as each workspace mount's relay
+	// process (package guest/vfsmount).
+	if len(os.Args) > 1 && os.Args[1] == vfsmount.RelayArg {
+		os.Exit(vfsmount.RunRelay())
+	}
 	os.Exit(run(os.Getpid(), os.Stdout, os.Stderr, start))
 }
 

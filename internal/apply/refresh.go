@@ -12,8 +12,10 @@ import (
 
 // Refresh checks every sandbox that st records as started against the
 // processes that run it (supervisor.Inspect) and marks the ones that no
-// longer run: their Runtime.Gone says why. A plan made against the
-// refreshed state replaces them. Sandboxes found running get Gone
+// longer run: their Runtime.Gone says why. A sandbox whose supervisor
+// runs but whose guest agent does not answer counts as one that no longer
+// runs, Runtime.Unhealthy saying so. A plan made against the refreshed
+// state replaces them. Sandboxes found running get Gone
 // cleared and their QEMU process id updated. Refresh changes only st.
 //
 // A sandbox is looked for in the supervisor directory sbx gives it
@@ -37,10 +39,10 @@ func Refresh(ctx context.Context, st *state.State, runtimeBase, configDir string
 		wg.Go(func() {
 			_, lv, err := InspectSandbox(ctx, runtimeBase, configDir, name, rt)
 			if err != nil {
-				rt.Gone = err.Error()
+				rt.Gone, rt.Unhealthy = err.Error(), ""
 				return
 			}
-			rt.Gone = lv.Gone
+			rt.Gone, rt.Unhealthy = lv.Gone, lv.Unhealthy
 			if lv.Running && lv.Status != nil && lv.Status.QEMUPid != 0 {
 				rt.QEMUPid = lv.Status.QEMUPid
 			}

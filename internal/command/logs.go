@@ -114,7 +114,7 @@ func runLogs(ctx context.Context, env *Env, args []string) int {
 		if console {
 			path = consolePath
 		}
-		running := func() bool { return supervisor.Inspect(ctx, sdir, 0, 0).Running }
+		running := func() bool { return supervisor.Inspect(ctx, sdir, 0, 0).Alive() }
 		if err := followFile(ctx, env.Stdout, path, running, followPoll); err != nil {
 			fmt.Fprintf(env.Stderr, "sbx logs: %s\n", quoteErr(err))
 			return ExitError
@@ -208,7 +208,7 @@ func printEgress(ctx context.Context, env *Env, sdir string, follow, asJSON bool
 	defer cancel()
 	go func() {
 		for ctx.Err() == nil {
-			if !supervisor.Inspect(ctx, sdir, 0, 0).Running {
+			if !supervisor.Inspect(ctx, sdir, 0, 0).Alive() {
 				// What the supervisor wrote last is read before Follow ends.
 				time.Sleep(2 * followPoll)
 				cancel()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -22,7 +23,9 @@ Usage: sbx ps [options] [DIR]
   List the sandboxes that the state of the configuration in DIR (default:
   the current directory) records, and whether each still runs: its
   supervisor is asked, and a sandbox whose supervisor or VM died shows as
-  "gone" with the reason ("sbx apply" re-creates it).
+  "gone" with the reason, one whose guest agent does not answer within
+  5 seconds (its commands would wait forever) as "unhealthy" ("sbx apply"
+  re-creates both).
 
   With -a, list every sandbox supervisor directory of this user instead,
   whatever configuration it belongs to and whether or not a state still
@@ -49,9 +52,12 @@ Options:
 
 // sandboxStatus is one sandbox as ps and status show it.
 type sandboxStatus struct {
-	Address    string `json:"address"`
-	Status     string `json:"status"` // "running" or "gone"
-	Gone       string `json:"gone,omitempty"`
+	Address string `json:"address"`
+	Status  string `json:"status"` // "running", "unhealthy" or "gone"
+	Gone    string `json:"gone,omitempty"`
+	// Unhealthy says why a sandbox whose supervisor runs cannot run
+	// commands: its guest agent does not answer.
+	Unhealthy  string `json:"unhealthy,omitempty"`
 	Image      string `json:"image"`
 	ImageHash  string `json:"image_hash"`
 	CPUs       int    `json:"cpus,omitempty"`
@@ -68,44 +74,63 @@ type sandboxStatus struct {
 }
 
 // liveSandboxes reads the state of dir (without its lock: nothing is
-// written) and checks each recorded sandbox's processes.
+// written) and checks each recorded sandbox's processes, all at once: a
+// sandbox whose agent does not answer takes Inspect's bound, and several
+// such take it once.
 func liveSandboxes(ctx context.Context, env *Env, dir string) ([]sandboxStatus, error) {
 	st, err := state.Load(dir)
 	if err != nil {
 		return nil, err
 	}
 	var out []sandboxStatus
+	var checks []func()
 	for _, r := range st.Resources {
 		if r.Sandbox == nil {
 			continue
 		}
 		a := r.Sandbox
-		s := sandboxStatus{Address: r.Address, Status: "gone", Gone: "state records no runtime", Image: addrs.ImageRef(a.Image).String(),
-			ImageHash: a.ImageHash, CPUs: a.CPUs, Memory: a.Memory, User: a.User}
+		out = append(out, sandboxStatus{Address: r.Address, Status: "gone", Gone: "state records no runtime", Image: addrs.ImageRef(a.Image).String(),
+			ImageHash: a.ImageHash, CPUs: a.CPUs, Memory: a.Memory, User: a.User})
 		if rt := a.Runtime; rt != nil {
-			s.Pid, s.QEMUPid, s.Accel, s.Started = rt.Pid, rt.QEMUPid, rt.Accel, rt.Started
-			sdir, lv, err := apply.InspectSandbox(ctx, supervisor.RuntimeBase(env.Environ), dir, r.Addr.Name, rt)
-			if err != nil {
-				s.Gone = err.Error()
-				out = append(out, s)
-				continue
-			}
-			s.Dir = sdir
-			s.Console, _ = supervisor.ConsolePath(sdir)
-			s.Log = filepath.Join(sdir, supervisor.LogFile)
-			s.OrphanQEMU = lv.OrphanQEMU
-			if lv.Running {
-				s.Status, s.Gone = "running", ""
-				if lv.Status != nil {
-					s.QEMUPid = lv.Status.QEMUPid
-				}
-			} else {
-				s.Gone = lv.Gone
-			}
+			i, name := len(out)-1, r.Addr.Name
+			checks = append(checks, func() { inspectInto(ctx, env, dir, name, rt, &out[i]) })
 		}
-		out = append(out, s)
 	}
+	var wg sync.WaitGroup
+	for _, check := range checks {
+		wg.Go(check)
+	}
+	wg.Wait()
 	return out, nil
+}
+
+// inspectInto fills s with what Inspect finds of sandbox name, which
+// state records as started with rt.
+func inspectInto(ctx context.Context, env *Env, dir, name string, rt *state.Runtime, s *sandboxStatus) {
+	s.Pid, s.QEMUPid, s.Accel, s.Started = rt.Pid, rt.QEMUPid, rt.Accel, rt.Started
+	sdir, lv, err := apply.InspectSandbox(ctx, supervisor.RuntimeBase(env.Environ), dir, name, rt)
+	if err != nil {
+		s.Gone = err.Error()
+		return
+	}
+	s.Dir = sdir
+	s.Console, _ = supervisor.ConsolePath(sdir)
+	s.Log = filepath.Join(sdir, supervisor.LogFile)
+	s.OrphanQEMU = lv.OrphanQEMU
+	switch {
+	case lv.Running:
+		s.Status, s.Gone = "running", ""
+		if lv.Status != nil {
+			s.QEMUPid = lv.Status.QEMUPid
+		}
+	case lv.Unhealthy != "":
+		s.Status, s.Gone, s.Unhealthy = "unhealthy", "", lv.Unhealthy
+		if lv.Status != nil {
+			s.QEMUPid = lv.Status.QEMUPid
+		}
+	default:
+		s.Gone = lv.Gone
+	}
 }
 
 func runPs(ctx context.Context, env *Env, args []string) int {
@@ -152,14 +177,18 @@ func listSandboxes(ctx context.Context, env *Env, dir string, asJSON bool) int {
 	fmt.Fprintln(tw, "SANDBOX\tSTATUS\tIMAGE\tCPUS\tMEMORY\tSUPERVISOR\tQEMU\tACCEL\tUP")
 	var notes []string
 	for _, s := range list {
+		live := s.Status == "running" || s.Status == "unhealthy"
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			termtext.Line(strings.TrimPrefix(s.Address, "sandbox.")), s.Status, termtext.Line(strings.TrimPrefix(s.Image, "image.")),
-			dash(s.CPUs), sizeOrDash(s.Memory), pidOrDash(s.Pid, s.Status == "running"), pidOrDash(s.QEMUPid, s.Status == "running" || s.OrphanQEMU != 0),
-			termtext.Line(orDash(s.Accel)), uptime(s.Started, s.Status == "running"))
-		if s.Gone != "" {
+			dash(s.CPUs), sizeOrDash(s.Memory), pidOrDash(s.Pid, live), pidOrDash(s.QEMUPid, live || s.OrphanQEMU != 0),
+			termtext.Line(orDash(s.Accel)), uptime(s.Started, live))
+		switch {
+		case s.Gone != "":
 			// The reason may quote the supervisor's error and the
 			// VM's console.
 			notes = append(notes, fmt.Sprintf("%s is gone: %s.", termtext.Line(s.Address), quoteText(s.Gone)))
+		case s.Unhealthy != "":
+			notes = append(notes, fmt.Sprintf("%s is unhealthy: %s.", termtext.Line(s.Address), quoteText(s.Unhealthy)))
 		}
 	}
 	tw.Flush()
@@ -207,10 +236,10 @@ func runStatus(ctx context.Context, env *Env, args []string) int {
 				fmt.Fprintf(w, "  %-12s %s\n", k+":", termtext.Line(val))
 			}
 		}
-		if s.Gone != "" {
+		if why := s.Gone + s.Unhealthy; why != "" {
 			// The reason may quote the supervisor's error and the
 			// VM's console: its lines go under a prefix.
-			fmt.Fprintf(w, "  %-12s %s (%s)\n", "status:", s.Status, termtext.Block(s.Gone, "             "+quotePrefix))
+			fmt.Fprintf(w, "  %-12s %s (%s)\n", "status:", s.Status, termtext.Block(why, "             "+quotePrefix))
 		} else {
 			row("status", s.Status)
 		}
@@ -294,8 +323,9 @@ func uptime(started string, live bool) string {
 type runtimeEntry struct {
 	Sandbox   string `json:"sandbox"`
 	ConfigDir string `json:"config_dir"`
-	Status    string `json:"status"` // "running" or "gone"
+	Status    string `json:"status"` // "running", "unhealthy" or "gone"
 	Gone      string `json:"gone,omitempty"`
+	Unhealthy string `json:"unhealthy,omitempty"`
 	Dir       string `json:"dir"`
 	Pid       int    `json:"supervisor_pid,omitempty"`
 	QEMUPid   int    `json:"qemu_pid,omitempty"`
@@ -307,12 +337,16 @@ func listAll(ctx context.Context, env *Env, asJSON bool) int {
 	list := []runtimeEntry{}
 	for _, e := range supervisor.List(ctx, base) {
 		r := runtimeEntry{Sandbox: e.Spec.Name, ConfigDir: e.Spec.ConfigDir, Status: "gone", Gone: e.Liveness.Gone, Dir: e.Dir}
-		if e.Liveness.Running {
+		live := e.Liveness.Running || e.Liveness.Unhealthy != ""
+		switch {
+		case e.Liveness.Running:
 			r.Status = "running"
+		case live:
+			r.Status, r.Gone, r.Unhealthy = "unhealthy", "", e.Liveness.Unhealthy
 		}
-		if st := e.Liveness.Status; st != nil && (e.Liveness.Running || e.Liveness.OrphanQEMU != 0) {
+		if st := e.Liveness.Status; st != nil && (live || e.Liveness.OrphanQEMU != 0) {
 			r.Pid, r.QEMUPid = st.Pid, st.QEMUPid
-			if !e.Liveness.Running {
+			if !live {
 				r.Pid = 0
 			}
 		}

@@ -10,7 +10,8 @@
 // processes, and one guestcfg.State for all connections, which applies
 // the host's configure requests (network, CA, exec defaults); it stops when the host writes the power-off request on the
 // port named bootproto.ControlPort, then terminates every process (SIGTERM,
-// then SIGKILL after two seconds), and the machine powers off as after
+// then SIGKILL after two seconds; the workspace mounts' relay processes,
+// which ignore SIGTERM, last, after a sync), and the machine powers off as after
 // any mode: sync, root remounted read-only, power off. A control port of
 // its own, rather than a message of the agent protocol, keeps the
 // power-off reachable whatever state that protocol is in, and needs no

@@ -83,6 +83,11 @@ type Runtime struct {
 	// says why the sandbox no longer runs ("its supervisor (pid 41) has
 	// exited"); empty means it was found running, or not checked.
 	Gone string `json:"gone,omitempty"`
+	// Unhealthy, set with Gone, says that the sandbox's supervisor runs
+	// but its guest agent does not answer, so it cannot run commands
+	// ("its guest agent did not answer a ping within 5s"); a plan
+	// replaces it as one that is gone.
+	Unhealthy string `json:"unhealthy,omitempty"`
 }
 
 // Lookup returns the resource at addr, or nil.

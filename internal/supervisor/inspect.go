@@ -24,18 +24,29 @@ type Liveness struct {
 	// Gone says why the sandbox does not run, when Running is not set:
 	// "its supervisor (pid 41) has exited".
 	Gone string
+	// Unhealthy is set, and Gone to the same, when the supervisor runs
+	// but its guest agent does not answer (Status.Agent): the sandbox
+	// cannot run commands, and a plan replaces it as one that is gone.
+	Unhealthy string
 	// OrphanQEMU is the process id of the sandbox's QEMU when it still
 	// runs without a supervisor (the supervisor was killed); Remove ends
 	// it. Zero when there is none.
 	OrphanQEMU int
 }
 
-// inspectTimeout bounds how long Inspect waits for a supervisor's answer.
-const inspectTimeout = 3 * time.Second
+// Alive reports whether the sandbox's supervisor runs it, whether or not
+// its guest agent answers (Running or Unhealthy): its console and logs
+// still grow.
+func (lv Liveness) Alive() bool { return lv.Running || lv.Unhealthy != "" }
+
+// inspectTimeout bounds how long Inspect waits for a supervisor's
+// answer, which includes its ping of the guest agent.
+const inspectTimeout = agentPingTimeout + 3*time.Second
 
 // Inspect finds out whether the supervisor in dir, last known as process
 // pid running QEMU as process qemuPid (zeros when unknown), still runs its
-// sandbox. It asks the supervisor on its control socket; when that fails
+// sandbox, and whether its guest agent answers (Liveness.Unhealthy). It
+// asks the supervisor on its control socket; when that fails
 // it looks at the processes themselves, so that a killed supervisor
 // whose QEMU lives on is told apart from one that is gone with its
 // machine. A process id counts only when the process provably is the
@@ -51,6 +62,9 @@ func Inspect(ctx context.Context, dir string, pid, qemuPid int) Liveness {
 			lv.Gone = fmt.Sprintf("its supervisor (pid %d) was replaced by another (pid %d)", pid, st.Pid)
 		case st.State != StateRunning:
 			lv.Gone = fmt.Sprintf("its supervisor (pid %d) is %s", st.Pid, st.State)
+		case st.Agent != "":
+			lv.Unhealthy = fmt.Sprintf("its guest agent %s (supervisor pid %d)", st.Agent, st.Pid)
+			lv.Gone = lv.Unhealthy
 		default:
 			lv.Running = true
 		}

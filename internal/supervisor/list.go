@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 
 	"github.com/sbx-dev/sbx/addrs"
 )
@@ -38,8 +39,9 @@ func List(ctx context.Context, base string) []Entry {
 		if err != nil {
 			continue
 		}
-		out = append(out, Entry{Name: filepath.Base(dir), Dir: dir, Spec: spec, Liveness: Inspect(ctx, dir, 0, 0)})
+		out = append(out, Entry{Name: filepath.Base(dir), Dir: dir, Spec: spec})
 	}
+	inspectAll(ctx, out)
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i].Spec, out[j].Spec
 		if a.ConfigDir != b.ConfigDir {
@@ -48,6 +50,16 @@ func List(ctx context.Context, base string) []Entry {
 		return a.Name < b.Name
 	})
 	return out
+}
+
+// inspectAll fills in the Liveness of each entry, inspecting them all at
+// once: each may take Inspect's bound.
+func inspectAll(ctx context.Context, entries []Entry) {
+	var wg sync.WaitGroup
+	for i := range entries {
+		wg.Go(func() { entries[i].Liveness = Inspect(ctx, entries[i].Dir, 0, 0) })
+	}
+	wg.Wait()
 }
 
 // ListConfig finds the supervisor directories of the configuration in
@@ -97,7 +109,8 @@ func ListConfig(ctx context.Context, base, configDir string) ([]Entry, error) {
 			return nil, fmt.Errorf("supervisor: %w", err)
 		}
 		spec, _ := ReadSpec(dir)
-		out = append(out, Entry{Name: e.Name(), Dir: dir, Spec: spec, Liveness: Inspect(ctx, dir, 0, 0)})
+		out = append(out, Entry{Name: e.Name(), Dir: dir, Spec: spec})
 	}
+	inspectAll(ctx, out)
 	return out, nil
 }

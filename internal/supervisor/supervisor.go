@@ -102,6 +102,11 @@ type Status struct {
 	Note  string `json:"note,omitempty"`
 	// Error says why the supervisor failed or stopped with an error.
 	Error string `json:"error,omitempty"`
+	// Agent says why the guest agent of a running supervisor is not
+	// healthy ("did not answer a ping within 5s"). Only
+	// the answer to "status" on the control socket sets it, having
+	// pinged the agent; it is never recorded in the status file.
+	Agent string `json:"agent,omitempty"`
 }
 
 // Options configure Run.
@@ -241,6 +246,8 @@ func Run(ctx context.Context, opts Options) (err error) {
 		stMu.Lock()
 		defer stMu.Unlock()
 		return st
+	}, ping: func(ctx context.Context) error {
+		return pingGuest(ctx, r)
 	}, reload: func(ctx context.Context, req reloadRequest) error {
 		return reload(ctx, dir, r, sb, req, log)
 	}}
@@ -322,6 +329,8 @@ type control struct {
 	l      net.Listener
 	stop   chan struct{}
 	status func() Status
+	// ping checks that the guest agent answers; nil skips the check.
+	ping   func(context.Context) error
 	reload func(context.Context, reloadRequest) error
 
 	mu      sync.Mutex
@@ -364,13 +373,47 @@ func (c *control) handle(conn net.Conn) {
 		c.mu.Unlock()
 		c.once.Do(func() { close(c.stop) })
 	case "status":
-		b, _ := json.Marshal(c.status())
+		st := c.status()
+		if st.State == StateRunning && c.ping != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), agentPingTimeout)
+			if err := c.ping(ctx); errors.Is(err, context.DeadlineExceeded) {
+				st.Agent = fmt.Sprintf("did not answer a ping within %v", agentPingTimeout)
+			} else if err != nil {
+				st.Agent = fmt.Sprintf("did not answer a ping: %v", err)
+			}
+			cancel()
+		}
+		b, _ := json.Marshal(st)
 		conn.Write(append(b, '\n'))
 		conn.Close()
 	default:
 		fmt.Fprintf(conn, "error: unknown request %q\n", strings.TrimSpace(line))
 		conn.Close()
 	}
+}
+
+// agentPingTimeout bounds how long a "status" request waits for the
+// guest agent's answer to a ping before it reports the agent unhealthy.
+// An agent that serves answers in milliseconds, even in a guest whose
+// vCPUs are busy under TCG; one that does not within this long is wedged
+// (every later exec would wait forever) or gone.
+const agentPingTimeout = 5 * time.Second
+
+// pingGuest checks that the guest agent behind r answers a ping within
+// ctx, as a client of r's would see it.
+func pingGuest(ctx context.Context, r *router.Router) error {
+	a, b, err := connPair()
+	if err != nil {
+		return err
+	}
+	go r.ServeConn(a)
+	c, err := guestconn.DialContext(ctx, b)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, err = c.Ping(ctx)
+	return err
 }
 
 // finish answers every stop request with how the stop went and closes the

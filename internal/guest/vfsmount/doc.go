@@ -9,6 +9,16 @@
 // about what the guest may see or change is the host's, which is why a
 // guest root that replaces the relay gains nothing.
 //
+// The relay is a process of its own: the agent's binary started again
+// with RelayArg, which calls RunRelay. It must not be the agent's
+// goroutines, because the agent cannot run while it starts a command
+// the kernel reads from a mount (a script or program stored there, or a
+// working directory inside it): Go forks with vfork, and the forking
+// thread keeps the runtime's processor until the child has exec'd, so
+// with one vCPU (GOMAXPROCS=1) no goroutine runs until the child's
+// chdir and execve have had their 9P answers — which only the relay
+// could carry. A relay process depends on nothing the agent does.
+//
 // Files appear owned by the mount's owner (the host reports its uid and
 // gid, and the mount uses access=client), so the sandbox's non-root user
 // can use them; the modules 9pnet, 9pnet_fd and 9p must be loaded (they
@@ -16,5 +26,5 @@
 //
 // The guest agent calls Mount for each mount before the first exec; the
 // port names and mount options are package vfs/vfsproto's. The entry
-// point is Mount.
+// points are Mount, and RunRelay for the relay process.
 package vfsmount
