@@ -21,9 +21,18 @@ import (
 // temporary directory, which cleanup removes. If the directory did not
 // exist at that revision, other is empty: the configuration is new. label
 // names the other side in the plan.
+//
+// A name that is both a directory and a revision of the repository holding
+// dir is an error: the checkout under review may hold a directory named
+// like the revision it is reviewed against ("main", "origin/main", "HEAD")
+// with a copy of its own configuration in it, which would make the plan
+// compare the change with itself.
 func againstDir(ctx context.Context, env *Env, dir, rev string) (other, label string, cleanup func(), err error) {
 	cleanup = func() {}
 	if info, statErr := os.Stat(rev); statErr == nil && info.IsDir() {
+		if !strings.HasPrefix(rev, "-") && isRevision(ctx, env, dir, rev) {
+			return "", "", cleanup, fmt.Errorf("-against %s is ambiguous: it is both a directory and a git revision of the repository holding %s; write ./%s (or an absolute path) for the directory, or the revision's full name (refs/heads/…, refs/remotes/…, a commit id) for the revision", rev, dir, filepath.Clean(rev))
+		}
 		return rev, rev, cleanup, nil
 	}
 	if strings.HasPrefix(rev, "-") {
@@ -65,6 +74,17 @@ func againstDir(ctx context.Context, env *Env, dir, rev string) (other, label st
 		return "", "", func() {}, fmt.Errorf("-against %s: extracting %s: %v", rev, treeish, err)
 	}
 	return tmp, rev, cleanup, nil
+}
+
+// isRevision reports whether rev names a commit of the git repository
+// holding dir (false when dir is in none).
+func isRevision(ctx context.Context, env *Env, dir, rev string) bool {
+	top, err := git(ctx, env, dir, nil, "rev-parse", "--show-toplevel")
+	if err != nil {
+		return false
+	}
+	_, err = git(ctx, env, strings.TrimSpace(top), nil, "rev-parse", "--verify", "--quiet", rev+"^{commit}")
+	return err == nil
 }
 
 // git runs git -C dir args. With out set, stdout goes there and the
