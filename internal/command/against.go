@@ -172,7 +172,7 @@ func isRevision(ctx context.Context, env *Env, dir, rev string) bool {
 // only the repository the user cloned is used (safe.bareRepository).
 //
 // The repository's own configuration may be the guest's (a repository a
-// sandbox made inside a writable mount), so git is also let use no
+// sandbox made inside a writable mount), so git may use no
 // transport at all (GIT_ALLOW_PROTOCOL empty, which overrides any
 // protocol.*.allow in it): a lazy fetch of a missing object in a partial
 // clone would run the upload-pack command that configuration names, and
