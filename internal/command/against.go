@@ -1,7 +1,7 @@
 package command
 
 import (
-	"archive/tar"
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -9,21 +9,31 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 )
 
 // againstDir returns the directory holding the configuration a plan is
 // compared with. If rev names an existing directory, that is it. Otherwise
 // rev is a git revision of the repository holding dir: the configuration's
-// directory at that revision is extracted with git archive into a new
+// directory at that revision is extracted (extractTree) into a new
 // temporary directory, which cleanup removes. If the directory did not
 // exist at that revision, other is empty: the configuration is new. label
 // names the other side in the plan.
+//
+// A name that is both a directory and a revision of the repository holding
+// dir is an error: the checkout under review may hold a directory named
+// like the revision it is reviewed against ("main", "origin/main", "HEAD")
+// with a copy of its own configuration in it, which would make the plan
+// compare the change with itself.
 func againstDir(ctx context.Context, env *Env, dir, rev string) (other, label string, cleanup func(), err error) {
 	cleanup = func() {}
 	if info, statErr := os.Stat(rev); statErr == nil && info.IsDir() {
+		if !strings.HasPrefix(rev, "-") && isRevision(ctx, env, dir, rev) {
+			return "", "", cleanup, fmt.Errorf("-against %s is ambiguous: it is both a directory and a git revision of the repository holding %s; write ./%s (or an absolute path) for the directory, or the revision's full name (refs/heads/…, refs/remotes/…, a commit id) for the revision", rev, dir, filepath.Clean(rev))
+		}
 		return rev, rev, cleanup, nil
 	}
 	if strings.HasPrefix(rev, "-") {
@@ -55,16 +65,102 @@ func againstDir(ctx context.Context, env *Env, dir, rev string) (other, label st
 		return "", "", cleanup, err
 	}
 	cleanup = func() { os.RemoveAll(tmp) }
-	var archive bytes.Buffer
-	if _, err := git(ctx, env, top, &archive, "archive", "--format=tar", treeish); err != nil {
+	if err := extractTree(ctx, env, top, treeish, tmp); err != nil {
 		cleanup()
 		return "", "", func() {}, fmt.Errorf("-against %s: %v", rev, err)
 	}
-	if err := extractTar(&archive, tmp); err != nil {
-		cleanup()
-		return "", "", func() {}, fmt.Errorf("-against %s: extracting %s: %v", rev, treeish, err)
-	}
 	return tmp, rev, cleanup, nil
+}
+
+// extractTree writes the regular files of the git tree treeish of the
+// repository at top under dst, as committed: their bytes are read with
+// git cat-file, so no filter driver, end-of-line conversion or
+// export-subst the repository's attributes and configuration name is
+// applied (git archive would run a filter's command). Symbolic links and
+// submodules are skipped (a spec directory needs none), and no path may
+// leave dst.
+func extractTree(ctx context.Context, env *Env, top, treeish, dst string) error {
+	list, err := git(ctx, env, top, nil, "ls-tree", "-r", "-z", treeish)
+	if err != nil {
+		return err
+	}
+	type entry struct{ oid, name string }
+	var files []entry
+	for _, rec := range strings.Split(list, "\x00") {
+		if rec == "" {
+			continue
+		}
+		// "<mode> SP <type> SP <object> TAB <path>"
+		meta, name, ok := strings.Cut(rec, "\t")
+		fields := strings.Fields(meta)
+		if !ok || len(fields) != 3 {
+			return fmt.Errorf("git ls-tree %s: unexpected line %q", treeish, rec)
+		}
+		if fields[1] != "blob" || (fields[0] != "100644" && fields[0] != "100755") {
+			continue
+		}
+		if !filepath.IsLocal(name) {
+			continue
+		}
+		files = append(files, entry{fields[2], name})
+	}
+	if len(files) == 0 {
+		return nil
+	}
+	var in bytes.Buffer
+	for _, e := range files {
+		in.WriteString(e.oid + "\n")
+	}
+	var out bytes.Buffer
+	if _, err := gitIn(ctx, env, top, &in, &out, "cat-file", "--batch"); err != nil {
+		return err
+	}
+	r := bufio.NewReader(&out)
+	for _, e := range files {
+		// "<object> SP blob SP <size> LF <content> LF"
+		header, err := r.ReadString('\n')
+		if err != nil {
+			return fmt.Errorf("git cat-file: %s: %v", e.name, err)
+		}
+		fields := strings.Fields(header)
+		if len(fields) != 3 || fields[0] != e.oid || fields[1] != "blob" {
+			return fmt.Errorf("git cat-file: %s: unexpected answer %q", e.name, strings.TrimSpace(header))
+		}
+		size, err := strconv.ParseInt(fields[2], 10, 64)
+		if err != nil || size < 0 {
+			return fmt.Errorf("git cat-file: %s: bad size %q", e.name, fields[2])
+		}
+		target := filepath.Join(dst, filepath.FromSlash(e.name))
+		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+			return err
+		}
+		f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err != nil {
+			return err
+		}
+		_, err = io.CopyN(f, r, size)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("git cat-file: %s: %v", e.name, err)
+		}
+		if b, err := r.ReadByte(); err != nil || b != '\n' {
+			return fmt.Errorf("git cat-file: %s: the content does not end where its size says", e.name)
+		}
+	}
+	return nil
+}
+
+// isRevision reports whether rev names a commit of the git repository
+// holding dir (false when dir is in none).
+func isRevision(ctx context.Context, env *Env, dir, rev string) bool {
+	top, err := git(ctx, env, dir, nil, "rev-parse", "--show-toplevel")
+	if err != nil {
+		return false
+	}
+	_, err = git(ctx, env, strings.TrimSpace(top), nil, "rev-parse", "--verify", "--quiet", rev+"^{commit}")
+	return err == nil
 }
 
 // git runs git -C dir args. With out set, stdout goes there and the
@@ -74,9 +170,22 @@ func againstDir(ctx context.Context, env *Env, dir, rev string) (other, label st
 // in it that looks like a bare repository (HEAD, objects/, refs/ and a
 // config of the checkout's choosing) for the repository it runs in:
 // only the repository the user cloned is used (safe.bareRepository).
+//
+// The repository's own configuration may be the guest's (a repository a
+// sandbox made inside a writable mount), so git may use no
+// transport at all (GIT_ALLOW_PROTOCOL empty, which overrides any
+// protocol.*.allow in it): a lazy fetch of a missing object in a partial
+// clone would run the upload-pack command that configuration names, and
+// plan contacts no one anyway.
 func git(ctx context.Context, env *Env, dir string, out io.Writer, args ...string) (string, error) {
+	return gitIn(ctx, env, dir, nil, out, args...)
+}
+
+// gitIn is git with stdin as git's standard input.
+func gitIn(ctx context.Context, env *Env, dir string, stdin io.Reader, out io.Writer, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, "git", append([]string{"-c", "safe.bareRepository=explicit", "-C", dir}, args...)...)
-	cmd.Env = env.Environ
+	cmd.Env = append(slices.Clone(env.Environ), "GIT_ALLOW_PROTOCOL=")
+	cmd.Stdin = stdin
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout
 	if out != nil {
@@ -91,46 +200,4 @@ func git(ctx context.Context, env *Env, dir string, out io.Writer, args ...strin
 		return "", errors.New("git " + strings.Join(args, " ") + ": " + msg)
 	}
 	return stdout.String(), nil
-}
-
-// extractTar writes the regular files and directories of a git archive
-// under dst. Symbolic links and other entries are skipped (a spec
-// directory needs none), and no entry may leave dst.
-func extractTar(r io.Reader, dst string) error {
-	tr := tar.NewReader(r)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		name := path.Clean(h.Name)
-		if name == "." || path.IsAbs(name) || name == ".." || strings.HasPrefix(name, "../") {
-			continue
-		}
-		target := filepath.Join(dst, filepath.FromSlash(name))
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := os.MkdirAll(target, 0o755); err != nil {
-				return err
-			}
-		case tar.TypeReg:
-			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-				return err
-			}
-			f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-			if err != nil {
-				return err
-			}
-			if _, err := io.Copy(f, tr); err != nil {
-				f.Close()
-				return err
-			}
-			if err := f.Close(); err != nil {
-				return err
-			}
-		}
-	}
 }

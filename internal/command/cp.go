@@ -34,7 +34,8 @@ Usage: sbx cp [options] [DIR] SANDBOX:PATH HOSTPATH|-
   "/"), the file goes into it under PATH's last name. A symbolic link
   where the file goes is replaced, never written through. The file gets
   the guest file's permission bits (rwx only: never set-user-ID,
-  set-group-ID or sticky) less this process's umask.
+  set-group-ID or sticky) less this process's umask, and never group or
+  other write.
 
   In: the file replaces PATH in the guest atomically (a temporary file
   renamed), or goes into PATH when PATH ends in "/"; the parent directory
@@ -196,10 +197,13 @@ func copyOut(ctx context.Context, env *Env, c *guestconn.Client, guestPath, dst 
 // name is followed), renamed over name only when get succeeded: a
 // symbolic link at name is replaced, never written through, and a
 // failed copy leaves nothing behind. The file has only the permission
-// bits of the guest's mode, less the umask: the temporary file is
-// created with them and the kernel applies the umask as for any new
-// file. Set-user-ID, set-group-ID and sticky bits are dropped, and the
-// mode is not changed after creation.
+// bits of the guest's mode, less group and other write and less the
+// umask: the temporary file is created with them and the kernel applies
+// the umask as for any new file. So, as for the workspace's files
+// (internal/vfs), no mode the guest reports makes a host file group- or
+// other-writable, whatever the umask lets through. Set-user-ID,
+// set-group-ID and sticky bits are dropped, and the mode is not changed
+// after creation.
 func receiveFile(root *os.Root, name string, get func(open func(fs.FileMode) (io.Writer, error)) error) (err error) {
 	target := filepath.Join(root.Name(), name)
 	var (
@@ -223,7 +227,7 @@ func receiveFile(root *os.Root, name string, get func(open func(fs.FileMode) (io
 		for try := 0; ; try++ {
 			tmp = "." + name + ".sbx-cp-" + strconv.FormatUint(uint64(rand.Uint32()), 10)
 			var err error
-			f, err = root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode&fs.ModePerm)
+			f, err = root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode&fs.ModePerm&^0o022)
 			if err == nil {
 				return f, nil
 			}

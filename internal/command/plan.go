@@ -35,7 +35,8 @@ Usage: sbx plan [options] [DIR]
   shown as to be replaced. With -against it is
   compared with another revision of itself instead, and no state is read:
   REV is a directory, or else a git revision of the repository holding DIR
-  (the same directory at that revision). The other revision is loaded with
+  (the same directory at that revision); a name that is both is an error
+  (write ./NAME for the directory). The other revision is loaded with
   the same variables and read with its own lock file. A revision with no
   lock file (this configuration or the other) is compared by its specs
   alone, and the plan says that its image inputs are unlocked.
