@@ -62,7 +62,7 @@ func TestRefreshReplacesAnUnhealthySandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	serveStatus(t, dir, supervisor.Status{Name: "box", State: supervisor.StateRunning, Pid: os.Getpid(), QEMUPid: 42,
-		Agent: "did not answer a ping within 5s"})
+		Agent: "did not answer a ping within 10s"})
 	a := addrs.SandboxRef("box")
 	attrs := func() *state.SandboxAttrs {
 		return &state.SandboxAttrs{Image: "agent", ImageHash: "sha256:1", CPUs: 1}
@@ -72,7 +72,7 @@ func TestRefreshReplacesAnUnhealthySandbox(t *testing.T) {
 	st := &state.State{Resources: []*state.Resource{before}}
 	Refresh(context.Background(), st, base, configDir)
 	rt := before.Sandbox.Runtime
-	want := "its guest agent did not answer a ping within 5s (supervisor pid "
+	want := "its guest agent did not answer a ping within 10s (supervisor pid "
 	if !strings.HasPrefix(rt.Unhealthy, want) || rt.Gone != rt.Unhealthy {
 		t.Fatalf("refreshed runtime: gone %q, unhealthy %q; want both to begin %q", rt.Gone, rt.Unhealthy, want)
 	}

@@ -24,7 +24,7 @@ Usage: sbx ps [options] [DIR]
   the current directory) records, and whether each still runs: its
   supervisor is asked, and a sandbox whose supervisor or VM died shows as
   "gone" with the reason, one whose guest agent does not answer within
-  5 seconds (its commands would wait forever) as "unhealthy" ("sbx apply"
+  10 seconds (its commands would wait forever) as "unhealthy" ("sbx apply"
   re-creates both).
 
   With -a, list every sandbox supervisor directory of this user instead,

@@ -38,7 +38,7 @@ func TestPsShowsAnUnhealthySandbox(t *testing.T) {
 	// The supervisor's answer, from a socket that stands in for its
 	// control socket.
 	status := supervisor.Status{Name: "box", State: supervisor.StateRunning, Pid: os.Getpid(), QEMUPid: 42,
-		Agent: "did not answer a ping within 5s"}
+		Agent: "did not answer a ping within 10s"}
 	if b, err := json.Marshal(status); err != nil {
 		t.Fatal(err)
 	} else if err := os.WriteFile(filepath.Join(sdir, supervisor.StatusFile), b, 0o600); err != nil {
@@ -85,7 +85,7 @@ func TestPsShowsAnUnhealthySandbox(t *testing.T) {
 	}
 	lease.Close()
 
-	const why = "its guest agent did not answer a ping within 5s"
+	const why = "its guest agent did not answer a ping within 10s"
 	code, out, errOut := runBounded(t, environ, "ps", configDir)
 	if code != ExitOK || !strings.Contains(out, "box      unhealthy") || strings.Contains(out, "running") ||
 		!strings.Contains(errOut, "sandbox.box is unhealthy: "+why) {

@@ -85,7 +85,7 @@ type Runtime struct {
 	Gone string `json:"gone,omitempty"`
 	// Unhealthy, set with Gone, says that the sandbox's supervisor runs
 	// but its guest agent does not answer, so it cannot run commands
-	// ("its guest agent did not answer a ping within 5s"); a plan
+	// ("its guest agent did not answer a ping within 10s"); a plan
 	// replaces it as one that is gone.
 	Unhealthy string `json:"unhealthy,omitempty"`
 }

@@ -103,7 +103,7 @@ type Status struct {
 	// Error says why the supervisor failed or stopped with an error.
 	Error string `json:"error,omitempty"`
 	// Agent says why the guest agent of a running supervisor is not
-	// healthy ("did not answer a ping within 5s"). Only
+	// healthy ("did not answer a ping within 10s"). Only
 	// the answer to "status" on the control socket sets it, having
 	// pinged the agent; it is never recorded in the status file.
 	Agent string `json:"agent,omitempty"`
@@ -397,7 +397,7 @@ func (c *control) handle(conn net.Conn) {
 // An agent that serves answers in milliseconds, even in a guest whose
 // vCPUs are busy under TCG; one that does not within this long is wedged
 // (every later exec would wait forever) or gone.
-const agentPingTimeout = 5 * time.Second
+const agentPingTimeout = 10 * time.Second
 
 // pingGuest checks that the guest agent behind r answers a ping within
 // ctx, as a client of r's would see it.
