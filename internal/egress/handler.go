@@ -163,6 +163,17 @@ func (e *Engine) handle(w http.ResponseWriter, r *http.Request, f *flow, isTLS b
 		}
 	}
 	e.proxy.ServeHTTP(cw, r.WithContext(context.WithValue(r.Context(), requestStateKey{}, rs)))
+	if rs.mask != nil {
+		// What is in the header map now goes to the guest as trailers
+		// once handle returns. Those of a response with a body were
+		// masked as it ended; a 204, a 304 or a HEAD response has none
+		// to end, yet an HTTP/2 upstream can send it trailers.
+		for _, vals := range cw.Header() {
+			for i, v := range vals {
+				vals[i] = rs.mask.replaceString(v)
+			}
+		}
+	}
 	en.BytesUp = cr.n.Load()
 	en.Status = rs.status
 	if reason, rule, refused := rs.streamRefusal(); refused {
