@@ -1,7 +1,11 @@
 package egress
 
 import (
+	"bytes"
+	"compress/gzip"
+	"io"
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -38,3 +42,58 @@ func TestTrailersMaskedWithoutBody(t *testing.T) {
 		}
 	}
 }
+
+// TestStackedContentEncodingRefused plays an upstream that gzips its
+// echo of the credential and says so in a second Content-Encoding line
+// after "identity": the guest's client decodes what both lines name, so
+// the body must be decoded before it is masked, or refused.
+func TestStackedContentEncodingRefused(t *testing.T) {
+	for _, ce := range [][]string{{"identity", "gzip"}, {"", "gzip"}, {"identity", "br"}, {"gzip", "gzip"}, {"gzip"}} {
+		h, _ := keyHarness(t, func(w http.ResponseWriter, r *http.Request) {
+			var b bytes.Buffer
+			zw := gzip.NewWriter(&b)
+			io.WriteString(zw, "echo: "+r.Header.Get("Authorization"))
+			zw.Close()
+			if len(ce) == 2 && ce[0] == "gzip" {
+				// Twice compressed.
+				var b2 bytes.Buffer
+				zw := gzip.NewWriter(&b2)
+				zw.Write(b.Bytes())
+				zw.Close()
+				b = b2
+			}
+			w.Header()["Content-Encoding"] = ce
+			w.Write(b.Bytes())
+		})
+		for _, h2 := range []bool{true, false} {
+			req := mustRequest(t, "GET", "https://api.test/v1/echo", "")
+			req.Header.Set("Authorization", "Bearer "+keyPH)
+			res, body := do(t, h.client(h2), req)
+			// The guest decodes what it gets, whatever the headers say.
+			dec := body
+			for {
+				zr, err := gzip.NewReader(strings.NewReader(dec))
+				if err != nil {
+					break
+				}
+				d, err := io.ReadAll(zr)
+				if err != nil {
+					break
+				}
+				dec = string(d)
+			}
+			if run := valueRun(dec, keyValue, 8); run != "" {
+				t.Errorf("Content-Encoding %q h2=%v: the guest decoded %q of the value (%d, Content-Encoding %q)", ce, h2, run, res.StatusCode, res.Header.Values("Content-Encoding"))
+			}
+			switch {
+			case len(ce) == 1:
+				if res.StatusCode != http.StatusOK || body != "echo: Bearer "+keyPH || len(res.Header.Values("Content-Encoding")) != 0 {
+					t.Errorf("Content-Encoding %q h2=%v: %d %q (Content-Encoding %q), want the echo decoded and masked", ce, h2, res.StatusCode, body, res.Header.Values("Content-Encoding"))
+				}
+			case res.StatusCode != http.StatusBadGateway || !strings.Contains(body, "cannot be checked for secret values"):
+				t.Errorf("Content-Encoding %q h2=%v: %d %q, want a 502 saying the body cannot be checked", ce, h2, res.StatusCode, body)
+			}
+		}
+	}
+}
+
