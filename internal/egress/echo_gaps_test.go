@@ -96,4 +96,3 @@ func TestStackedContentEncodingRefused(t *testing.T) {
 		}
 	}
 }
-
