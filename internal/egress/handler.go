@@ -304,8 +304,8 @@ func (e *Engine) modifyResponse(res *http.Response) error {
 		return nil
 	}
 	body := res.Body
-	switch ce := strings.ToLower(strings.TrimSpace(res.Header.Get("Content-Encoding"))); ce {
-	case "", "identity":
+	switch ce := contentCoding(res.Header); ce {
+	case "":
 	case "gzip", "x-gzip":
 		zr, err := gzip.NewReader(res.Body)
 		if err != nil {
@@ -329,6 +329,22 @@ func (e *Engine) modifyResponse(res *http.Response) error {
 		}
 	})
 	return nil
+}
+
+// contentCoding returns the one content coding h names, lower case, or
+// "" for none: every Content-Encoding line counts (a client decodes by
+// all of them), "identity" names none, and more than one coding is
+// returned as the list, which no case of modifyResponse accepts.
+func contentCoding(h http.Header) string {
+	var codings []string
+	for _, v := range h.Values("Content-Encoding") {
+		for _, c := range strings.Split(v, ",") {
+			if c = strings.ToLower(strings.TrimSpace(c)); c != "" && c != "identity" {
+				codings = append(codings, c)
+			}
+		}
+	}
+	return strings.Join(codings, ", ")
 }
 
 // upstreamError answers a request the upstream did not: 502, or 504 for
