@@ -110,9 +110,11 @@ func (e *Engine) handle(w http.ResponseWriter, r *http.Request, f *flow, isTLS b
 	if len(sub.used) > 0 {
 		// A range of the response is a part of it: an upstream echoing
 		// the credential would return it cut where the guest chose, which
-		// masking could not recognise.
+		// masking could not recognise. Apache httpd reads Request-Range
+		// (early Netscape's name for it) as Range.
 		r.Header.Del("Range")
 		r.Header.Del("If-Range")
+		r.Header.Del("Request-Range")
 	}
 	if reason := pol.upgradeRefusal(r.Header); reason != "" {
 		deny(http.StatusForbidden, reason, pol.ruleFor(f.name, f.port))
