@@ -38,6 +38,7 @@ type secretDenial struct {
 // Basic" (decoded), or the whole value of a header the secret names.
 // Anywhere else a placeholder refuses the request rather than being
 // forwarded: in another header, around other bytes in one of those, in
+// one of several lines of such a header (a server may join them), in
 // the path or the query, or in any part of a request to a host the
 // secret is not bound to (where its real value refuses it too). So the
 // upstream never sees the value next to bytes the guest chose. Values
@@ -67,9 +68,14 @@ func (p *Policy) rewriteRequest(host string, port uint16, tls bool, h http.Heade
 			}
 		}
 		for i, v := range vals {
-			nv, extra, d := p.rewriteHeader(host, lk, v, used)
+			nv, extra, s, d := p.rewriteHeader(host, lk, v, used)
 			if d != nil {
 				return sub, d
+			}
+			if s != nil && len(vals) > 1 {
+				// Servers that join a header's lines (gunicorn, CGI)
+				// would see the value beside the other lines' bytes.
+				return sub, s.misplaced(host, fmt.Sprintf("one of %d lines of header %s", len(vals), lk))
 			}
 			if extra != nil {
 				sub.extra = append(sub.extra, *extra)
@@ -97,11 +103,11 @@ func (p *Policy) rewriteRequest(host string, port uint16, tls bool, h http.Heade
 
 // rewriteHeader checks one header value (key in lower case) of a request
 // to host and returns it with a placeholder replaced when it stands where
-// its secret goes, and the (upstream, guest) form of a Basic credential
-// to mask in the response.
-func (p *Policy) rewriteHeader(host, key, v string, used map[string]bool) (string, *[2]string, *secretDenial) {
+// its secret goes, the (upstream, guest) form of a Basic credential to
+// mask in the response, and the secret substituted, if one was.
+func (p *Policy) rewriteHeader(host, key, v string, used map[string]bool) (string, *[2]string, *secret, *secretDenial) {
 	if d := p.checkUnbound(host, "header "+key, v); d != nil {
-		return "", nil, d
+		return "", nil, nil, d
 	}
 	var basic string
 	scheme, cred, isBasic := cutBasic(v)
@@ -109,7 +115,7 @@ func (p *Policy) rewriteHeader(host, key, v string, used map[string]bool) (strin
 		if raw, err := base64.StdEncoding.DecodeString(cred); err == nil {
 			basic = string(raw)
 			if d := p.checkUnbound(host, "header authorization (Basic credential)", basic); d != nil {
-				return "", nil, d
+				return "", nil, nil, d
 			}
 		}
 	}
@@ -122,19 +128,19 @@ func (p *Policy) rewriteHeader(host, key, v string, used map[string]bool) (strin
 		switch {
 		case key == "authorization" && isBearer(v, s.placeholder):
 			used[s.Name] = true
-			return "Bearer " + string(s.value), nil, nil
+			return "Bearer " + string(s.value), nil, s, nil
 		case key == "authorization" && isBasic && basicPassword(basic, s.placeholder):
 			used[s.Name] = true
 			user, _, _ := strings.Cut(basic, ":")
 			enc := base64.StdEncoding.EncodeToString([]byte(user + ":" + string(s.value)))
-			return scheme + " " + enc, &[2]string{enc, cred}, nil
+			return scheme + " " + enc, &[2]string{enc, cred}, s, nil
 		case s.takesHeader(key) && strings.TrimSpace(v) == s.placeholder:
 			used[s.Name] = true
-			return string(s.value), nil, nil
+			return string(s.value), nil, s, nil
 		}
-		return "", nil, s.misplaced(host, "header "+key)
+		return "", nil, nil, s.misplaced(host, "header "+key)
 	}
-	return v, nil, nil
+	return v, nil, nil, nil
 }
 
 // checkUnbound refuses text of a request to host that carries the
