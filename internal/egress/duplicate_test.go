@@ -7,17 +7,23 @@ import (
 	"testing"
 )
 
-// joiningUpstream reads headers as gunicorn's WSGI environ and Apache's
-// CGI variables do, duplicate lines joined with ",", and answers a bad
+// joiningUpstream reads headers as a WSGI or CGI server's environment
+// variables (HTTP_X_API_KEY): names upper-cased with "-" as "_", and
+// lines whose names then agree joined with ",". It answers a bad
 // credential by quoting the first and last 24 bytes of it, as
 // quotingUpstream does.
 func joiningUpstream(w http.ResponseWriter, r *http.Request) {
+	env := map[string][]string{}
+	for k, vs := range r.Header {
+		n := "HTTP_" + strings.ToUpper(strings.ReplaceAll(k, "-", "_"))
+		env[n] = append(env[n], vs...)
+	}
 	var creds []string
-	if a := strings.Join(r.Header.Values("Authorization"), ","); a != "" {
+	if a := strings.Join(env["HTTP_AUTHORIZATION"], ","); a != "" {
 		_, cred, _ := strings.Cut(a, " ")
 		creds = append(creds, cred)
 	}
-	if k := r.Header.Values("X-Api-Key"); len(k) > 0 {
+	if k := env["HTTP_X_API_KEY"]; len(k) > 0 {
 		creds = append(creds, strings.Join(k, ","))
 	}
 	if len(creds) == 1 && creds[0] == keyValue {
@@ -65,6 +71,11 @@ func TestDuplicateCredentialHeaderRefused(t *testing.T) {
 			"x-api-key then other": func(r *http.Request) {
 				r.Header.Add("X-Api-Key", keyPH)
 				r.Header.Add("X-Api-Key", "x")
+			},
+			// Both are HTTP_X_API_KEY to a CGI or WSGI server.
+			"x-api-key and x_api_key": func(r *http.Request) {
+				r.Header["X-Api-Key"] = []string{keyPH}
+				r.Header["X_api_key"] = []string{"x"}
 			},
 		} {
 			req := mustRequest(t, "GET", "https://api.test/v1/models", "")
