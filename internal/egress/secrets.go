@@ -38,7 +38,8 @@ type secretDenial struct {
 // Basic" (decoded), or the whole value of a header the secret names.
 // Anywhere else a placeholder refuses the request rather than being
 // forwarded: in another header, around other bytes in one of those, in
-// one of several lines of such a header (a server may join them), in
+// one of several lines of such a header (a server may join them, and
+// a CGI or WSGI one reads X_Api_Key as X-Api-Key), in
 // the path or the query, or in any part of a request to a host the
 // secret is not bound to (where its real value refuses it too). So the
 // upstream never sees the value next to bytes the guest chose. Values
@@ -60,6 +61,12 @@ func (p *Policy) rewriteRequest(host string, port uint16, tls bool, h http.Heade
 		}
 	}
 	used := make(map[string]bool)
+	// lines counts each header's lines by its name as a CGI or WSGI
+	// server reads it (HTTP_X_API_KEY): "X_Api_Key" is "X-Api-Key".
+	lines := make(map[string]int, len(h))
+	for key, vals := range h {
+		lines[cgiName(key)] += len(vals)
+	}
 	for key, vals := range h {
 		lk := strings.ToLower(key)
 		for _, s := range p.secrets {
@@ -72,10 +79,10 @@ func (p *Policy) rewriteRequest(host string, port uint16, tls bool, h http.Heade
 			if d != nil {
 				return sub, d
 			}
-			if s != nil && len(vals) > 1 {
-				// Servers that join a header's lines (gunicorn, CGI)
-				// would see the value beside the other lines' bytes.
-				return sub, s.misplaced(host, fmt.Sprintf("one of %d lines of header %s", len(vals), lk))
+			if n := lines[cgiName(key)]; s != nil && n > 1 {
+				// Servers that join a header's lines (CGI, WSGI) would
+				// see the value beside the other lines' bytes.
+				return sub, s.misplaced(host, fmt.Sprintf("one of %d lines of header %s", n, lk))
 			}
 			if extra != nil {
 				sub.extra = append(sub.extra, *extra)
@@ -141,6 +148,12 @@ func (p *Policy) rewriteHeader(host, key, v string, used map[string]bool) (strin
 		return "", nil, nil, s.misplaced(host, "header "+key)
 	}
 	return v, nil, nil, nil
+}
+
+// cgiName is a header name as CGI and WSGI servers key it: lower case
+// here, with "_" for "-".
+func cgiName(key string) string {
+	return strings.ReplaceAll(strings.ToLower(key), "-", "_")
 }
 
 // checkUnbound refuses text of a request to host that carries the
