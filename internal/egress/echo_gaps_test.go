@@ -6,7 +6,9 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // TestTrailersMaskedWithoutBody plays an upstream that echoes the
@@ -116,6 +118,49 @@ func TestRequestRangeNotSentWithASecret(t *testing.T) {
 	for _, r := range rec.all() {
 		if strings.Contains(r, keyValue) && strings.Contains(r, "\nRequest-Range:") {
 			t.Errorf("the upstream got a Request-Range with the secret:\n%s", r)
+		}
+	}
+}
+
+// TestRangeNotSentToASecretsHost plays an upstream that keeps what a
+// request authorised with the secret sent (a request log, a resource
+// recording its creator's credential) and serves it on a later request
+// that carries no secret. That later request asks for the record in
+// ranges that cut the value where the guest chose: ranges are not sent
+// to a host the secret goes to, whether or not a secret went into that
+// request, so the record comes back whole and masked.
+func TestRangeNotSentToASecretsHost(t *testing.T) {
+	var mu sync.Mutex
+	var last string
+	h, _ := keyHarness(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if r.URL.Path == "/v1/log" {
+			http.ServeContent(w, r, "log.txt", time.Time{}, strings.NewReader("last request: "+last+" end of log"))
+			return
+		}
+		last = r.Header.Get("Authorization")
+		io.WriteString(w, "ok")
+	})
+	for _, h2 := range []bool{false, true} {
+		c := h.client(h2)
+		req := mustRequest(t, "GET", "https://api.test/v1/models", "")
+		req.Header.Set("Authorization", "Bearer "+keyPH)
+		if res, body := do(t, c, req); res.StatusCode != 200 || body != "ok" {
+			t.Fatalf("h2=%v: %d %q", h2, res.StatusCode, body)
+		}
+		var rebuilt string
+		for _, rng := range []string{"bytes=21-44", "bytes=37-60", "bytes=21-44,45-200"} {
+			req := mustRequest(t, "GET", "https://api.test/v1/log", "")
+			req.Header.Set("Range", rng)
+			res, body := do(t, c, req)
+			if run := valueRun(body, keyValue, 8); run != "" {
+				t.Errorf("h2=%v Range %s: %d, the guest got %q of the value", h2, rng, res.StatusCode, run)
+			}
+			rebuilt += body
+		}
+		if strings.Contains(rebuilt, keyValue[:24]) && strings.Contains(rebuilt, keyValue[16:]) {
+			t.Errorf("h2=%v: the guest rebuilt the value from ranges of the log", h2)
 		}
 	}
 }
