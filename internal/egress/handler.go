@@ -107,11 +107,13 @@ func (e *Engine) handle(w http.ResponseWriter, r *http.Request, f *flow, isTLS b
 		return
 	}
 	en.Secrets = sub.used
-	if len(sub.used) > 0 {
+	if len(sub.used) > 0 || pol.anyBound(f.name) {
 		// A range of the response is a part of it: an upstream echoing
 		// the credential would return it cut where the guest chose, which
-		// masking could not recognise. Apache httpd reads Request-Range
-		// (early Netscape's name for it) as Range.
+		// masking could not recognise; and a host a secret goes to may
+		// keep what it was sent and serve it later, to a request that
+		// carries no secret. Apache httpd reads Request-Range (early
+		// Netscape's name for it) as Range.
 		r.Header.Del("Range")
 		r.Header.Del("If-Range")
 		r.Header.Del("Request-Range")

@@ -220,6 +220,16 @@ func cutBasic(v string) (scheme, cred string, ok bool) {
 	return scheme, strings.TrimSpace(cred), true
 }
 
+// anyBound reports whether some secret may be sent to host.
+func (p *Policy) anyBound(host string) bool {
+	for _, s := range p.secrets {
+		if s.bound(host) {
+			return true
+		}
+	}
+	return false
+}
+
 func (s *secret) bound(host string) bool {
 	for _, hp := range s.Hosts {
 		if hp.Match(host) {
