@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/textproto"
 	"net/url"
 	"strconv"
 	"strings"
@@ -90,6 +91,7 @@ func (e *Engine) handle(w http.ResponseWriter, r *http.Request, f *flow, isTLS b
 		deny(http.StatusForbidden, fmt.Sprintf("request for host %q on a connection to %s:%d (domain fronting is not allowed; connect to that host instead)", r.Host, f.name, f.port), pol.ruleFor(f.name, f.port))
 		return
 	}
+	dropConnectionListed(r.Header)
 	v := pol.checkRequest(f.name, formOf(r))
 	if !v.allowed {
 		deny(http.StatusForbidden, v.reason, v.rule)
@@ -192,6 +194,22 @@ func (e *Engine) handle(w http.ResponseWriter, r *http.Request, f *flow, isTLS b
 		return
 	}
 	en.Decision = audit.DecisionAllow
+}
+
+// dropConnectionListed removes the headers that h's Connection header
+// names, as the reverse proxy does on the way (they are hop-by-hop then),
+// so that the rules judge the headers the upstream gets: a Content-Type
+// named there would otherwise be seen here and not by the server, which
+// may then parse the body as a form. Upgrade stays: the proxy keeps it on
+// an upgrade request, and upgradeRefusal judges it.
+func dropConnectionListed(h http.Header) {
+	for _, v := range h["Connection"] {
+		for _, f := range strings.Split(v, ",") {
+			if f = textproto.TrimString(f); f != "" && !strings.EqualFold(f, "upgrade") {
+				h.Del(f)
+			}
+		}
+	}
 }
 
 func protoOf(r *http.Request, isTLS bool) string {
