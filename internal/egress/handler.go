@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/textproto"
 	"net/url"
 	"strconv"
 	"strings"
@@ -90,6 +91,7 @@ func (e *Engine) handle(w http.ResponseWriter, r *http.Request, f *flow, isTLS b
 		deny(http.StatusForbidden, fmt.Sprintf("request for host %q on a connection to %s:%d (domain fronting is not allowed; connect to that host instead)", r.Host, f.name, f.port), pol.ruleFor(f.name, f.port))
 		return
 	}
+	dropConnectionListed(r.Header)
 	v := pol.checkRequest(f.name, formOf(r))
 	if !v.allowed {
 		deny(http.StatusForbidden, v.reason, v.rule)
@@ -107,12 +109,16 @@ func (e *Engine) handle(w http.ResponseWriter, r *http.Request, f *flow, isTLS b
 		return
 	}
 	en.Secrets = sub.used
-	if len(sub.used) > 0 {
+	if len(sub.used) > 0 || pol.anyBound(f.name) {
 		// A range of the response is a part of it: an upstream echoing
 		// the credential would return it cut where the guest chose, which
-		// masking could not recognise.
+		// masking could not recognise; and a host a secret goes to may
+		// keep what it was sent and serve it later, to a request that
+		// carries no secret. Apache httpd reads Request-Range (early
+		// Netscape's name for it) as Range.
 		r.Header.Del("Range")
 		r.Header.Del("If-Range")
+		r.Header.Del("Request-Range")
 	}
 	if reason := pol.upgradeRefusal(r.Header); reason != "" {
 		deny(http.StatusForbidden, reason, pol.ruleFor(f.name, f.port))
@@ -163,6 +169,17 @@ func (e *Engine) handle(w http.ResponseWriter, r *http.Request, f *flow, isTLS b
 		}
 	}
 	e.proxy.ServeHTTP(cw, r.WithContext(context.WithValue(r.Context(), requestStateKey{}, rs)))
+	if rs.mask != nil {
+		// What is in the header map now goes to the guest as trailers
+		// once handle returns. Those of a response with a body were
+		// masked as it ended; a 204, a 304 or a HEAD response has none
+		// to end, yet an HTTP/2 upstream can send it trailers.
+		for _, vals := range cw.Header() {
+			for i, v := range vals {
+				vals[i] = rs.mask.replaceString(v)
+			}
+		}
+	}
 	en.BytesUp = cr.n.Load()
 	en.Status = rs.status
 	if reason, rule, refused := rs.streamRefusal(); refused {
@@ -177,6 +194,22 @@ func (e *Engine) handle(w http.ResponseWriter, r *http.Request, f *flow, isTLS b
 		return
 	}
 	en.Decision = audit.DecisionAllow
+}
+
+// dropConnectionListed removes the headers that h's Connection header
+// names, as the reverse proxy does on the way (they are hop-by-hop then),
+// so that the rules judge the headers the upstream gets: a Content-Type
+// named there would otherwise be seen here and not by the server, which
+// may then parse the body as a form. Upgrade stays: the proxy keeps it on
+// an upgrade request, and upgradeRefusal judges it.
+func dropConnectionListed(h http.Header) {
+	for _, v := range h["Connection"] {
+		for _, f := range strings.Split(v, ",") {
+			if f = textproto.TrimString(f); f != "" && !strings.EqualFold(f, "upgrade") {
+				h.Del(f)
+			}
+		}
+	}
 }
 
 func protoOf(r *http.Request, isTLS bool) string {
@@ -293,8 +326,8 @@ func (e *Engine) modifyResponse(res *http.Response) error {
 		return nil
 	}
 	body := res.Body
-	switch ce := strings.ToLower(strings.TrimSpace(res.Header.Get("Content-Encoding"))); ce {
-	case "", "identity":
+	switch ce := contentCoding(res.Header); ce {
+	case "":
 	case "gzip", "x-gzip":
 		zr, err := gzip.NewReader(res.Body)
 		if err != nil {
@@ -318,6 +351,22 @@ func (e *Engine) modifyResponse(res *http.Response) error {
 		}
 	})
 	return nil
+}
+
+// contentCoding returns the one content coding h names, lower case, or
+// "" for none: every Content-Encoding line counts (a client decodes by
+// all of them), "identity" names none, and more than one coding is
+// returned as the list, which no case of modifyResponse accepts.
+func contentCoding(h http.Header) string {
+	var codings []string
+	for _, v := range h.Values("Content-Encoding") {
+		for _, c := range strings.Split(v, ",") {
+			if c = strings.ToLower(strings.TrimSpace(c)); c != "" && c != "identity" {
+				codings = append(codings, c)
+			}
+		}
+	}
+	return strings.Join(codings, ", ")
 }
 
 // upstreamError answers a request the upstream did not: 502, or 504 for

@@ -46,6 +46,26 @@ func formOf(r *http.Request) requestForm {
 // method-override, ASP.NET, Google's and Microsoft's APIs), lower case.
 var overrideHeaders = []string{"x-http-method-override", "x-http-method", "x-method-override"}
 
+// pathHeaders are the headers that some servers route by instead of the
+// request target (IIS's URL Rewrite module, Zend Framework 1, Symfony
+// before 2.8.44), lower case.
+var pathHeaders = []string{"x-original-url", "x-rewrite-url"}
+
+// pathOverride returns what in h asks the server to route the request
+// by another path, or "": one of pathHeaders in any case, "_" for "-"
+// included (as methodOverride reads header names).
+func pathOverride(h http.Header) string {
+	for k := range h {
+		n := strings.ReplaceAll(strings.ToLower(k), "_", "-")
+		for _, o := range pathHeaders {
+			if n == o {
+				return "a " + k + " header"
+			}
+		}
+	}
+	return ""
+}
+
 // methodOverride returns what in a request asks the server to treat it
 // as another method, or "": one of overrideHeaders in any case, "_" for
 // "-" included (servers that map header names to CGI variables read

@@ -57,7 +57,9 @@ type requestVerdict struct {
 //   - the rule lists no paths, or the target the upstream will receive is
 //     one policy.CheckRequestPath accepts (no ";", "\", dot segments,
 //     encoded dots, "%25", control bytes, "//", ...) and matches one of
-//     its patterns (policy.MatchPath).
+//     its patterns (policy.MatchPath), and the request carries no header
+//     that servers route by instead (X-Original-URL, X-Rewrite-URL; see
+//     pathOverride).
 //
 // A refusal names a rule that refused, preferring one that refused for
 // the form of the request (an override, the method's case, the path's
@@ -146,6 +148,10 @@ func (r *allowRule) refusal(q requestForm, name string, pathErr error, override 
 	if pathErr != nil {
 		return fmt.Sprintf("%s %q to %s is refused by %s: %v, so it could mean another path to the server",
 			q.method, q.target, name, by, pathErr), true
+	}
+	if po := pathOverride(q.header); po != "" {
+		return fmt.Sprintf("%s %s to %s is refused by %s: the request carries %s, which servers may route by instead of the path",
+			q.method, q.target, name, by, po), true
 	}
 	for _, pp := range r.paths {
 		if pp.match(q.target) {

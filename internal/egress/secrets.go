@@ -38,6 +38,8 @@ type secretDenial struct {
 // Basic" (decoded), or the whole value of a header the secret names.
 // Anywhere else a placeholder refuses the request rather than being
 // forwarded: in another header, around other bytes in one of those, in
+// one of several lines of such a header (a server may join them, and
+// a CGI or WSGI one reads X_Api_Key as X-Api-Key), in
 // the path or the query, or in any part of a request to a host the
 // secret is not bound to (where its real value refuses it too). So the
 // upstream never sees the value next to bytes the guest chose. Values
@@ -59,6 +61,12 @@ func (p *Policy) rewriteRequest(host string, port uint16, tls bool, h http.Heade
 		}
 	}
 	used := make(map[string]bool)
+	// lines counts each header's lines by its name as a CGI or WSGI
+	// server reads it (HTTP_X_API_KEY): "X_Api_Key" is "X-Api-Key".
+	lines := make(map[string]int, len(h))
+	for key, vals := range h {
+		lines[cgiName(key)] += len(vals)
+	}
 	for key, vals := range h {
 		lk := strings.ToLower(key)
 		for _, s := range p.secrets {
@@ -67,9 +75,14 @@ func (p *Policy) rewriteRequest(host string, port uint16, tls bool, h http.Heade
 			}
 		}
 		for i, v := range vals {
-			nv, extra, d := p.rewriteHeader(host, lk, v, used)
+			nv, extra, s, d := p.rewriteHeader(host, lk, v, used)
 			if d != nil {
 				return sub, d
+			}
+			if n := lines[cgiName(key)]; s != nil && n > 1 {
+				// Servers that join a header's lines (CGI, WSGI) would
+				// see the value beside the other lines' bytes.
+				return sub, s.misplaced(host, fmt.Sprintf("one of %d lines of header %s", n, lk))
 			}
 			if extra != nil {
 				sub.extra = append(sub.extra, *extra)
@@ -97,11 +110,11 @@ func (p *Policy) rewriteRequest(host string, port uint16, tls bool, h http.Heade
 
 // rewriteHeader checks one header value (key in lower case) of a request
 // to host and returns it with a placeholder replaced when it stands where
-// its secret goes, and the (upstream, guest) form of a Basic credential
-// to mask in the response.
-func (p *Policy) rewriteHeader(host, key, v string, used map[string]bool) (string, *[2]string, *secretDenial) {
+// its secret goes, the (upstream, guest) form of a Basic credential to
+// mask in the response, and the secret substituted, if one was.
+func (p *Policy) rewriteHeader(host, key, v string, used map[string]bool) (string, *[2]string, *secret, *secretDenial) {
 	if d := p.checkUnbound(host, "header "+key, v); d != nil {
-		return "", nil, d
+		return "", nil, nil, d
 	}
 	var basic string
 	scheme, cred, isBasic := cutBasic(v)
@@ -109,7 +122,7 @@ func (p *Policy) rewriteHeader(host, key, v string, used map[string]bool) (strin
 		if raw, err := base64.StdEncoding.DecodeString(cred); err == nil {
 			basic = string(raw)
 			if d := p.checkUnbound(host, "header authorization (Basic credential)", basic); d != nil {
-				return "", nil, d
+				return "", nil, nil, d
 			}
 		}
 	}
@@ -122,19 +135,25 @@ func (p *Policy) rewriteHeader(host, key, v string, used map[string]bool) (strin
 		switch {
 		case key == "authorization" && isBearer(v, s.placeholder):
 			used[s.Name] = true
-			return "Bearer " + string(s.value), nil, nil
+			return "Bearer " + string(s.value), nil, s, nil
 		case key == "authorization" && isBasic && basicPassword(basic, s.placeholder):
 			used[s.Name] = true
 			user, _, _ := strings.Cut(basic, ":")
 			enc := base64.StdEncoding.EncodeToString([]byte(user + ":" + string(s.value)))
-			return scheme + " " + enc, &[2]string{enc, cred}, nil
+			return scheme + " " + enc, &[2]string{enc, cred}, s, nil
 		case s.takesHeader(key) && strings.TrimSpace(v) == s.placeholder:
 			used[s.Name] = true
-			return string(s.value), nil, nil
+			return string(s.value), nil, s, nil
 		}
-		return "", nil, s.misplaced(host, "header "+key)
+		return "", nil, nil, s.misplaced(host, "header "+key)
 	}
-	return v, nil, nil
+	return v, nil, nil, nil
+}
+
+// cgiName is a header name as CGI and WSGI servers key it: lower case
+// here, with "_" for "-".
+func cgiName(key string) string {
+	return strings.ReplaceAll(strings.ToLower(key), "-", "_")
 }
 
 // checkUnbound refuses text of a request to host that carries the
@@ -199,6 +218,16 @@ func cutBasic(v string) (scheme, cred string, ok bool) {
 		return "", "", false
 	}
 	return scheme, strings.TrimSpace(cred), true
+}
+
+// anyBound reports whether some secret may be sent to host.
+func (p *Policy) anyBound(host string) bool {
+	for _, s := range p.secrets {
+		if s.bound(host) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *secret) bound(host string) bool {
