@@ -129,27 +129,9 @@ func TestExecFromMountInVM(t *testing.T) {
 	cfgDir, work := execMountConfig(t)
 
 	t.Run("run", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-		defer cancel()
-		cfg, err := sbx.Load(cfgDir, sbx.Options{Environ: environ})
-		if err != nil {
-			t.Fatal(err)
-		}
-		sb, err := sbx.Start(ctx, cfg, "mnt", sbx.StartOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer sb.Stop(context.Background())
+		ctx, sb := startVM(t, cfgDir, "mnt", 15*time.Minute)
 		exec := func(c sbx.Cmd) (string, int, error) {
-			ctx, cancel := context.WithTimeout(ctx, execMountTimeout)
-			defer cancel()
-			var out bytes.Buffer
-			c.Stdout, c.Stderr = &out, &out
-			st, err := sb.Exec(ctx, c)
-			if err != nil {
-				return out.String(), -1, err
-			}
-			return out.String(), st.Code, nil
+			return guestExec(ctx, sb, execMountTimeout, c)
 		}
 		if out, code, err := exec(copyELF); err != nil || code != 0 {
 			t.Fatalf("copying busybox into the mount: exit %d, %v\n%s", code, err, out)

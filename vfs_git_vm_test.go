@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/sbx-dev/sbx"
-	"github.com/sbx-dev/sbx/internal/builders/debrepo"
 )
 
 // hostGitTry runs git on the host as hostGit does, with the host's hooks
@@ -46,33 +45,8 @@ func hostGitTry(dir string, args ...string) (string, error) {
 // mount) and that git reads none of the guest's configuration. Before
 // the attacks, the guest commits, branches and rebases as usual.
 func TestGitMetadataInVM(t *testing.T) {
-	srcs, err := debrepo.HostSources("/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(srcs) == 0 {
-		t.Skip("the host has no apt sources")
-	}
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Fatalf("git is needed on the host: %v", err)
-	}
-	cfgDir := t.TempDir()
-	if err := os.Link(filepath.Join(dir, "kernel.deb"), filepath.Join(cfgDir, "kernel.deb")); err != nil {
-		data, rerr := os.ReadFile(filepath.Join(dir, "kernel.deb"))
-		if rerr != nil {
-			t.Fatal(rerr)
-		}
-		if err := os.WriteFile(filepath.Join(cfgDir, "kernel.deb"), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	spec, err := os.ReadFile("testdata/vfsgit/sbx.hcl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(cfgDir, "sbx.hcl"), spec, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	requireDebianGit(t)
+	cfgDir := vmConfigDir(t, "testdata/vfsgit/sbx.hcl", "kernel.deb")
 
 	// Outside the mount: the markers a guest command run on the host
 	// would leave, the submodule's upstream and the work tree's remote.
@@ -114,31 +88,16 @@ func TestGitMetadataInVM(t *testing.T) {
 		protected[f] = b
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	cfg, err := sbx.Load(cfgDir, sbx.Options{Environ: environ})
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	sb, err := sbx.Start(ctx, cfg, "dev", sbx.StartOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Stop(context.Background())
-	t.Logf("built and booted in %v", time.Since(start).Round(time.Second))
+	ctx, sb := startVM(t, cfgDir, "dev", 20*time.Minute)
 
 	run := func(user, script string) (string, int) {
 		t.Helper()
-		var out bytes.Buffer
-		ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-		defer cancel()
-		st, err := sb.Exec(ctx, sbx.Cmd{Args: []string{"sh", "-c", script}, User: user, Dir: "/workspace", Stdout: &out, Stderr: &out,
+		out, code, err := guestExec(ctx, sb, 3*time.Minute, sbx.Cmd{Args: []string{"sh", "-c", script}, User: user, Dir: "/workspace",
 			Env: []string{"GIT_AUTHOR_NAME=agent", "GIT_AUTHOR_EMAIL=agent@test.invalid", "GIT_COMMITTER_NAME=agent", "GIT_COMMITTER_EMAIL=agent@test.invalid"}})
 		if err != nil {
 			t.Fatalf("%q: %v", script, err)
 		}
-		return out.String(), st.Code
+		return out, code
 	}
 
 	t.Run("guest git", func(t *testing.T) {

@@ -1,11 +1,8 @@
 package sbx_test
 
 import (
-	"bytes"
-	"context"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -71,25 +68,7 @@ echo done
 // sticky, the root keeps its mode, and the owner's bits did arrive (the
 // executable script is executable, the key 0600).
 func TestGuestModesInVM(t *testing.T) {
-	cfgDir := t.TempDir()
-	for _, name := range []string{"kernel.deb", "busybox.deb"} {
-		if err := os.Link(filepath.Join(dir, name), filepath.Join(cfgDir, name)); err != nil {
-			data, rerr := os.ReadFile(filepath.Join(dir, name))
-			if rerr != nil {
-				t.Fatal(rerr)
-			}
-			if err := os.WriteFile(filepath.Join(cfgDir, name), data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	spec, err := os.ReadFile("testdata/vfsmodes/sbx.hcl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(cfgDir, "sbx.hcl"), spec, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfgDir := vmConfigDir(t, "testdata/vfsmodes/sbx.hcl", "kernel.deb", "busybox.deb")
 	work := filepath.Join(cfgDir, "work")
 	for name, f := range map[string]struct {
 		content string
@@ -115,14 +94,7 @@ func TestGuestModesInVM(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	buildCtx, cancelBuild := context.WithTimeout(context.Background(), 2*time.Minute)
-	build := exec.CommandContext(buildCtx, "go", "build", "-trimpath", "-o", filepath.Join(work, "tools/modetool"), "./testdata/vfsmodes/modetool")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
-	if out, err := build.CombinedOutput(); err != nil {
-		cancelBuild()
-		t.Fatalf("building modetool: %v\n%s", err, out)
-	}
-	cancelBuild()
+	buildGuestTool(t, "./testdata/vfsmodes/modetool", filepath.Join(work, "tools/modetool"))
 	rootInfo, err := os.Lstat(work)
 	if err != nil {
 		t.Fatal(err)
@@ -152,41 +124,25 @@ func TestGuestModesInVM(t *testing.T) {
 	}
 	checkHost("before the guest")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	cfg, err := sbx.Load(cfgDir, sbx.Options{Environ: environ})
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	sb, err := sbx.Start(ctx, cfg, "modes", sbx.StartOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Stop(context.Background())
-	t.Logf("built and booted in %v", time.Since(start).Round(time.Second))
+	ctx, sb := startVM(t, cfgDir, "modes", 20*time.Minute)
 
 	// run runs script as user in the guest and returns the modes it
 	// printed.
 	run := func(t *testing.T, user, script string) (string, map[string]string) {
 		t.Helper()
-		var out bytes.Buffer
-		runCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-		defer cancel()
 		// The sandbox's user is the default; "root" asks for root.
 		asUser := user
 		if user == "agent" {
 			asUser = ""
 		}
-		st, err := sb.Exec(runCtx, sbx.Cmd{Args: []string{"sh", "-c", script}, Env: []string{"D=" + user},
-			User: asUser, Dir: "/", Stdout: &out, Stderr: &out})
+		got, code, err := guestExec(ctx, sb, 3*time.Minute, sbx.Cmd{Args: []string{"sh", "-c", script}, Env: []string{"D=" + user},
+			User: asUser, Dir: "/"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := out.String()
-		t.Logf("as %s (exit %d):\n%s", user, st.Code, got)
-		if st.Code != 0 || !strings.HasSuffix(got, "done\n") {
-			t.Fatalf("the script failed as %s (exit %d)", user, st.Code)
+		t.Logf("as %s (exit %d):\n%s", user, code, got)
+		if code != 0 || !strings.HasSuffix(got, "done\n") {
+			t.Fatalf("the script failed as %s (exit %d)", user, code)
 		}
 		modes := map[string]string{}
 		for _, l := range strings.Split(got, "\n") {

@@ -2,12 +2,10 @@ package sbx_test
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -15,7 +13,6 @@ import (
 	"time"
 
 	"github.com/sbx-dev/sbx"
-	"github.com/sbx-dev/sbx/internal/builders/debrepo"
 )
 
 // The host tree's secrets: none may reach the guest.
@@ -77,33 +74,8 @@ func treeHash(t *testing.T, root string) string {
 // unmounts the mount and speaks 9P2000.L itself on its port
 // (testdata/vfs/raw9p) and still reads nothing hidden or outside.
 func TestWorkspaceMountInVM(t *testing.T) {
-	srcs, err := debrepo.HostSources("/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(srcs) == 0 {
-		t.Skip("the host has no apt sources")
-	}
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Fatalf("git is needed on the host: %v", err)
-	}
-	cfgDir := t.TempDir()
-	if err := os.Link(filepath.Join(dir, "kernel.deb"), filepath.Join(cfgDir, "kernel.deb")); err != nil {
-		data, rerr := os.ReadFile(filepath.Join(dir, "kernel.deb"))
-		if rerr != nil {
-			t.Fatal(rerr)
-		}
-		if err := os.WriteFile(filepath.Join(cfgDir, "kernel.deb"), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	spec, err := os.ReadFile("testdata/vfs/sbx.hcl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(cfgDir, "sbx.hcl"), spec, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	requireDebianGit(t)
+	cfgDir := vmConfigDir(t, "testdata/vfs/sbx.hcl", "kernel.deb")
 
 	// The host's worktree: a git repository whose .git/config holds a
 	// credential, an .env, a key, a read-only vendor tree and the raw 9P
@@ -137,41 +109,19 @@ func TestWorkspaceMountInVM(t *testing.T) {
 	if err != nil || !strings.Contains(string(gitConfig), "ghp-vfs-host-only") {
 		t.Fatalf("host .git/config: %q, %v", gitConfig, err)
 	}
-	buildCtx, cancelBuild := context.WithTimeout(context.Background(), 2*time.Minute)
-	build := exec.CommandContext(buildCtx, "go", "build", "-trimpath", "-o", filepath.Join(work, "tools/raw9p"), "./testdata/vfs/raw9p")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
-	if out, err := build.CombinedOutput(); err != nil {
-		cancelBuild()
-		t.Fatalf("building raw9p: %v\n%s", err, out)
-	}
-	cancelBuild()
+	buildGuestTool(t, "./testdata/vfs/raw9p", filepath.Join(work, "tools/raw9p"))
 
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	cfg, err := sbx.Load(cfgDir, sbx.Options{Environ: environ})
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	sb, err := sbx.Start(ctx, cfg, "dev", sbx.StartOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Stop(context.Background())
-	t.Logf("built and booted in %v", time.Since(start).Round(time.Second))
+	ctx, sb := startVM(t, cfgDir, "dev", 20*time.Minute)
 
 	var guestOut strings.Builder
 	run := func(user, script string) (string, int) {
 		t.Helper()
-		var out bytes.Buffer
-		ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-		defer cancel()
-		st, err := sb.Exec(ctx, sbx.Cmd{Args: []string{"sh", "-c", script}, User: user, Dir: "/workspace", Stdout: &out, Stderr: &out})
+		out, code, err := guestExec(ctx, sb, 3*time.Minute, sbx.Cmd{Args: []string{"sh", "-c", script}, User: user, Dir: "/workspace"})
 		if err != nil {
 			t.Fatalf("%q: %v", script, err)
 		}
-		guestOut.WriteString(out.String())
-		return out.String(), st.Code
+		guestOut.WriteString(out)
+		return out, code
 	}
 	// try runs one command and prints "NAME ok" or "NAME err MESSAGE".
 	const try = `try() { n=$1; shift; if "$@" 2>/tmp/err.$$; then echo "$n ok"; else echo "$n err $(head -c 100 /tmp/err.$$ | tr '\n' ' ')"; fi; }

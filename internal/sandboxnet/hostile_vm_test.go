@@ -2,18 +2,13 @@ package sandboxnet_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"runtime"
 	"strconv"
@@ -23,32 +18,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbx-dev/sbx/guestconn"
-	"github.com/sbx-dev/sbx/internal/boot"
 	"github.com/sbx-dev/sbx/internal/egress/audit"
-	"github.com/sbx-dev/sbx/internal/egress/ca"
 	"github.com/sbx-dev/sbx/internal/egress/netstack"
 	"github.com/sbx-dev/sbx/internal/machine/machinetest"
-	"github.com/sbx-dev/sbx/internal/sandboxnet"
-	"github.com/sbx-dev/sbx/machine"
 	"github.com/sbx-dev/sbx/policy"
 )
-
-// rawGuest builds testdata/rawguest for the guest.
-func rawGuest(t *testing.T) []byte {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), "rawguest")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "./testdata/rawguest")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the raw guest: %v\n%s", err, b)
-	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 // holder is a raw TCP upstream that keeps every connection open and
 // echoes what it reads; it counts the connections open at once.
@@ -134,73 +108,38 @@ func TestHostileGuestRawPackets(t *testing.T) {
 	_, _, img := machinetest.Require(t)
 	caPEM, cert := upstreamCA(t, "api.test")
 	var requests atomic.Int64
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	addr := tlsUpstream(t, cert, true, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		requests.Add(1)
 		fmt.Fprintf(w, "hello from %s\n", r.Host)
 	}))
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
-	srv.EnableHTTP2 = true
-	srv.StartTLS()
-	defer srv.Close()
 	hold := newHolder(t)
 
 	const maxConns = netstack.DefaultMaxConns
 	pol := policy.Sandbox{
 		Allow: []policy.AllowRule{{Pattern: policy.MustHostPattern("api.test"), Origin: policy.Origin{Block: "egress.api", File: "sbx.hcl", Line: 3}}},
 		TCP:   []policy.TCPRule{{Dest: policy.HostPort{Host: "hold.test", Port: 7000}, Origin: policy.Origin{Block: "egress.hold", File: "sbx.hcl", Line: 5}}},
-		Hosts: []policy.HostMapping{{Name: "api.test", Addr: srv.Listener.Addr().String()}, {Name: "hold.test", Addr: hold.ln.Addr().String()}},
+		Hosts: []policy.HostMapping{{Name: "api.test", Addr: addr}, {Name: "hold.test", Addr: hold.ln.Addr().String()}},
 		CAs:   []policy.CA{{Path: "upstream.pem", PEM: string(caPEM)}},
 	}
-	auth, err := ca.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	auditDir := t.TempDir()
-	mdir, err := os.MkdirTemp("", "sbx-hostile-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(mdir)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	sb, err := boot.Start(ctx, boot.Options{
-		Machine: machine.Options{Name: "hostile", Image: img, Memory: 512 << 20, Dir: mdir},
-		Net:     sandboxnet.Options{Sandbox: "hostile", Policy: pol, AuditDir: auditDir, CA: auth},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, n := sb.Machine, sb.Net
-	netClosed := false
-	defer func() {
-		if !netClosed {
-			n.Close()
-		}
-	}()
-	defer m.Stop(context.Background())
+	sb := bootVM(t, img, "hostile", 10*time.Minute, pol, nil)
+	m, n, auditDir := sb.m, sb.n, sb.auditDir
 	ns, ok := n.Network().(*netstack.Network)
 	if !ok {
 		t.Fatalf("the sandbox's network is a %T", n.Network())
 	}
-	for path, bin := range map[string][]byte{"/bin/gc": guestClient(t), "/bin/rawguest": rawGuest(t)} {
-		if err := m.Put(ctx, bytes.NewReader(bin), path, 0o755, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	sb.install(t, "guestclient", "/bin/gc")
+	sb.install(t, "rawguest", "/bin/rawguest")
 
 	run := func(t *testing.T, args ...string) string {
 		t.Helper()
-		var out bytes.Buffer
-		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		defer cancel()
-		st, err := m.Exec(ctx, guestconn.Cmd{Args: args, User: "root", Stdout: &out, Stderr: &out})
+		out, st, err := sb.exec(2*time.Minute, "root", args...)
 		if err != nil {
 			t.Fatalf("%q: %v", args, err)
 		}
 		if st.Code != 0 {
-			t.Fatalf("%q exited %d:\n%s", args, st.Code, out.String())
+			t.Fatalf("%q exited %d:\n%s", args, st.Code, out)
 		}
-		return out.String()
+		return out
 	}
 	// stillServes is the check after every attack: an allowed HTTPS
 	// request through the engine completes, within the client's own
@@ -576,7 +515,6 @@ func TestHostileGuestRawPackets(t *testing.T) {
 	if err := m.NetErr(); err != nil {
 		t.Errorf("the network failed: %v", err)
 	}
-	netClosed = true
 	if err := n.Close(); err != nil {
 		t.Errorf("closing the network: %v", err)
 	}

@@ -1,27 +1,15 @@
 package sandboxnet_test
 
 import (
-	"bytes"
-	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/sbx-dev/sbx/guestconn"
-	"github.com/sbx-dev/sbx/internal/boot"
-	"github.com/sbx-dev/sbx/internal/egress/ca"
 	"github.com/sbx-dev/sbx/internal/machine/machinetest"
-	"github.com/sbx-dev/sbx/internal/sandboxnet"
-	"github.com/sbx-dev/sbx/machine"
 	"github.com/sbx-dev/sbx/policy"
 )
 
@@ -39,7 +27,7 @@ func TestQuoteAttackInVM(t *testing.T) {
 	caPEM, cert := upstreamCA(t, "api.test", "other.test")
 	var mu sync.Mutex
 	var got []string
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		var rec strings.Builder
 		fmt.Fprintf(&rec, "%s %s %s\n", r.Host, r.Method, r.URL)
@@ -77,12 +65,8 @@ func TestQuoteAttackInVM(t *testing.T) {
 			}
 			fmt.Fprintf(w, "invalid credential first=%s last=%s\n", first, last)
 		}
-	}))
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
-	srv.EnableHTTP2 = true
-	srv.StartTLS()
-	defer srv.Close()
-	addr := srv.Listener.Addr().String()
+	})
+	addr := tlsUpstream(t, cert, true, h)
 
 	pol := policy.Sandbox{
 		Allow: []policy.AllowRule{{Pattern: policy.MustHostPattern("api.test")}, {Pattern: policy.MustHostPattern("other.test")}},
@@ -91,51 +75,14 @@ func TestQuoteAttackInVM(t *testing.T) {
 			Headers: []string{"x-api-key"}, Source: "env:KEY_VALUE", Origin: policy.Origin{Block: "secret.key", File: "sbx.hcl", Line: 7}}},
 		CAs: []policy.CA{{Path: "upstream.pem", PEM: string(caPEM)}},
 	}
-	auth, err := ca.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	mdir, err := os.MkdirTemp("", "sbx-quote-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(mdir)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	sb, err := boot.Start(ctx, boot.Options{
-		Machine: machine.Options{Name: "quote", Image: img, Memory: 512 << 20, Dir: mdir},
-		Net: sandboxnet.Options{Sandbox: "quote", Policy: pol, Secrets: map[string][]byte{"key": []byte(value)},
-			AuditDir: t.TempDir(), CA: auth},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, n := sb.Machine, sb.Net
-	defer n.Close()
-	defer m.Stop(context.Background())
-
-	prog := filepath.Join(t.TempDir(), "quoteattack")
-	build := exec.Command("go", "build", "-trimpath", "-o", prog, "./testdata/quoteattack")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
-	if b, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the attack: %v\n%s", err, b)
-	}
-	b, err := os.ReadFile(prog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Put(ctx, bytes.NewReader(b), "/bin/quoteattack", 0o755, nil); err != nil {
-		t.Fatal(err)
-	}
+	sb := bootVM(t, img, "quote", 5*time.Minute, pol, map[string][]byte{"key": []byte(value)})
+	sb.install(t, "quoteattack", "/bin/quoteattack")
 	for _, user := range []string{"agent", "root"} {
-		var out bytes.Buffer
-		rctx, rcancel := context.WithTimeout(ctx, 2*time.Minute)
-		st, err := m.Exec(rctx, guestconn.Cmd{Args: []string{"/bin/quoteattack"}, User: user, Stdout: &out, Stderr: &out})
-		rcancel()
+		out, st, err := sb.exec(2*time.Minute, user, "/bin/quoteattack")
 		if err != nil || st.Code != 0 {
-			t.Fatalf("%s: %v, exit %d:\n%s", user, err, st.Code, out.String())
+			t.Fatalf("%s: %v, exit %d:\n%s", user, err, st.Code, out)
 		}
-		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+		lines := strings.Split(strings.TrimSpace(out), "\n")
 		var probes int
 		for _, l := range lines {
 			f := strings.Fields(l)
@@ -156,10 +103,10 @@ func TestQuoteAttackInVM(t *testing.T) {
 			}
 		}
 		if probes != 21 {
-			t.Errorf("%s: %d probes ran:\n%s", user, probes, out.String())
+			t.Errorf("%s: %d probes ran:\n%s", user, probes, out)
 		}
-		if strings.Contains(out.String(), value[:8]) {
-			t.Errorf("%s: the guest saw part of the value:\n%s", user, out.String())
+		if strings.Contains(out, value[:8]) {
+			t.Errorf("%s: the guest saw part of the value:\n%s", user, out)
 		}
 	}
 	mu.Lock()

@@ -2,7 +2,6 @@ package sandboxnet_test
 
 import (
 	"bytes"
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -16,22 +15,15 @@ import (
 	"io"
 	"math/big"
 	"net/http"
-	"net/http/httptest"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/sbx-dev/sbx/guestconn"
-	"github.com/sbx-dev/sbx/internal/boot"
 	"github.com/sbx-dev/sbx/internal/egress/audit"
-	"github.com/sbx-dev/sbx/internal/egress/ca"
 	"github.com/sbx-dev/sbx/internal/machine/machinetest"
-	"github.com/sbx-dev/sbx/internal/sandboxnet"
-	"github.com/sbx-dev/sbx/machine"
 	"github.com/sbx-dev/sbx/policy"
 )
 
@@ -71,22 +63,6 @@ func upstreamCA(t *testing.T, names ...string) (caPEM []byte, cert tls.Certifica
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
 		tls.Certificate{Certificate: [][]byte{leafDER}, PrivateKey: leafKey}
-}
-
-// guestClient builds testdata/guestclient for the guest.
-func guestClient(t *testing.T) []byte {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), "guestclient")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "./testdata/guestclient")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the guest client: %v\n%s", err, b)
-	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // upstream is the servers the sandbox reaches: every name is mapped to
@@ -180,12 +156,7 @@ func TestSandboxNetwork(t *testing.T) {
 	const rotated = "sk-rotated-value-fedcba9876543210"
 	caPEM, cert := upstreamCA(t, "api.test", "other.test", "late.test")
 	up := &upstream{sawFirst: make(chan struct{})}
-	srv := httptest.NewUnstartedServer(up)
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
-	srv.EnableHTTP2 = true
-	srv.StartTLS()
-	defer srv.Close()
-	addr := srv.Listener.Addr().String()
+	addr := tlsUpstream(t, cert, true, up)
 
 	pol := policy.Sandbox{
 		Allow: []policy.AllowRule{{Pattern: policy.MustHostPattern("api.test")}, {Pattern: policy.MustHostPattern("other.test")}},
@@ -194,46 +165,20 @@ func TestSandboxNetwork(t *testing.T) {
 			Source: "env:TOKEN_VALUE", Origin: policy.Origin{Block: "secret.token", File: "sbx.hcl", Line: 7}}},
 		CAs: []policy.CA{{Path: "upstream.pem", PEM: string(caPEM)}},
 	}
-	auth, err := ca.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	auditDir := t.TempDir()
-	mdir, err := os.MkdirTemp("", "sbx-net-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(mdir)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	sb, err := boot.Start(ctx, boot.Options{
-		Machine: machine.Options{Name: "net", Image: img, Memory: 512 << 20, Dir: mdir},
-		Net: sandboxnet.Options{Sandbox: "net", Policy: pol, Secrets: map[string][]byte{"token": []byte(secret)},
-			AuditDir: auditDir, CA: auth},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, n := sb.Machine, sb.Net
-	defer n.Close()
-	defer m.Stop(context.Background())
+	sb := bootVM(t, img, "net", 5*time.Minute, pol, map[string][]byte{"token": []byte(secret)})
+	m, n, ctx, auditDir := sb.m, sb.n, sb.ctx, sb.auditDir
 
-	if err := m.Put(ctx, bytes.NewReader(guestClient(t)), "/bin/gc", 0o755, nil); err != nil {
-		t.Fatal(err)
-	}
+	sb.install(t, "guestclient", "/bin/gc")
 	run := func(user string, args ...string) string {
 		t.Helper()
-		var out bytes.Buffer
-		ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-		defer cancel()
-		st, err := m.Exec(ctx, guestconn.Cmd{Args: args, User: user, Stdout: &out, Stderr: &out})
+		out, st, err := sb.exec(90*time.Second, user, args...)
 		if err != nil {
 			t.Fatalf("%q: %v", args, err)
 		}
 		if st.Code != 0 {
 			t.Logf("%q exited %d", args, st.Code)
 		}
-		return out.String()
+		return out
 	}
 	placeholder, ok := n.Placeholder("token")
 	if !ok || strings.Contains(placeholder, secret) {

@@ -2,29 +2,18 @@ package sandboxnet_test
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha1"
-	"crypto/tls"
 	"encoding/base64"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/sbx-dev/sbx/guestconn"
-	"github.com/sbx-dev/sbx/internal/boot"
 	"github.com/sbx-dev/sbx/internal/egress/audit"
-	"github.com/sbx-dev/sbx/internal/egress/ca"
 	"github.com/sbx-dev/sbx/internal/machine/machinetest"
-	"github.com/sbx-dev/sbx/internal/sandboxnet"
-	"github.com/sbx-dev/sbx/machine"
 	"github.com/sbx-dev/sbx/policy"
 )
 
@@ -105,22 +94,6 @@ func (u *wsUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// wsGuestBinary builds testdata/wsguest for the guest.
-func wsGuestBinary(t *testing.T) []byte {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), "wsguest")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "./testdata/wsguest")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the WebSocket guest: %v\n%s", err, b)
-	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // TestWebSocketSecretsInVM boots a sandbox with a secret bound to
 // api.test and plays, from inside the guest, the attacks on upgraded
 // streams: the secret's host echoes the substituted header in WebSocket
@@ -134,11 +107,7 @@ func TestWebSocketSecretsInVM(t *testing.T) {
 	const secret = "sk-real-value-0123456789abcdef"
 	caPEM, cert := upstreamCA(t, "api.test", "other.test")
 	up := &wsUpstream{sinkDone: make(chan struct{})}
-	srv := httptest.NewUnstartedServer(up)
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
-	srv.StartTLS()
-	defer srv.Close()
-	addr := srv.Listener.Addr().String()
+	addr := tlsUpstream(t, cert, false, up)
 
 	pol := policy.Sandbox{
 		Allow: []policy.AllowRule{{Pattern: policy.MustHostPattern("api.test")}, {Pattern: policy.MustHostPattern("other.test")}},
@@ -147,45 +116,19 @@ func TestWebSocketSecretsInVM(t *testing.T) {
 			Source: "env:TOKEN_VALUE", Origin: policy.Origin{Block: "secret.token", File: "sbx.hcl", Line: 7}}},
 		CAs: []policy.CA{{Path: "upstream.pem", PEM: string(caPEM)}},
 	}
-	auth, err := ca.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	auditDir := t.TempDir()
-	mdir, err := os.MkdirTemp("", "sbx-ws-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(mdir)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	sb, err := boot.Start(ctx, boot.Options{
-		Machine: machine.Options{Name: "ws", Image: img, Memory: 512 << 20, Dir: mdir},
-		Net: sandboxnet.Options{Sandbox: "ws", Policy: pol, Secrets: map[string][]byte{"token": []byte(secret)},
-			AuditDir: auditDir, CA: auth},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, n := sb.Machine, sb.Net
-	defer n.Close()
-	defer m.Stop(context.Background())
-	if err := m.Put(ctx, bytes.NewReader(wsGuestBinary(t)), "/bin/wsguest", 0o755, nil); err != nil {
-		t.Fatal(err)
-	}
+	sb := bootVM(t, img, "ws", 5*time.Minute, pol, map[string][]byte{"token": []byte(secret)})
+	n, auditDir := sb.n, sb.auditDir
+	sb.install(t, "wsguest", "/bin/wsguest")
 	run := func(user string, args ...string) string {
 		t.Helper()
-		var out bytes.Buffer
-		ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-		defer cancel()
-		st, err := m.Exec(ctx, guestconn.Cmd{Args: args, User: user, Stdout: &out, Stderr: &out})
+		out, st, err := sb.exec(90*time.Second, user, args...)
 		if err != nil {
 			t.Fatalf("%q: %v", args, err)
 		}
 		if st.Code != 0 {
-			t.Errorf("%q exited %d: %s", args, st.Code, out.String())
+			t.Errorf("%q exited %d: %s", args, st.Code, out)
 		}
-		return out.String()
+		return out
 	}
 	placeholder, ok := n.Placeholder("token")
 	if !ok {
