@@ -147,9 +147,7 @@ func (e *Engine) handle(w http.ResponseWriter, r *http.Request, f *flow, isTLS b
 		if len(sub.extra) == 0 {
 			rs.mask = pol.mask
 		} else {
-			pairs := make([][2]string, 0, len(sub.extra)+len(pol.maskPairs))
-			pairs = append(pairs, sub.extra...)
-			rs.mask = newReplacer(append(pairs, pol.maskPairs...))
+			rs.mask = pol.mask.withPairs(sub.extra, pol.maskPairs)
 		}
 		// Bodies are masked as they stream; ask for them uncompressed so
 		// that a value in them is seen.

@@ -371,10 +371,12 @@ func TestWebSocketEchoesMasked(t *testing.T) {
 
 // TestWebSocketValueAcrossMessages plays an upstream that sends the
 // echo's first part as one message and its rest as the next, where no
-// masking can put the placeholder: the stream is closed (1008) before
-// the rest goes out.
+// masking can put one placeholder over both. A first part shorter than
+// runLen could start a run: the stream is closed (1008) before the rest
+// goes out. A longer one is a run, masked in its own message; so is a
+// rest of runLen bytes or more, and a shorter rest is all that passes.
 func TestWebSocketValueAcrossMessages(t *testing.T) {
-	for _, split := range []int{1, 10, len(tokenValue) - 1} {
+	for _, split := range []int{1, 10, runLen, 20, len(tokenValue) - 1} {
 		t.Run(fmt.Sprint(split), func(t *testing.T) {
 			srv := newWSServer(func(auth string, _ bool, w *bufio.ReadWriter) {
 				v := strings.TrimPrefix(auth, "Bearer ")
@@ -389,14 +391,24 @@ func TestWebSocketValueAcrossMessages(t *testing.T) {
 				t.Fatalf("upgrade: %d", g.res.StatusCode)
 			}
 			msgs, _, closing := g.messages(false)
-			if joined := bytes.Join(msgs, nil); bytes.Contains(joined, []byte(tokenValue)) {
-				t.Fatalf("the guest can join the value from its messages: %q", msgs)
+			if run := valueRun(string(bytes.Join(msgs, nil)), tokenValue, runLen); run != "" {
+				t.Fatalf("the guest can join %q of the value from its messages: %q", run, msgs)
 			}
-			if closing == nil || binary.BigEndian.Uint16(closing.payload) != wsClosePolicyViolation {
-				t.Fatalf("close %+v, want %d; messages %q", closing, wsClosePolicyViolation, msgs)
+			if split < runLen {
+				if closing == nil || binary.BigEndian.Uint16(closing.payload) != wsClosePolicyViolation {
+					t.Fatalf("close %+v, want %d; messages %q", closing, wsClosePolicyViolation, msgs)
+				}
+				if len(msgs) != 1 {
+					t.Errorf("messages %q, want the first only", msgs)
+				}
+				return
 			}
-			if len(msgs) != 1 {
-				t.Errorf("messages %q, want the first only", msgs)
+			rest := tokenValue[split:]
+			if len(rest) >= runLen {
+				rest = tokenPH
+			}
+			if want := []string{"one " + tokenPH, rest + " two"}; len(msgs) != 2 || string(msgs[0]) != want[0] || string(msgs[1]) != want[1] {
+				t.Errorf("messages %q, want %q", msgs, want)
 			}
 		})
 	}
