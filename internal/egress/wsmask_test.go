@@ -896,3 +896,31 @@ func TestWSMemoryBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestWebSocketPartialEchoMasked plays an upstream that quotes the first
+// and last 20 bytes of the credential in a text frame, and again in two
+// fragments split inside the first quote: each quote is a run of the
+// value and reaches the guest as the placeholder.
+func TestWebSocketPartialEchoMasked(t *testing.T) {
+	srv := newWSServer(func(auth string, _ bool, w *bufio.ReadWriter) {
+		v := strings.TrimPrefix(auth, "Bearer ")
+		q := "first=" + v[:20] + " last=" + v[len(v)-20:]
+		w.Write(frame(true, 0, wsText, []byte(q), false))
+		w.Write(frame(false, 0, wsText, []byte(q[:15]), false))
+		w.Write(frame(true, 0, wsContinuation, []byte(q[15:]), false))
+		w.Write(frame(true, 0, wsClose, closePayload(1000, "bye"), false))
+	})
+	h, _ := secretHarness(t, srv)
+	g := dialWS(t, h, "api.test", true)
+	if g.res.StatusCode != 101 {
+		t.Fatalf("upgrade: %d", g.res.StatusCode)
+	}
+	msgs, _, _ := g.messages(false)
+	want := "first=" + tokenPH + " last=" + tokenPH
+	if len(msgs) != 2 || string(msgs[0]) != want || string(msgs[1]) != want {
+		t.Errorf("messages %q, want %q twice", msgs, want)
+	}
+	if run := valueRun(string(bytes.Join(msgs, nil)), tokenValue, runLen); run != "" {
+		t.Errorf("the guest got %q of the value: %q", run, msgs)
+	}
+}
