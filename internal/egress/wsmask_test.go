@@ -760,7 +760,8 @@ func FuzzWSFrames(f *testing.F) {
 	f.Add(frame(true, 0, wsBinary, bytes.Repeat([]byte("x"), 300), false), uint8(200))
 	f.Add([]byte{0x81, 0xff, 0x80, 0, 0, 0, 0, 0, 0, 0}, uint8(1))
 	f.Add(append(frame(true, 0, wsText, []byte("x r"), false), frame(true, 0, wsText, []byte("eal"), false)...), uint8(4))
-	mask := newReplacer([][2]string{{tokenValue, tokenPH}})
+	f.Add(append(frame(true, 0, wsText, []byte("q "+tokenValue[:14]), false), frame(true, 0, wsText, []byte(tokenValue[3:20]+" x"), false)...), uint8(6))
+	mask := newMasker([][2]string{{tokenValue, tokenPH}}, [][2]string{{tokenValue, tokenPH}})
 	deny := &secret{value: []byte(tokenValue), placeholder: tokenPH}
 	deny.Name = "token"
 	f.Fuzz(func(t *testing.T, in []byte, step uint8) {
