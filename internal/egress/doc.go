@@ -29,10 +29,14 @@
 //     match leaves whole. Values go only into requests that leave over
 //     TLS, or to a destination the secret lists in plain_http; Range and
 //     If-Range are dropped from a request a value went into. Values are
-//     masked back to placeholders, in any ASCII case and in their base64,
+//     masked back to placeholders, in any ASCII case, with every run of
+//     runLen or more of their bytes (mask.go), and in their base64,
 //     percent, HTML and JSON encodings (maskForms), in response headers,
 //     trailers and bodies, which are asked for and masked uncompressed
-//     (gzip is decoded; another encoding is refused). With secrets in the
+//     (gzip is decoded; another encoding is refused) and, from a host a
+//     secret goes to, in a charset that writes ASCII as ASCII (the guest
+//     cannot ask for another; a body declared in one is refused,
+//     charset.go). With secrets in the
 //     policy an upgrade must be to WebSocket, offered no extension, and
 //     its frames are masked the same way; the guest's frames to a host a
 //     secret is not bound to are checked like bodies and the stream

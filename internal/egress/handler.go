@@ -29,10 +29,12 @@ type requestState struct {
 	authority string
 	name      string    // the connection's host
 	mask      *replacer // values and per-request forms to mask; nil: none
-	ws        *wsConn   // the upgraded stream, once the upstream switched
-	scan      *bodyScanner
-	status    int
-	upErr     string
+	// toSecretsHost: a secret went into the request or may go to its host.
+	toSecretsHost bool
+	ws            *wsConn // the upgraded stream, once the upstream switched
+	scan          *bodyScanner
+	status        int
+	upErr         string
 }
 
 type requestStateKey struct{}
@@ -109,7 +111,11 @@ func (e *Engine) handle(w http.ResponseWriter, r *http.Request, f *flow, isTLS b
 		return
 	}
 	en.Secrets = sub.used
-	if len(sub.used) > 0 || pol.anyBound(f.name) {
+	toSecretsHost := len(sub.used) > 0 || pol.anyBound(f.name)
+	if toSecretsHost {
+		// The upstream may echo the credential, which masking must see
+		// as ASCII: the guest may not choose the charset of the answer.
+		dropCharsetAsks(r.Header)
 		// A range of the response is a part of it: an upstream echoing
 		// the credential would return it cut where the guest chose, which
 		// masking could not recognise; and a host a secret goes to may
@@ -142,14 +148,12 @@ func (e *Engine) handle(w http.ResponseWriter, r *http.Request, f *flow, isTLS b
 	if f.port != defPort {
 		authority = net.JoinHostPort(f.name, strconv.Itoa(int(f.port)))
 	}
-	rs := &requestState{st: st, scheme: scheme, authority: authority, name: f.name}
+	rs := &requestState{st: st, scheme: scheme, authority: authority, name: f.name, toSecretsHost: toSecretsHost}
 	if pol.mask != nil {
 		if len(sub.extra) == 0 {
 			rs.mask = pol.mask
 		} else {
-			pairs := make([][2]string, 0, len(sub.extra)+len(pol.maskPairs))
-			pairs = append(pairs, sub.extra...)
-			rs.mask = newReplacer(append(pairs, pol.maskPairs...))
+			rs.mask = pol.mask.withPairs(sub.extra, pol.maskPairs)
 		}
 		// Bodies are masked as they stream; ask for them uncompressed so
 		// that a value in them is seen.
@@ -324,6 +328,9 @@ func (e *Engine) modifyResponse(res *http.Response) error {
 	if res.Body == nil || res.Body == http.NoBody ||
 		res.Request.Method == http.MethodHead || res.StatusCode == http.StatusNoContent || res.StatusCode == http.StatusNotModified {
 		return nil
+	}
+	if cs := unmaskableCharset(res.Header); cs != "" && rs.toSecretsHost {
+		return fmt.Errorf("the upstream sent a body in charset %q, in which a secret's value could not be recognised", cs)
 	}
 	body := res.Body
 	switch ce := contentCoding(res.Header); ce {

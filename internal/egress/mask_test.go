@@ -90,6 +90,7 @@ func TestMaskReaderHoldsOnlyPossiblePrefixes(t *testing.T) {
 func FuzzMaskReader(f *testing.F) {
 	f.Add([]byte("hello SECRET-VALUE world"), uint8(3))
 	f.Add([]byte("SECRET-VALUSECRET-VALUE"), uint8(1))
+	f.Add([]byte("x SECRET-VALUE-01 -VALUE-0123456789 secret-value-0123456789"), uint8(4))
 	f.Fuzz(func(t *testing.T, in []byte, step uint8) {
 		r := newReplacer([][2]string{{"SECRET-VALUE", "PH"}, {"SECRET", "P2"}})
 		want := r.replaceString(string(in))
@@ -104,11 +105,16 @@ func FuzzMaskReader(f *testing.F) {
 		if bytes.Contains([]byte(got), []byte("SECRET")) && !bytes.Contains(in, []byte("SECRE")) {
 			t.Fatalf("value in output %q", got)
 		}
+		// With runs of the value masked too.
+		m := newMasker([][2]string{{"SECRET-VALUE-0123456789", "PH"}, {"SECRET", "P2"}}, [][2]string{{"SECRET-VALUE-0123456789", "PH"}})
+		if got, want := maskAll(t, m, in, sizes), m.replaceString(string(in)); got != want {
+			t.Fatalf("with runs: streamed %q, whole %q", got, want)
+		}
 	})
 }
 
 func BenchmarkMaskReader(b *testing.B) {
-	r := newReplacer([][2]string{{tokenValue, tokenPH}})
+	r := newMasker([][2]string{{tokenValue, tokenPH}}, [][2]string{{tokenValue, tokenPH}})
 	data := bytes.Repeat([]byte("some ordinary response text, JSON and such {\"a\":1}\n"), 1<<14)
 	b.SetBytes(int64(len(data)))
 	for b.Loop() {

@@ -130,14 +130,15 @@ func Compile(p policy.Sandbox, secrets map[string][]byte, placeholders map[strin
 	// Longer values first, so that a value containing another is masked whole.
 	sort.SliceStable(c.secrets, func(i, j int) bool { return len(c.secrets[i].value) > len(c.secrets[j].value) })
 	if len(c.secrets) > 0 {
-		var pairs [][2]string
+		var pairs, values [][2]string
 		for _, s := range c.secrets {
 			pairs = append(pairs, maskForms(string(s.value), s.placeholder)...)
+			values = append(values, [2]string{string(s.value), s.placeholder})
 		}
 		// Longer olds first, so that at one place the longest form wins.
 		sort.SliceStable(pairs, func(i, j int) bool { return len(pairs[i][0]) > len(pairs[j][0]) })
 		c.maskPairs = pairs
-		c.mask = newReplacer(pairs)
+		c.mask = newMasker(pairs, values)
 	}
 
 	roots, err := x509.SystemCertPool()

@@ -273,6 +273,9 @@ func newWSDown(mask *replacer) wsDown {
 	for _, o := range mask.old {
 		d.keep = max(d.keep, len(o)-1)
 	}
+	if mask.runs != nil {
+		d.keep = max(d.keep, mask.runs.longest-1)
+	}
 	return d
 }
 

@@ -371,10 +371,12 @@ func TestWebSocketEchoesMasked(t *testing.T) {
 
 // TestWebSocketValueAcrossMessages plays an upstream that sends the
 // echo's first part as one message and its rest as the next, where no
-// masking can put the placeholder: the stream is closed (1008) before
-// the rest goes out.
+// masking can put one placeholder over both. A first part shorter than
+// runLen could start a run: the stream is closed (1008) before the rest
+// goes out. A longer one is a run, masked in its own message; so is a
+// rest of runLen bytes or more, and a shorter rest is all that passes.
 func TestWebSocketValueAcrossMessages(t *testing.T) {
-	for _, split := range []int{1, 10, len(tokenValue) - 1} {
+	for _, split := range []int{1, 10, runLen, 20, len(tokenValue) - 1} {
 		t.Run(fmt.Sprint(split), func(t *testing.T) {
 			srv := newWSServer(func(auth string, _ bool, w *bufio.ReadWriter) {
 				v := strings.TrimPrefix(auth, "Bearer ")
@@ -389,14 +391,24 @@ func TestWebSocketValueAcrossMessages(t *testing.T) {
 				t.Fatalf("upgrade: %d", g.res.StatusCode)
 			}
 			msgs, _, closing := g.messages(false)
-			if joined := bytes.Join(msgs, nil); bytes.Contains(joined, []byte(tokenValue)) {
-				t.Fatalf("the guest can join the value from its messages: %q", msgs)
+			if run := valueRun(string(bytes.Join(msgs, nil)), tokenValue, runLen); run != "" {
+				t.Fatalf("the guest can join %q of the value from its messages: %q", run, msgs)
 			}
-			if closing == nil || binary.BigEndian.Uint16(closing.payload) != wsClosePolicyViolation {
-				t.Fatalf("close %+v, want %d; messages %q", closing, wsClosePolicyViolation, msgs)
+			if split < runLen {
+				if closing == nil || binary.BigEndian.Uint16(closing.payload) != wsClosePolicyViolation {
+					t.Fatalf("close %+v, want %d; messages %q", closing, wsClosePolicyViolation, msgs)
+				}
+				if len(msgs) != 1 {
+					t.Errorf("messages %q, want the first only", msgs)
+				}
+				return
 			}
-			if len(msgs) != 1 {
-				t.Errorf("messages %q, want the first only", msgs)
+			rest := tokenValue[split:]
+			if len(rest) >= runLen {
+				rest = tokenPH
+			}
+			if want := []string{"one " + tokenPH, rest + " two"}; len(msgs) != 2 || string(msgs[0]) != want[0] || string(msgs[1]) != want[1] {
+				t.Errorf("messages %q, want %q", msgs, want)
 			}
 		})
 	}
@@ -748,7 +760,8 @@ func FuzzWSFrames(f *testing.F) {
 	f.Add(frame(true, 0, wsBinary, bytes.Repeat([]byte("x"), 300), false), uint8(200))
 	f.Add([]byte{0x81, 0xff, 0x80, 0, 0, 0, 0, 0, 0, 0}, uint8(1))
 	f.Add(append(frame(true, 0, wsText, []byte("x r"), false), frame(true, 0, wsText, []byte("eal"), false)...), uint8(4))
-	mask := newReplacer([][2]string{{tokenValue, tokenPH}})
+	f.Add(append(frame(true, 0, wsText, []byte("q "+tokenValue[:14]), false), frame(true, 0, wsText, []byte(tokenValue[3:20]+" x"), false)...), uint8(6))
+	mask := newMasker([][2]string{{tokenValue, tokenPH}}, [][2]string{{tokenValue, tokenPH}})
 	deny := &secret{value: []byte(tokenValue), placeholder: tokenPH}
 	deny.Name = "token"
 	f.Fuzz(func(t *testing.T, in []byte, step uint8) {
@@ -882,5 +895,33 @@ func TestWSMemoryBounded(t *testing.T) {
 		if fromClient && out != in || !fromClient && out < in-len(hdr)-len(tokenValue) {
 			t.Errorf("client=%v: %d bytes in, %d out", fromClient, in, out)
 		}
+	}
+}
+
+// TestWebSocketPartialEchoMasked plays an upstream that quotes the first
+// and last 20 bytes of the credential in a text frame, and again in two
+// fragments split inside the first quote: each quote is a run of the
+// value and reaches the guest as the placeholder.
+func TestWebSocketPartialEchoMasked(t *testing.T) {
+	srv := newWSServer(func(auth string, _ bool, w *bufio.ReadWriter) {
+		v := strings.TrimPrefix(auth, "Bearer ")
+		q := "first=" + v[:20] + " last=" + v[len(v)-20:]
+		w.Write(frame(true, 0, wsText, []byte(q), false))
+		w.Write(frame(false, 0, wsText, []byte(q[:15]), false))
+		w.Write(frame(true, 0, wsContinuation, []byte(q[15:]), false))
+		w.Write(frame(true, 0, wsClose, closePayload(1000, "bye"), false))
+	})
+	h, _ := secretHarness(t, srv)
+	g := dialWS(t, h, "api.test", true)
+	if g.res.StatusCode != 101 {
+		t.Fatalf("upgrade: %d", g.res.StatusCode)
+	}
+	msgs, _, _ := g.messages(false)
+	want := "first=" + tokenPH + " last=" + tokenPH
+	if len(msgs) != 2 || string(msgs[0]) != want || string(msgs[1]) != want {
+		t.Errorf("messages %q, want %q twice", msgs, want)
+	}
+	if run := valueRun(string(bytes.Join(msgs, nil)), tokenValue, runLen); run != "" {
+		t.Errorf("the guest got %q of the value: %q", run, msgs)
 	}
 }
