@@ -181,10 +181,10 @@ secret "codex_key" {
 # files are the agent user's inside the guest.
 vfs "workspace" {
   mount "/workspace" {
-    host     = var.workspace
-    access   = "rw"
-    hide     = [".env", ".env.*", "**/*.pem", "**/*.key"]
-    owner    = "agent"
+    host   = var.workspace
+    access = "rw"
+    hide   = [".env", ".env.*", "**/*.pem", "**/*.key"]
+    owner  = "agent"
   }
 }
 

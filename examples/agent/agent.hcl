@@ -94,11 +94,11 @@ secret "codex_key" {
 
 vfs "workspace" {
   mount "/workspace" {
-    host     = "."
-    access   = "rw"
-    hide     = [".env", ".env.*", ".git/config", "**/*.pem"]
-    tmpfs    = ["node_modules"]
-    owner    = "agent"
+    host   = "."
+    access = "rw"
+    hide   = [".env", ".env.*", ".git/config", "**/*.pem"]
+    tmpfs  = ["node_modules"]
+    owner  = "agent"
   }
 }
 
