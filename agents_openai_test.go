@@ -31,9 +31,9 @@ import (
 
 	"github.com/sbx-dev/sbx"
 	"github.com/sbx-dev/sbx/internal/atomicfile"
-	"github.com/sbx-dev/sbx/internal/builders/cache"
-	"github.com/sbx-dev/sbx/internal/builders/fetch"
-	"github.com/sbx-dev/sbx/lockfiles"
+	"github.com/sbx-dev/sbx/internal/build/cache"
+	"github.com/sbx-dev/sbx/internal/build/fetch"
+	"github.com/sbx-dev/sbx/internal/lockfiles"
 	"golang.org/x/sys/unix"
 )
 

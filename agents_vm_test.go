@@ -27,10 +27,10 @@ import (
 	"time"
 
 	"github.com/sbx-dev/sbx"
-	"github.com/sbx-dev/sbx/internal/builders/cache"
-	"github.com/sbx-dev/sbx/internal/builders/debrepo"
+	"github.com/sbx-dev/sbx/internal/build/cache"
+	"github.com/sbx-dev/sbx/internal/build/debrepo"
 	"github.com/sbx-dev/sbx/internal/egress/audit"
-	"github.com/sbx-dev/sbx/lockfiles"
+	"github.com/sbx-dev/sbx/internal/lockfiles"
 )
 
 // The real release host of the moltnet CLI, which the example's default

@@ -12,7 +12,7 @@
 // beyond the defaults a sandbox block gives (its user and environment):
 // lang loads and validates the *.hcl files, pipeline.Lock pins their
 // inputs into sbx.lock.hcl (builders/resolve), pipeline.Build builds an
-// image into the content-addressed cache (builders/image) with the same
+// image into the content-addressed cache (internal/build/image) with the same
 // options sbx build reads from the environment, so both make the same
 // bytes from the same spec and lock, and pipeline.Start boots a
 // sandbox's VM (machine, through providers/qemu), whose agent is reached

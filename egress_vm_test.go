@@ -27,7 +27,7 @@ import (
 	"time"
 
 	"github.com/sbx-dev/sbx"
-	"github.com/sbx-dev/sbx/internal/builders/debrepo"
+	"github.com/sbx-dev/sbx/internal/build/debrepo"
 	"github.com/sbx-dev/sbx/internal/egress/audit"
 )
 

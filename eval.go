@@ -5,9 +5,9 @@ import (
 	"time"
 
 	"github.com/sbx-dev/sbx/internal/fanout"
+	"github.com/sbx-dev/sbx/internal/pipeline"
 	"github.com/sbx-dev/sbx/internal/sandboxfs"
 	"github.com/sbx-dev/sbx/internal/sandboxnet"
-	"github.com/sbx-dev/sbx/pipeline"
 )
 
 // EvalRun is what one finished run of an eval did: its status, exit

@@ -11,7 +11,7 @@ import (
 
 	"github.com/sbx-dev/sbx"
 	"github.com/sbx-dev/sbx/internal/machine/machinetest"
-	"github.com/sbx-dev/sbx/internal/providers/qemu/qemutest"
+	"github.com/sbx-dev/sbx/internal/machine/qemu/qemutest"
 )
 
 // dir is the configuration directory of the example: a hermetic sandbox

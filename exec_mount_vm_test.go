@@ -13,8 +13,8 @@ import (
 
 	"github.com/sbx-dev/sbx"
 	"github.com/sbx-dev/sbx/internal/command"
+	"github.com/sbx-dev/sbx/internal/lockfiles"
 	"github.com/sbx-dev/sbx/internal/supervisor"
-	"github.com/sbx-dev/sbx/lockfiles"
 )
 
 // execMountAsSbxEnv makes the test binary act as the sbx command when

@@ -15,13 +15,13 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/hashicorp/hcl/v2"
 
-	"github.com/sbx-dev/sbx/builders/image"
-	"github.com/sbx-dev/sbx/guestconn"
+	"github.com/sbx-dev/sbx/internal/build/image"
+	"github.com/sbx-dev/sbx/internal/guestconn"
+	"github.com/sbx-dev/sbx/internal/lockfiles"
+	"github.com/sbx-dev/sbx/internal/machine"
+	"github.com/sbx-dev/sbx/internal/pipeline"
 	"github.com/sbx-dev/sbx/internal/sandboxnet"
 	"github.com/sbx-dev/sbx/lang"
-	"github.com/sbx-dev/sbx/lockfiles"
-	"github.com/sbx-dev/sbx/machine"
-	"github.com/sbx-dev/sbx/pipeline"
 )
 
 // Cmd is a command to run in a sandbox: its arguments, environment,

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/sbx-dev/sbx"
-	"github.com/sbx-dev/sbx/internal/builders/debrepo"
+	"github.com/sbx-dev/sbx/internal/build/debrepo"
 )
 
 // requireDebianGit skips the test when the host has no apt sources to

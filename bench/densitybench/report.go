@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sbx-dev/sbx/internal/providers/qemu"
+	"github.com/sbx-dev/sbx/internal/machine/qemu"
 )
 
 // timed is one command in a guest: its wall time and the CPU time its

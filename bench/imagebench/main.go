@@ -14,14 +14,14 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sbx-dev/sbx/builders/image"
-	"github.com/sbx-dev/sbx/internal/builders/cache"
-	"github.com/sbx-dev/sbx/internal/builders/ext4"
-	"github.com/sbx-dev/sbx/internal/builders/fetch"
-	"github.com/sbx-dev/sbx/internal/builders/qcow2"
-	"github.com/sbx-dev/sbx/internal/builders/rootfs"
+	"github.com/sbx-dev/sbx/internal/build/cache"
+	"github.com/sbx-dev/sbx/internal/build/ext4"
+	"github.com/sbx-dev/sbx/internal/build/fetch"
+	"github.com/sbx-dev/sbx/internal/build/image"
+	"github.com/sbx-dev/sbx/internal/build/qcow2"
+	"github.com/sbx-dev/sbx/internal/build/rootfs"
+	"github.com/sbx-dev/sbx/internal/pipeline"
 	"github.com/sbx-dev/sbx/lang"
-	"github.com/sbx-dev/sbx/pipeline"
 )
 
 func main() {

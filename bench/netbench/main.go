@@ -15,14 +15,14 @@ import (
 	"time"
 
 	"github.com/sbx-dev/sbx/bench/internal/vmbench"
-	"github.com/sbx-dev/sbx/builders/image"
-	"github.com/sbx-dev/sbx/guestconn"
 	"github.com/sbx-dev/sbx/internal/boot"
+	"github.com/sbx-dev/sbx/internal/build/image"
 	"github.com/sbx-dev/sbx/internal/egress/ca"
-	"github.com/sbx-dev/sbx/internal/guest/agentproto"
-	"github.com/sbx-dev/sbx/internal/providers/qemu"
+	"github.com/sbx-dev/sbx/internal/guestconn"
+	"github.com/sbx-dev/sbx/internal/machine"
+	"github.com/sbx-dev/sbx/internal/machine/qemu"
+	"github.com/sbx-dev/sbx/internal/proto/agentproto"
 	"github.com/sbx-dev/sbx/internal/sandboxnet"
-	"github.com/sbx-dev/sbx/machine"
 	"github.com/sbx-dev/sbx/policy"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/sbx-dev/sbx/bench/internal/vmbench"
 	"github.com/sbx-dev/sbx/internal/machine/machinetest"
-	"github.com/sbx-dev/sbx/internal/providers/qemu"
+	"github.com/sbx-dev/sbx/internal/machine/qemu"
 )
 
 func TestMain(m *testing.M) {

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbx-dev/sbx/internal/builders/debrepo"
-	"github.com/sbx-dev/sbx/internal/builders/kernel/kerneltest"
+	"github.com/sbx-dev/sbx/internal/build/debrepo"
+	"github.com/sbx-dev/sbx/internal/build/kernel/kerneltest"
 	"github.com/sbx-dev/sbx/lang"
 )
 

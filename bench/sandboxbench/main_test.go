@@ -14,8 +14,8 @@ import (
 	"unsafe"
 
 	"github.com/sbx-dev/sbx/bench/internal/vmbench"
-	"github.com/sbx-dev/sbx/builders/image"
-	"github.com/sbx-dev/sbx/internal/providers/qemu"
+	"github.com/sbx-dev/sbx/internal/build/image"
+	"github.com/sbx-dev/sbx/internal/machine/qemu"
 	"github.com/sbx-dev/sbx/lang"
 )
 

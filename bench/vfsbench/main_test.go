@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/sbx-dev/sbx/bench/internal/vmbench"
-	"github.com/sbx-dev/sbx/internal/builders/debrepo"
+	"github.com/sbx-dev/sbx/internal/build/debrepo"
 	"github.com/sbx-dev/sbx/internal/machine/machinetest"
-	"github.com/sbx-dev/sbx/internal/providers/qemu"
-	"github.com/sbx-dev/sbx/internal/providers/qemu/qemutest"
+	"github.com/sbx-dev/sbx/internal/machine/qemu"
+	"github.com/sbx-dev/sbx/internal/machine/qemu/qemutest"
 )
 
 // TestTinyRun runs the benchmark small: the image with git builds, the

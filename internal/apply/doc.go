@@ -18,7 +18,7 @@
 // package supervisor verifies before it signals anything.
 //
 // Deciding what to change is package plan's; building images is
-// builders/image's (through the Build callback, which the command line
+// internal/build/image's (through the Build callback, which the command line
 // gives progress output); running a sandbox is package supervisor's;
 // holding the state lock and reading the configuration are the caller's.
 //

@@ -11,9 +11,9 @@ import (
 	"testing"
 
 	"github.com/sbx-dev/sbx/addrs"
+	"github.com/sbx-dev/sbx/internal/plan"
 	"github.com/sbx-dev/sbx/internal/state"
 	"github.com/sbx-dev/sbx/internal/supervisor"
-	"github.com/sbx-dev/sbx/plan"
 )
 
 // serveStatus answers "status" on dir's control socket with st, as a

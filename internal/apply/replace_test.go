@@ -9,11 +9,11 @@ import (
 	"testing"
 
 	"github.com/sbx-dev/sbx/addrs"
-	"github.com/sbx-dev/sbx/builders/image"
+	"github.com/sbx-dev/sbx/internal/build/image"
+	"github.com/sbx-dev/sbx/internal/plan"
 	"github.com/sbx-dev/sbx/internal/state"
 	"github.com/sbx-dev/sbx/internal/supervisor"
 	"github.com/sbx-dev/sbx/lang"
-	"github.com/sbx-dev/sbx/plan"
 )
 
 // replaceWorld is a configuration whose sandbox "box" runs (as far as

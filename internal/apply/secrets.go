@@ -8,7 +8,7 @@ import (
 	"slices"
 
 	"github.com/sbx-dev/sbx/addrs"
-	"github.com/sbx-dev/sbx/plan"
+	"github.com/sbx-dev/sbx/internal/plan"
 )
 
 // RefreshSecrets reads the secrets of every running sandbox the plan

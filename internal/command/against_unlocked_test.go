@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sbx-dev/sbx/lockfiles"
+	"github.com/sbx-dev/sbx/internal/lockfiles"
 )
 
 // TestPlanAgainstRevisionWithoutLock plans against a git revision that

@@ -22,9 +22,9 @@ import (
 	"time"
 
 	"github.com/sbx-dev/sbx/addrs"
+	"github.com/sbx-dev/sbx/internal/lockfiles"
 	"github.com/sbx-dev/sbx/internal/machine/machinetest"
 	"github.com/sbx-dev/sbx/internal/state"
-	"github.com/sbx-dev/sbx/lockfiles"
 )
 
 // world is a configuration directory made from the machinetest fixture,

@@ -11,19 +11,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbx-dev/sbx/internal/builders/agentbin"
-	"github.com/sbx-dev/sbx/internal/builders/archive"
-	"github.com/sbx-dev/sbx/internal/builders/archive/archivetest"
-	"github.com/sbx-dev/sbx/internal/builders/gondolin"
-	"github.com/sbx-dev/sbx/internal/builders/kernel"
-	"github.com/sbx-dev/sbx/internal/builders/kernel/kerneltest"
+	"github.com/sbx-dev/sbx/internal/build/agentbin"
+	"github.com/sbx-dev/sbx/internal/build/archive"
+	"github.com/sbx-dev/sbx/internal/build/archive/archivetest"
+	"github.com/sbx-dev/sbx/internal/build/gondolin"
+	"github.com/sbx-dev/sbx/internal/build/kernel"
+	"github.com/sbx-dev/sbx/internal/build/kernel/kerneltest"
+	"github.com/sbx-dev/sbx/internal/lockfiles"
 	"github.com/sbx-dev/sbx/lang"
-	"github.com/sbx-dev/sbx/lockfiles"
 )
 
 // testKernelDeb writes a small kernel package: an image, one module file
 // and every module sbx guests load listed as built in. Booting is tested
-// with the real kernel in builders/image; the command needs only a kernel
+// with the real kernel in internal/build/image; the command needs only a kernel
 // package that package kernel reads.
 func testKernelDeb(t *testing.T, path string) {
 	t.Helper()

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sbx-dev/sbx/internal/lockfiles"
 	"github.com/sbx-dev/sbx/internal/state"
-	"github.com/sbx-dev/sbx/lockfiles"
 )
 
 // sbx plan on an untrusted checkout: a .sbx/state.lock committed as a link

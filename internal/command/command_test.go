@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sbx-dev/sbx/lockfiles"
+	"github.com/sbx-dev/sbx/internal/lockfiles"
 )
 
 func TestValidateExamples(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/sbx-dev/sbx/internal/hostcheck"
-	"github.com/sbx-dev/sbx/internal/providers/qemu/qemutest"
+	"github.com/sbx-dev/sbx/internal/machine/qemu/qemutest"
 )
 
 // doctorEnv is an environment with private runtime and cache directories

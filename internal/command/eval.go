@@ -11,13 +11,13 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sbx-dev/sbx/guestconn"
 	"github.com/sbx-dev/sbx/internal/fanout"
-	"github.com/sbx-dev/sbx/internal/providers/qemu"
+	"github.com/sbx-dev/sbx/internal/guestconn"
+	"github.com/sbx-dev/sbx/internal/machine"
+	"github.com/sbx-dev/sbx/internal/machine/qemu"
+	"github.com/sbx-dev/sbx/internal/pipeline"
 	"github.com/sbx-dev/sbx/internal/sandboxfs"
 	"github.com/sbx-dev/sbx/internal/sandboxnet"
-	"github.com/sbx-dev/sbx/machine"
-	"github.com/sbx-dev/sbx/pipeline"
 )
 
 const evalUsage = `

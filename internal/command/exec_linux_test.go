@@ -15,7 +15,7 @@ import (
 
 	"github.com/sbx-dev/sbx/internal/socketpair"
 
-	"github.com/sbx-dev/sbx/builders/image"
+	"github.com/sbx-dev/sbx/internal/build/image"
 	"github.com/sbx-dev/sbx/internal/guest/execsrv"
 	"github.com/sbx-dev/sbx/internal/supervisor"
 )

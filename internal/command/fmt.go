@@ -16,8 +16,8 @@ import (
 	udiff "github.com/aymanbagabas/go-udiff"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/sbx-dev/sbx/internal/lockfiles"
 	"github.com/sbx-dev/sbx/lang"
-	"github.com/sbx-dev/sbx/lockfiles"
 )
 
 const fmtUsage = `

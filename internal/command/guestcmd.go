@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/sbx-dev/sbx/addrs"
-	"github.com/sbx-dev/sbx/guestconn"
+	"github.com/sbx-dev/sbx/internal/guestconn"
 	"github.com/sbx-dev/sbx/lang"
 	"golang.org/x/term"
 )

@@ -2,7 +2,7 @@
 
 package command
 
-import "github.com/sbx-dev/sbx/guestconn"
+import "github.com/sbx-dev/sbx/internal/guestconn"
 
 // forwardResizes does nothing where there is no SIGWINCH: the guest's
 // terminal keeps the size it started with.

@@ -7,7 +7,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/sbx-dev/sbx/guestconn"
+	"github.com/sbx-dev/sbx/internal/guestconn"
 )
 
 // forwardResizes sends the size of the terminal fd to cmd's process on

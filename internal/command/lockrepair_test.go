@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sbx-dev/sbx/lockfiles"
+	"github.com/sbx-dev/sbx/internal/lockfiles"
 )
 
 // extraSpec is the fixture spec with base tag tag and one more artifact,

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/sbx-dev/sbx/internal/builders/resolve"
-	"github.com/sbx-dev/sbx/lockfiles"
+	"github.com/sbx-dev/sbx/internal/build/resolve"
+	"github.com/sbx-dev/sbx/internal/lockfiles"
 )
 
 // pinIdentity is the part of a pin that says which bytes it means, as

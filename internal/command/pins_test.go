@@ -3,8 +3,8 @@ package command
 import (
 	"testing"
 
-	"github.com/sbx-dev/sbx/internal/builders/resolve"
-	"github.com/sbx-dev/sbx/lockfiles"
+	"github.com/sbx-dev/sbx/internal/build/resolve"
+	"github.com/sbx-dev/sbx/internal/lockfiles"
 )
 
 // TestLockChangeLineDeb shows a Debian pin as PACKAGE=VERSION, so that a

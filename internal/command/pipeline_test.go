@@ -22,10 +22,10 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/sbx-dev/sbx"
-	"github.com/sbx-dev/sbx/builders/image"
-	"github.com/sbx-dev/sbx/internal/builders/agentbin"
+	"github.com/sbx-dev/sbx/internal/build/agentbin"
+	"github.com/sbx-dev/sbx/internal/build/image"
+	"github.com/sbx-dev/sbx/internal/lockfiles"
 	"github.com/sbx-dev/sbx/lang"
-	"github.com/sbx-dev/sbx/lockfiles"
 )
 
 // testAgent is the guest agent built once for the tests of this file.

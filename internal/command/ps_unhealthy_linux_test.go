@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/sbx-dev/sbx/addrs"
-	"github.com/sbx-dev/sbx/builders/image"
+	"github.com/sbx-dev/sbx/internal/build/image"
 	"github.com/sbx-dev/sbx/internal/state"
 	"github.com/sbx-dev/sbx/internal/supervisor"
 )

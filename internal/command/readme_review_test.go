@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sbx-dev/sbx/internal/builders/recipe"
+	"github.com/sbx-dev/sbx/internal/build/recipe"
+	"github.com/sbx-dev/sbx/internal/lockfiles"
 	"github.com/sbx-dev/sbx/lang"
-	"github.com/sbx-dev/sbx/lockfiles"
 )
 
 // fakeSum is a sha256 in the lock's form, derived from s.

@@ -12,8 +12,8 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 
+	"github.com/sbx-dev/sbx/internal/pipeline"
 	"github.com/sbx-dev/sbx/internal/supervisor"
-	"github.com/sbx-dev/sbx/pipeline"
 )
 
 // Exit codes returned by Run.

@@ -13,14 +13,14 @@ import (
 	"time"
 
 	"github.com/sbx-dev/sbx/addrs"
-	"github.com/sbx-dev/sbx/builders/image"
-	"github.com/sbx-dev/sbx/guestconn"
-	"github.com/sbx-dev/sbx/internal/providers/qemu"
+	"github.com/sbx-dev/sbx/internal/build/image"
+	"github.com/sbx-dev/sbx/internal/guestconn"
+	"github.com/sbx-dev/sbx/internal/lockfiles"
+	"github.com/sbx-dev/sbx/internal/machine"
+	"github.com/sbx-dev/sbx/internal/machine/qemu"
+	"github.com/sbx-dev/sbx/internal/pipeline"
 	"github.com/sbx-dev/sbx/internal/sandboxnet"
 	"github.com/sbx-dev/sbx/lang"
-	"github.com/sbx-dev/sbx/lockfiles"
-	"github.com/sbx-dev/sbx/machine"
-	"github.com/sbx-dev/sbx/pipeline"
 )
 
 const runUsage = `

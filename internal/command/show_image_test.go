@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sbx-dev/sbx/builders/image"
-	"github.com/sbx-dev/sbx/internal/builders/rootfs/imageinfo"
+	"github.com/sbx-dev/sbx/internal/build/image"
+	"github.com/sbx-dev/sbx/internal/proto/imageinfo"
 )
 
 // TestShowImage: "sbx show" of a built image's image.json lists its

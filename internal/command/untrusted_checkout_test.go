@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbx-dev/sbx/internal/builders/npmreg"
-	"github.com/sbx-dev/sbx/lockfiles"
+	"github.com/sbx-dev/sbx/internal/build/npmreg"
+	"github.com/sbx-dev/sbx/internal/lockfiles"
 )
 
 // reviewerToken is a credential in the reviewer's environment that a

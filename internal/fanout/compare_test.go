@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sbx-dev/sbx/guestconn"
+	"github.com/sbx-dev/sbx/internal/guestconn"
 	"github.com/sbx-dev/sbx/policy"
 )
 

@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sbx-dev/sbx/guestconn"
 	"github.com/sbx-dev/sbx/internal/egress/audit"
+	"github.com/sbx-dev/sbx/internal/guestconn"
 	"github.com/sbx-dev/sbx/internal/vfs"
 	"github.com/sbx-dev/sbx/policy"
 )

@@ -11,14 +11,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbx-dev/sbx/internal/builders/agentbin"
-	"github.com/sbx-dev/sbx/internal/builders/ext4"
-	"github.com/sbx-dev/sbx/internal/builders/initramfs"
-	"github.com/sbx-dev/sbx/internal/builders/kernel"
-	"github.com/sbx-dev/sbx/internal/builders/kernel/kerneltest"
-	"github.com/sbx-dev/sbx/internal/builders/qcow2"
-	"github.com/sbx-dev/sbx/internal/guest/bootproto"
-	"github.com/sbx-dev/sbx/internal/providers/qemu/qemutest"
+	"github.com/sbx-dev/sbx/internal/build/agentbin"
+	"github.com/sbx-dev/sbx/internal/build/ext4"
+	"github.com/sbx-dev/sbx/internal/build/initramfs"
+	"github.com/sbx-dev/sbx/internal/build/kernel"
+	"github.com/sbx-dev/sbx/internal/build/kernel/kerneltest"
+	"github.com/sbx-dev/sbx/internal/build/qcow2"
+	"github.com/sbx-dev/sbx/internal/machine/qemu/qemutest"
+	"github.com/sbx-dev/sbx/internal/proto/bootproto"
 	"github.com/sbx-dev/sbx/lang"
 )
 

@@ -8,9 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sbx-dev/sbx/internal/guest/bootproto"
 	"github.com/sbx-dev/sbx/internal/guest/execsrv"
 	"github.com/sbx-dev/sbx/internal/guest/initsys"
+	"github.com/sbx-dev/sbx/internal/proto/bootproto"
 )
 
 // Options are what Init works with.

@@ -9,10 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sbx-dev/sbx/internal/guest/bootproto"
 	"github.com/sbx-dev/sbx/internal/guest/execsrv"
 	"github.com/sbx-dev/sbx/internal/guest/guestcfg"
 	"github.com/sbx-dev/sbx/internal/guest/vfsmount"
+	"github.com/sbx-dev/sbx/internal/proto/bootproto"
 	"golang.org/x/sys/unix"
 )
 

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/sbx-dev/sbx/internal/builders/cache"
+	"github.com/sbx-dev/sbx/internal/build/cache"
 	"github.com/sbx-dev/sbx/internal/supervisor"
 )
 

@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/hashicorp/hcl/v2"
-	"github.com/sbx-dev/sbx/internal/providers/qemu"
-	"github.com/sbx-dev/sbx/internal/providers/qemu/qemutest"
+	"github.com/sbx-dev/sbx/internal/machine/qemu"
+	"github.com/sbx-dev/sbx/internal/machine/qemu/qemutest"
 	"github.com/sbx-dev/sbx/lang"
 )
 

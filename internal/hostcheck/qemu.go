@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sbx-dev/sbx/internal/providers/qemu"
+	"github.com/sbx-dev/sbx/internal/machine/qemu"
 )
 
 // qemuDevices are the devices providers/qemu's Command gives every

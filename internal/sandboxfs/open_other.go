@@ -6,7 +6,7 @@ import (
 	"errors"
 	"log/slog"
 
-	"github.com/sbx-dev/sbx/machine"
+	"github.com/sbx-dev/sbx/internal/machine"
 )
 
 // Open serves no mounts where sbx's file server does not run (it needs

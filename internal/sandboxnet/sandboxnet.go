@@ -15,8 +15,8 @@ import (
 	"github.com/sbx-dev/sbx/internal/egress/ca"
 	"github.com/sbx-dev/sbx/internal/egress/netstack"
 	"github.com/sbx-dev/sbx/internal/egress/secretsrc"
-	"github.com/sbx-dev/sbx/internal/guest/agentproto"
-	"github.com/sbx-dev/sbx/machine"
+	"github.com/sbx-dev/sbx/internal/machine"
+	"github.com/sbx-dev/sbx/internal/proto/agentproto"
 	"github.com/sbx-dev/sbx/policy"
 )
 

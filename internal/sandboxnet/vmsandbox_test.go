@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbx-dev/sbx/builders/image"
-	"github.com/sbx-dev/sbx/guestconn"
 	"github.com/sbx-dev/sbx/internal/boot"
+	"github.com/sbx-dev/sbx/internal/build/image"
 	"github.com/sbx-dev/sbx/internal/egress/ca"
+	"github.com/sbx-dev/sbx/internal/guestconn"
+	"github.com/sbx-dev/sbx/internal/machine"
 	"github.com/sbx-dev/sbx/internal/sandboxnet"
-	"github.com/sbx-dev/sbx/machine"
 	"github.com/sbx-dev/sbx/policy"
 )
 

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/sbx-dev/sbx/internal/machine"
 	"github.com/sbx-dev/sbx/internal/machine/consolelog"
-	"github.com/sbx-dev/sbx/machine"
 )
 
 // ConsoleFile is the serial console of the supervisor's last machine,

@@ -6,8 +6,8 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/sbx-dev/sbx/internal/machine"
 	"github.com/sbx-dev/sbx/internal/machine/consolelog"
-	"github.com/sbx-dev/sbx/machine"
 )
 
 // sparseFile makes a file of n bytes that takes no disk, ending "the end\n".

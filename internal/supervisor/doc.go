@@ -48,7 +48,7 @@
 // before they send it anything (SO_PEERCRED, LOCAL_PEERCRED; other
 // systems refuse every peer).
 //
-// It does not build images (builders/image), boot QEMU itself (machine,
+// It does not build images (internal/build/image), boot QEMU itself (machine,
 // providers/qemu), speak the guest's side of the protocol
 // (guest/execsrv) or record sandboxes in the configuration's state
 // (state). It never prints; Run logs to the slog.Logger it is given.

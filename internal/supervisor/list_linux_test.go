@@ -8,7 +8,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/sbx-dev/sbx/builders/image"
+	"github.com/sbx-dev/sbx/internal/build/image"
 )
 
 // writeSpec writes the spec Spawn would write in dir.

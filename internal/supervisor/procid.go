@@ -4,7 +4,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/sbx-dev/sbx/machine"
+	"github.com/sbx-dev/sbx/internal/machine"
 )
 
 // procRole is which of a sandbox's processes a process id is claimed to

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/sbx-dev/sbx/internal/egress/audit"
-	"github.com/sbx-dev/sbx/machine"
+	"github.com/sbx-dev/sbx/internal/machine"
 	"golang.org/x/sys/unix"
 )
 

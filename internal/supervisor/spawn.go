@@ -14,8 +14,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sbx-dev/sbx/builders/image"
 	"github.com/sbx-dev/sbx/internal/atomicfile"
+	"github.com/sbx-dev/sbx/internal/build/image"
 	"github.com/sbx-dev/sbx/internal/sandboxfs"
 	"github.com/sbx-dev/sbx/lang"
 )

@@ -14,7 +14,7 @@ import (
 	"github.com/hugelgupf/p9/p9"
 	"golang.org/x/sys/unix"
 
-	"github.com/sbx-dev/sbx/internal/vfs/vfsproto"
+	"github.com/sbx-dev/sbx/internal/proto/vfsproto"
 	"github.com/sbx-dev/sbx/policy"
 )
 

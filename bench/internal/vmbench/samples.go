@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sbx-dev/sbx/internal/providers/qemu"
+	"github.com/sbx-dev/sbx/internal/machine/qemu"
 )
 
 // Samples are the durations one measurement took, in the order taken.

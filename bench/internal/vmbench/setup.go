@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sbx-dev/sbx/guestconn"
+	"github.com/sbx-dev/sbx/internal/guestconn"
+	"github.com/sbx-dev/sbx/internal/machine"
 	"github.com/sbx-dev/sbx/internal/machine/machinetest"
-	"github.com/sbx-dev/sbx/machine"
 )
 
 // Preflight checks that benchmark name runs from the root of the sbx

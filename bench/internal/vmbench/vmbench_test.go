@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbx-dev/sbx/internal/providers/qemu"
+	"github.com/sbx-dev/sbx/internal/machine/qemu"
 )
 
 func TestSamples(t *testing.T) {

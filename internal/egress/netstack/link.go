@@ -14,7 +14,7 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/link/channel"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 
-	"github.com/sbx-dev/sbx/internal/machine/netstream"
+	"github.com/sbx-dev/sbx/internal/proto/netstream"
 )
 
 // wire moves Ethernet frames between a stream connection, framed as in

@@ -21,7 +21,7 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
 
-	"github.com/sbx-dev/sbx/machine"
+	"github.com/sbx-dev/sbx/internal/machine"
 )
 
 // The sandbox's addresses. Every sandbox has the same ones: each has a

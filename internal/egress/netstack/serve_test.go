@@ -16,7 +16,7 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
 
-	"github.com/sbx-dev/sbx/internal/machine/netstream"
+	"github.com/sbx-dev/sbx/internal/proto/netstream"
 	"github.com/sbx-dev/sbx/internal/socketpair"
 )
 

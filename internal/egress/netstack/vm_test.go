@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbx-dev/sbx/guestconn"
 	"github.com/sbx-dev/sbx/internal/egress/netstack"
+	"github.com/sbx-dev/sbx/internal/guestconn"
+	"github.com/sbx-dev/sbx/internal/machine"
 	"github.com/sbx-dev/sbx/internal/machine/machinetest"
-	"github.com/sbx-dev/sbx/machine"
 )
 
 func TestMain(m *testing.M) {

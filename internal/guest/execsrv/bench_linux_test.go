@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/sbx-dev/sbx/guestconn"
 	"github.com/sbx-dev/sbx/internal/guest/execsrv"
+	"github.com/sbx-dev/sbx/internal/guestconn"
 )
 
 // BenchmarkExecTrue measures one exec's round trip: request, fork and

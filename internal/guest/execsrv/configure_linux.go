@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/sbx-dev/sbx/internal/guest/agentproto"
+	"github.com/sbx-dev/sbx/internal/proto/agentproto"
 )
 
 // configureSession applies one configure request.

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbx-dev/sbx/guestconn"
-	"github.com/sbx-dev/sbx/internal/guest/agentproto"
 	"github.com/sbx-dev/sbx/internal/guest/execsrv"
 	"github.com/sbx-dev/sbx/internal/guest/guestcfg"
+	"github.com/sbx-dev/sbx/internal/guestconn"
+	"github.com/sbx-dev/sbx/internal/proto/agentproto"
 )
 
 // configurer is the agent's configurer on a temporary root, with the

@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sbx-dev/sbx/internal/guest/agentproto"
+	"github.com/sbx-dev/sbx/internal/proto/agentproto"
 	"golang.org/x/sys/unix"
 )
 

@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/sbx-dev/sbx/internal/guest/agentproto"
+	"github.com/sbx-dev/sbx/internal/proto/agentproto"
 )
 
 var errCanceled = &agentproto.Error{Code: agentproto.CodeCanceled, Message: "canceled by the host"}

@@ -6,7 +6,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sbx-dev/sbx/internal/guest/agentproto"
+	"github.com/sbx-dev/sbx/internal/proto/agentproto"
 )
 
 // Options configure Serve.

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbx-dev/sbx/guestconn"
 	"github.com/sbx-dev/sbx/internal/guest/execsrv"
+	"github.com/sbx-dev/sbx/internal/guestconn"
 )
 
 // TestInitReaper runs the server the way PID 1 does: one reaper waits for

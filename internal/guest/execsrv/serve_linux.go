@@ -11,7 +11,7 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/sbx-dev/sbx/internal/guest/agentproto"
+	"github.com/sbx-dev/sbx/internal/proto/agentproto"
 	"golang.org/x/sys/unix"
 )
 

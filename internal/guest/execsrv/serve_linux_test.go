@@ -22,9 +22,9 @@ import (
 
 	"github.com/sbx-dev/sbx/internal/socketpair"
 
-	"github.com/sbx-dev/sbx/guestconn"
-	"github.com/sbx-dev/sbx/internal/guest/agentproto"
 	"github.com/sbx-dev/sbx/internal/guest/execsrv"
+	"github.com/sbx-dev/sbx/internal/guestconn"
+	"github.com/sbx-dev/sbx/internal/proto/agentproto"
 )
 
 // serve runs Serve on one end of a socket pair and dials the other.

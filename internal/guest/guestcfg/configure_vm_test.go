@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbx-dev/sbx/guestconn"
-	"github.com/sbx-dev/sbx/internal/guest/agentproto"
+	"github.com/sbx-dev/sbx/internal/guestconn"
+	"github.com/sbx-dev/sbx/internal/machine"
 	"github.com/sbx-dev/sbx/internal/machine/machinetest"
-	"github.com/sbx-dev/sbx/internal/machine/netstream"
-	"github.com/sbx-dev/sbx/machine"
+	"github.com/sbx-dev/sbx/internal/proto/agentproto"
+	"github.com/sbx-dev/sbx/internal/proto/netstream"
 )
 
 // The VM test boots the machinetest sandbox (the real Debian kernel and

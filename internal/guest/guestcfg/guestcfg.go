@@ -13,10 +13,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sbx-dev/sbx/internal/guest/agentproto"
-	"github.com/sbx-dev/sbx/internal/guest/bootproto"
 	"github.com/sbx-dev/sbx/internal/guest/netcfg"
 	"github.com/sbx-dev/sbx/internal/guest/vfsmount"
+	"github.com/sbx-dev/sbx/internal/proto/agentproto"
+	"github.com/sbx-dev/sbx/internal/proto/bootproto"
 )
 
 // Files the configuration writes, besides agentproto.CACertPath and

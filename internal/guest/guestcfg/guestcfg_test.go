@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbx-dev/sbx/internal/guest/agentproto"
 	"github.com/sbx-dev/sbx/internal/guest/guestcfg"
+	"github.com/sbx-dev/sbx/internal/proto/agentproto"
 )
 
 // testCA makes a self-signed CA certificate, PEM-encoded, as the host's

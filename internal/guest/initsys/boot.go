@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sbx-dev/sbx/internal/guest/bootproto"
+	"github.com/sbx-dev/sbx/internal/proto/bootproto"
 )
 
 // Boot runs the boot steps under a root directory with a set of system

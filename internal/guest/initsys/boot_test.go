@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbx-dev/sbx/internal/builders/ext4"
-	"github.com/sbx-dev/sbx/internal/guest/bootproto"
+	"github.com/sbx-dev/sbx/internal/build/ext4"
 	"github.com/sbx-dev/sbx/internal/guest/initsys"
 	"github.com/sbx-dev/sbx/internal/guest/initsys/initsystest"
+	"github.com/sbx-dev/sbx/internal/proto/bootproto"
 )
 
 func newBoot(t *testing.T, files map[string]string) (*initsys.Boot, *initsystest.Recorder, *bytes.Buffer) {

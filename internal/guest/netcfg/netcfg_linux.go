@@ -13,7 +13,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/sbx-dev/sbx/internal/guest/agentproto"
+	"github.com/sbx-dev/sbx/internal/proto/agentproto"
 	"golang.org/x/sys/unix"
 )
 

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbx-dev/sbx/internal/guest/agentproto"
 	"github.com/sbx-dev/sbx/internal/guest/netcfg"
+	"github.com/sbx-dev/sbx/internal/proto/agentproto"
 	"golang.org/x/sys/unix"
 )
 

@@ -8,7 +8,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/sbx-dev/sbx/internal/guest/agentproto"
+	"github.com/sbx-dev/sbx/internal/proto/agentproto"
 )
 
 // DefaultLinkWait is how long Apply waits for the interface to appear.

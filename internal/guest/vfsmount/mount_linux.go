@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sbx-dev/sbx/internal/vfs/vfsproto"
+	"github.com/sbx-dev/sbx/internal/proto/vfsproto"
 )
 
 // Mount mounts the file system served on the virtio-serial port device

@@ -13,13 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbx-dev/sbx/builders/image"
-	"github.com/sbx-dev/sbx/internal/builders/agentbin"
-	"github.com/sbx-dev/sbx/internal/builders/apt/apttest"
-	"github.com/sbx-dev/sbx/internal/builders/cache"
-	"github.com/sbx-dev/sbx/internal/providers/qemu/qemutest"
+	"github.com/sbx-dev/sbx/internal/build/agentbin"
+	"github.com/sbx-dev/sbx/internal/build/apt/apttest"
+	"github.com/sbx-dev/sbx/internal/build/cache"
+	"github.com/sbx-dev/sbx/internal/build/image"
+	"github.com/sbx-dev/sbx/internal/machine/qemu/qemutest"
+	"github.com/sbx-dev/sbx/internal/pipeline"
 	"github.com/sbx-dev/sbx/lang"
-	"github.com/sbx-dev/sbx/pipeline"
 )
 
 // What the fixture's configuration declares.

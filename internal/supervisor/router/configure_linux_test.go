@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbx-dev/sbx/guestconn"
-	"github.com/sbx-dev/sbx/internal/guest/agentproto"
+	"github.com/sbx-dev/sbx/internal/guestconn"
+	"github.com/sbx-dev/sbx/internal/proto/agentproto"
 	"github.com/sbx-dev/sbx/internal/socketpair"
 )
 

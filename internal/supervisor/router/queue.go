@@ -9,7 +9,7 @@ import (
 	"net"
 	"sync"
 
-	"github.com/sbx-dev/sbx/internal/guest/agentproto"
+	"github.com/sbx-dev/sbx/internal/proto/agentproto"
 )
 
 // Bounds of a client's outbound queue. The queue counts each frame as its

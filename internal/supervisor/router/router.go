@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sbx-dev/sbx/internal/guest/agentproto"
+	"github.com/sbx-dev/sbx/internal/proto/agentproto"
 )
 
 // Software names the router in its hello to the guest.

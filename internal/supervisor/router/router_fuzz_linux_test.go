@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbx-dev/sbx/internal/guest/agentproto"
+	"github.com/sbx-dev/sbx/internal/proto/agentproto"
 	"github.com/sbx-dev/sbx/internal/socketpair"
 )
 

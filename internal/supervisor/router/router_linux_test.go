@@ -21,9 +21,9 @@ import (
 
 	"github.com/sbx-dev/sbx/internal/socketpair"
 
-	"github.com/sbx-dev/sbx/guestconn"
-	"github.com/sbx-dev/sbx/internal/guest/agentproto"
 	"github.com/sbx-dev/sbx/internal/guest/execsrv"
+	"github.com/sbx-dev/sbx/internal/guestconn"
+	"github.com/sbx-dev/sbx/internal/proto/agentproto"
 )
 
 // fixture is a router between a real execsrv.Serve, over a socket pair,

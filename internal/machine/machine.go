@@ -1,0 +1,595 @@
+package machine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sbx-dev/sbx/internal/build/image"
+	"github.com/sbx-dev/sbx/internal/build/qcow2"
+	"github.com/sbx-dev/sbx/internal/guestconn"
+	"github.com/sbx-dev/sbx/internal/machine/consolelog"
+	"github.com/sbx-dev/sbx/internal/machine/qemu"
+	"github.com/sbx-dev/sbx/internal/proto/bootproto"
+	"github.com/sbx-dev/sbx/platform"
+)
+
+// Defaults for Options fields left zero.
+const (
+	DefaultCPUs        = 1
+	DefaultMemory      = 512 << 20
+	DefaultBootTimeout = 2 * time.Minute
+	DefaultStopTimeout = 20 * time.Second
+)
+
+// Names of the files in a machine's directory.
+const (
+	OverlayFile = "root.qcow2"
+	// ConsoleFile is the serial console's log; once it holds
+	// Options.ConsoleMax bytes it is renamed to ConsoleFile+".1"
+	// (consolelog.Rotated), replacing the one there, and begun anew.
+	ConsoleFile = "console.log"
+	// ConsoleSocket is where the machine listens for QEMU's serial
+	// console connection; it is removed once QEMU has connected.
+	ConsoleSocket = "console.sock"
+	QEMULogFile   = "qemu.log"
+	QMPSocket     = "qmp.sock"
+	AgentSocket   = "agent.sock"
+	CtlSocket     = "control.sock"
+	// NetSocket is where the machine listens for QEMU's network device
+	// connection; it is removed once QEMU has connected.
+	NetSocket = "net.sock"
+)
+
+// consoleTail is how much of the console an error quotes.
+const consoleTail = 3 << 10
+
+// Options describe the machine to start.
+type Options struct {
+	// Name names the machine (the sandbox's name): QEMU's process title,
+	// the guest's host name when Hostname is empty, and messages.
+	Name string
+	// Image is the built image to boot: its kernel, initramfs and disk.
+	Image *image.Result
+	// CPUs and Memory size the machine; zero means DefaultCPUs and
+	// DefaultMemory. Memory is rounded up to a whole MiB.
+	CPUs   int
+	Memory int64
+	// Hostname is the guest's host name; empty means Name when it is a
+	// valid host name, else the image's /etc/hostname.
+	Hostname string
+	// Dir is where the machine's private directory is made; empty means
+	// the default temporary directory. Unix socket paths are short, so
+	// it must be too (about 80 bytes at most).
+	Dir string
+	// Host is what this machine offers (qemu.Probe); nil means probing.
+	Host *qemu.Host
+	// BootTimeout bounds the boot, from QEMU's start to the agent's
+	// answer; zero means DefaultBootTimeout. The guest is told the same
+	// deadline.
+	BootTimeout time.Duration
+	// StopTimeout bounds a graceful power-off in Stop before QEMU is
+	// killed; zero means DefaultStopTimeout.
+	StopTimeout time.Duration
+	// Mode is the agent's mode; empty means bootproto.ModeServe, the
+	// only one a Machine can be used in. Tests set another to check that
+	// a guest that never serves is reported.
+	Mode bootproto.Mode
+	// KeepConsole, when set, is a file the serial console's log is
+	// moved to when the machine ends (Stop, or a failed Start), before
+	// its directory is removed, its rotated predecessor to KeepConsole
+	// with ".1" (consolelog.Move): the end of a crashed or stopped
+	// guest's story stays readable.
+	KeepConsole string
+	// ConsoleMax is the most bytes each of the console log's two files
+	// holds (ConsoleFile and its rotated predecessor), so the host keeps
+	// at most twice that of what the guest writes to its console, the
+	// latest; zero means consolelog.DefaultMax (8 MiB).
+	ConsoleMax int64
+	// Network serves the guest's one network device; nil means a Sink
+	// of the machine's own, which reads and drops every frame so that
+	// the guest has a device and no network.
+	Network Network
+	// UserNetwork gives the network device QEMU's own user-mode network
+	// instead of Network, for comparisons only: it gives the guest the
+	// host's network with no policy; sandboxes never use it. Setting
+	// both is an error.
+	UserNetwork bool
+	// VirtFS, when set, is a host directory QEMU exports with its own 9p
+	// server ("-virtfs local", tag qemu.VirtFSTag), for comparisons only:
+	// it applies no rules and follows the host's links; sandboxes never
+	// use it (bench/vfsbench measures workspace mounts against it).
+	VirtFS string
+	// Legacy runs QEMU as sbx did before decision 0009
+	// (docs/decisions/0009-density.md; qemu.VMSpec.Legacy): QEMU's
+	// default translation buffer under TCG, q35's default devices and no
+	// balloon, so that the memory the guest frees is never returned to
+	// the host. It is for comparisons only (bench/densitybench measures
+	// the host memory of idle sandboxes against it); sandboxes never use
+	// it.
+	Legacy bool
+	// TCGBufferMiB sizes QEMU's translation buffer when the machine runs
+	// under TCG; zero means qemu.TCGBufferMiB, which sandboxes use.
+	// Benchmarks set it to measure what the size costs.
+	TCGBufferMiB int
+	// Ports are further virtio-serial ports, by the name the guest finds
+	// them under (bootproto.PortsDir), each served on the host by its
+	// Port from the start of the boot until the machine stops: a
+	// workspace mount's file server, for one. Names are "sbx." and
+	// lower-case letters, digits, dots and dashes, and not the agent's
+	// own ports.
+	Ports map[string]Port
+}
+
+// Port serves one of a machine's extra virtio-serial ports. Serve is given
+// the host's end of the port once QEMU listens on it; what it writes the
+// guest reads from the port's device, and the other way round. It must
+// return once conn ends or ctx is done: Stop cancels ctx and closes conn.
+// Like the network, a port is the guest's way to the host: Serve must
+// treat what it reads as hostile.
+type Port interface {
+	Serve(ctx context.Context, conn net.Conn) error
+}
+
+// checkPortName checks an extra port's name.
+func checkPortName(name string) error {
+	if name == bootproto.AgentPort || name == bootproto.ControlPort {
+		return fmt.Errorf("port %q is the agent's own", name)
+	}
+	rest, ok := strings.CutPrefix(name, "sbx.")
+	if !ok || rest == "" || len(name) > 64 {
+		return fmt.Errorf("port %q: names are \"sbx.\" and up to 60 more characters", name)
+	}
+	for _, c := range rest {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '-') {
+			return fmt.Errorf("port %q: names hold lower-case letters, digits, dots and dashes", name)
+		}
+	}
+	return nil
+}
+
+// Machine is a running sandbox VM.
+type Machine struct {
+	name    string
+	arch    string
+	dir     string
+	host    qemu.Host
+	proc    *qemu.Process
+	client  *guestconn.Client
+	control net.Conn
+	ready   bootproto.Ready
+	network Network
+	net     *netLink
+	console *consoleLink
+	keep    string // Options.KeepConsole
+	keepMax int64  // Options.ConsoleMax
+	booted  time.Duration
+	stopTO  time.Duration
+
+	stopOnce sync.Once
+	stopErr  error
+
+	ports      []net.Conn // the host's ends of Options.Ports
+	portsStop  context.CancelFunc
+	portsGroup sync.WaitGroup
+}
+
+// Start boots a machine from opts.Image and returns it once the guest
+// agent answers on its port. ctx bounds the start only; the machine runs
+// until Stop. On any failure nothing is left running or on disk.
+func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
+	begin := time.Now()
+	if opts.Image == nil {
+		return nil, errors.New("machine: no image to boot")
+	}
+	name := opts.Name
+	if name == "" {
+		name = opts.Image.Image
+	}
+	where := fmt.Sprintf("sandbox %s", name)
+	if opts.UserNetwork && opts.Network != nil {
+		return nil, fmt.Errorf("%s: a Network and the user-mode network both asked for", where)
+	}
+	if len(opts.Ports) > maxPorts {
+		return nil, fmt.Errorf("%s: %d extra ports; at most %d fit", where, len(opts.Ports), maxPorts)
+	}
+	for pname := range opts.Ports {
+		if err := checkPortName(pname); err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+	}
+	for _, out := range []string{image.OutputKernel, image.OutputInitramfs, image.OutputDisk} {
+		if _, ok := opts.Image.Outputs[out]; !ok {
+			return nil, fmt.Errorf("%s: image %s has no %s output", where, opts.Image.Image, out)
+		}
+	}
+	manifest, err := image.ReadManifest(opts.Image.Manifest)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	platform, err := platform.Parse(manifest.Platform)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s: %w", where, opts.Image.Manifest, err)
+	}
+	cpus := opts.CPUs
+	if cpus <= 0 {
+		cpus = DefaultCPUs
+	}
+	memory := opts.Memory
+	if memory <= 0 {
+		memory = DefaultMemory
+	}
+	memory = (memory + 1<<20 - 1) &^ (1<<20 - 1)
+	bootTO := opts.BootTimeout
+	if bootTO <= 0 {
+		bootTO = DefaultBootTimeout
+	}
+	stopTO := opts.StopTimeout
+	if stopTO <= 0 {
+		stopTO = DefaultStopTimeout
+	}
+	var host qemu.Host
+	if opts.Host != nil {
+		host = *opts.Host
+	} else if host, err = qemu.Probe(ctx); err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+
+	parent := opts.Dir
+	if parent == "" {
+		parent = os.TempDir()
+	}
+	dir, err := os.MkdirTemp(parent, "sbx-")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	m := &Machine{name: name, arch: platform.Architecture, dir: dir, host: host, stopTO: stopTO, network: opts.Network, keep: opts.KeepConsole, keepMax: opts.ConsoleMax}
+	defer func() {
+		if err != nil {
+			m.kill()
+		}
+	}()
+	if m.network == nil && !opts.UserNetwork {
+		m.network = new(Sink)
+	}
+	// QEMU connects the guest's network device to this socket as it
+	// starts, so it must be listening first.
+	if !opts.UserNetwork {
+		m.net, err = listenNet(filepath.Join(dir, NetSocket), m.network)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+	}
+	// So must the console's socket. The host reads the console and
+	// writes it to a log of bounded size itself (package consolelog):
+	// QEMU writing it to a file would let the guest fill the disk.
+	m.console, err = listenConsole(filepath.Join(dir, ConsoleSocket), filepath.Join(dir, ConsoleFile), opts.ConsoleMax)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+
+	overlay := filepath.Join(dir, OverlayFile)
+	backing, err := filepath.Abs(opts.Image.Outputs[image.OutputDisk].Path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	if err := qcow2.CreateOverlay(overlay, backing, "qcow2", 0); err != nil {
+		return nil, fmt.Errorf("%s: root disk overlay: %w", where, err)
+	}
+
+	cfg := bootproto.DefaultConfig()
+	cfg.Mode = opts.Mode
+	if cfg.Mode == "" {
+		cfg.Mode = bootproto.ModeServe
+	}
+	cfg.BootTimeout = bootTO
+	cfg.Hostname = opts.Hostname
+	if cfg.Hostname == "" && bootproto.CheckHostname(name) == nil {
+		cfg.Hostname = name
+	}
+	params := strings.Fields(manifest.Cmdline)
+	params = append(params, "quiet")
+	params = append(params, cfg.Params()...)
+
+	spec := qemu.VMSpec{
+		Name:          "sbx-" + name,
+		Platform:      platform,
+		CPUs:          cpus,
+		MemoryBytes:   memory,
+		Kernel:        opts.Image.Outputs[image.OutputKernel].Path,
+		Initrd:        opts.Image.Outputs[image.OutputInitramfs].Path,
+		Cmdline:       params,
+		RootDisk:      overlay,
+		ConsoleSocket: m.console.path,
+		QMPSocket:     filepath.Join(dir, QMPSocket),
+		AgentSocket:   filepath.Join(dir, AgentSocket),
+		Ports:         portSockets(dir, opts.Ports),
+		UserNetwork:   opts.UserNetwork,
+		VirtFS:        opts.VirtFS,
+		Legacy:        opts.Legacy,
+		TCGBufferMiB:  opts.TCGBufferMiB,
+		QEMULog:       filepath.Join(dir, QEMULogFile),
+	}
+	if m.net != nil {
+		spec.NetSocket = m.net.path
+	}
+	bootCtx, cancel := context.WithTimeout(ctx, bootTO)
+	defer cancel()
+	m.proc, err = qemu.Launch(bootCtx, spec, host)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	// The user-mode network has no socket to wait for.
+	if m.net != nil {
+		if err := m.net.wait(bootCtx, m.proc.Done()); err != nil {
+			if errors.Is(err, errQEMUExited) {
+				if werr := m.proc.Wait(context.Background()); werr != nil {
+					err = fmt.Errorf("%w (%v)", err, werr)
+				}
+			}
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+	}
+	if err := m.console.wait(bootCtx, m.proc.Done()); err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+
+	// The sockets exist once QMP answers: QEMU creates every listening
+	// socket before it starts the monitor loop. The guest sees the host
+	// connected from now on; what the host writes waits in QEMU until
+	// the agent opens its port.
+	var d net.Dialer
+	m.control, err = d.DialContext(bootCtx, "unix", spec.Ports[bootproto.ControlPort])
+	if err != nil {
+		return nil, fmt.Errorf("%s: control port: %w", where, err)
+	}
+	if err := m.servePorts(bootCtx, spec.Ports, opts.Ports); err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	agentConn, err := d.DialContext(bootCtx, "unix", spec.AgentSocket)
+	if err != nil {
+		return nil, fmt.Errorf("%s: agent port: %w", where, err)
+	}
+	// The hello is answered once the agent serves; give up when QEMU
+	// exits (the guest powered off or crashed) or the deadline passes.
+	dialCtx, stopDial := context.WithCancel(bootCtx)
+	go func() {
+		select {
+		case <-m.proc.Done():
+			stopDial()
+		case <-dialCtx.Done():
+		}
+	}()
+	m.client, err = guestconn.DialContext(dialCtx, agentConn)
+	stopDial()
+	if err != nil {
+		return nil, m.bootError(ctx, bootTO, err)
+	}
+	m.booted = time.Since(begin)
+	// The agent wrote its ready line before it answered; it may still
+	// be on its way to the log.
+	for deadline := time.Now().Add(readyWait); ; {
+		if r, ok, _ := bootproto.ParseReady(m.readConsole(1 << 20)); ok {
+			m.ready = r
+			break
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return m, nil
+}
+
+// bootError explains why the agent did not answer.
+func (m *Machine) bootError(ctx context.Context, timeout time.Duration, err error) error {
+	var why string
+	// A connection that broke rather than timed out is usually QEMU
+	// exiting; give it a moment to be seen.
+	if ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
+		select {
+		case <-m.proc.Done():
+		case <-time.After(2 * time.Second):
+		}
+	}
+	select {
+	case <-m.proc.Done():
+		why = "the guest stopped before its agent answered"
+		if werr := m.proc.Wait(context.Background()); werr != nil {
+			why += " (" + werr.Error() + ")"
+		}
+	default:
+		switch {
+		case ctx.Err() != nil:
+			why = "start cancelled: " + ctx.Err().Error()
+		default:
+			why = fmt.Sprintf("the guest agent did not answer within %v (%v)", timeout, err)
+		}
+	}
+	console := m.readConsole(consoleTail)
+	if msg, ok := bootproto.ParseError(console); ok {
+		why += "; the agent reported: " + msg
+	}
+	return fmt.Errorf("sandbox %s did not become ready: %s\nconsole (%s), last lines:\n%s",
+		m.name, why, ConsoleFile, indent(lastLines(console, 20)))
+}
+
+// readConsole returns the last limit bytes of the console log (of its
+// two files), once it holds what QEMU has sent so far.
+func (m *Machine) readConsole(limit int64) []byte {
+	if m.console == nil {
+		return nil
+	}
+	var exited <-chan struct{}
+	if m.proc != nil {
+		exited = m.proc.Done()
+	}
+	m.console.settle(exited)
+	b, _ := consolelog.Tail(filepath.Join(m.dir, ConsoleFile), limit)
+	return b
+}
+
+func lastLines(b []byte, n int) string {
+	s := strings.TrimRight(strings.ReplaceAll(string(b), "\r\n", "\n"), "\n")
+	if s == "" {
+		return "(empty)"
+	}
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func indent(s string) string {
+	return "  " + strings.ReplaceAll(s, "\n", "\n  ")
+}
+
+// Name returns the machine's name.
+func (m *Machine) Name() string { return m.name }
+
+// Dir returns the machine's private directory, removed by Stop.
+func (m *Machine) Dir() string { return m.dir }
+
+// Pid returns QEMU's process id, which is also its process group's.
+func (m *Machine) Pid() int { return m.proc.Pid() }
+
+// Accel returns the accelerator the machine runs under.
+func (m *Machine) Accel() qemu.Accel { return m.host.Accel(m.arch) }
+
+// Host returns what the host offered when the machine started, including
+// the note that says why an accelerator was not used.
+func (m *Machine) Host() qemu.Host { return m.host }
+
+// Ready returns the agent's ready line, and BootTime the time from Start
+// to the agent's answer.
+func (m *Machine) Ready() bootproto.Ready { return m.ready }
+
+// BootTime returns how long Start took, from its call to the agent's
+// answer.
+func (m *Machine) BootTime() time.Duration { return m.booted }
+
+// Client returns the connection to the guest agent.
+func (m *Machine) Client() *guestconn.Client { return m.client }
+
+// Console returns the serial console's output so far (at most its last
+// MiB, and at most what its log keeps).
+func (m *Machine) Console() []byte { return m.readConsole(1 << 20) }
+
+// NetStats returns what the guest has sent on its network device so
+// far, when the machine's Network counts it (Sink does; another Network
+// does when it has a method Stats() NetStats), else zero. It stays
+// readable after Stop.
+func (m *Machine) NetStats() NetStats {
+	if s, ok := m.network.(interface{ Stats() NetStats }); ok {
+		return s.Stats()
+	}
+	return NetStats{}
+}
+
+// NetErr returns the error the machine's Network ended with while the
+// machine ran (a Sink's: a stream whose framing broke). It is nil while
+// the Network serves, when Serve returned nil or io.EOF (QEMU closed the
+// connection), and for however Serve ended once Stop was called.
+func (m *Machine) NetErr() error {
+	if m.net == nil {
+		return nil
+	}
+	return m.net.Err()
+}
+
+// Done is closed once QEMU has exited.
+func (m *Machine) Done() <-chan struct{} { return m.proc.Done() }
+
+// Exec runs a process in the guest and waits for it (guestconn.Client.Exec).
+func (m *Machine) Exec(ctx context.Context, cmd guestconn.Cmd) (*guestconn.ExitStatus, error) {
+	return m.client.Exec(ctx, cmd)
+}
+
+// StartProcess starts a process in the guest (guestconn.Client.Start).
+func (m *Machine) StartProcess(ctx context.Context, cmd guestconn.Cmd) (*guestconn.Process, error) {
+	return m.client.Start(ctx, cmd)
+}
+
+// Put writes a file in the guest (guestconn.Client.Put).
+func (m *Machine) Put(ctx context.Context, r io.Reader, dest string, mode fs.FileMode, owner *guestconn.Owner) error {
+	return m.client.Put(ctx, r, dest, mode, owner)
+}
+
+// Get reads a file from the guest (guestconn.Client.Get).
+func (m *Machine) Get(ctx context.Context, path string, w io.Writer) (*guestconn.FileInfo, error) {
+	return m.client.Get(ctx, path, w)
+}
+
+// Stop powers the guest off and removes the machine's directory. It asks
+// the agent to power off and waits for QEMU to exit, at most the stop
+// timeout or until ctx ends; then it kills QEMU's process group. It
+// returns once QEMU is gone, and reports a guest that had to be killed.
+// Calling it again returns the first call's result.
+func (m *Machine) Stop(ctx context.Context) error {
+	m.stopOnce.Do(func() {
+		m.stopErr = m.stop(ctx)
+	})
+	return m.stopErr
+}
+
+func (m *Machine) stop(ctx context.Context) error {
+	if m.net != nil {
+		m.net.stop()
+	}
+	var errs []error
+	select {
+	case <-m.proc.Done():
+	default:
+		ctx, cancel := context.WithTimeout(ctx, m.stopTO)
+		defer cancel()
+		line := []byte(bootproto.ControlLine(bootproto.ControlPowerOff))
+		m.control.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		if _, err := m.control.Write(line); err != nil {
+			errs = append(errs, fmt.Errorf("asking the guest to power off: %w", err))
+		} else if err := m.proc.Wait(ctx); err != nil {
+			if ctx.Err() != nil {
+				err = fmt.Errorf("the guest did not power off within %v; killed it", m.stopTO)
+			}
+			errs = append(errs, err)
+		}
+	}
+	m.kill()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("stopping sandbox %s: %w", m.name, err)
+	}
+	return nil
+}
+
+// kill ends QEMU if it runs, closes the connections and removes the
+// directory.
+func (m *Machine) kill() {
+	if m.client != nil {
+		m.client.Close()
+	}
+	if m.proc != nil {
+		m.proc.Kill()
+	}
+	if m.control != nil {
+		m.control.Close()
+	}
+	m.stopPorts()
+	if m.net != nil {
+		m.net.close()
+	}
+	if m.console != nil {
+		m.console.close()
+	}
+	if m.keep != "" {
+		consolelog.Move(filepath.Join(m.dir, ConsoleFile), m.keep, m.keepMax)
+	}
+	os.RemoveAll(m.dir)
+}
