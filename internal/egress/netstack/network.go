@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sbx-dev/sbx/internal/proto/netstream"
 	"net"
 	"net/netip"
 	"sort"
@@ -20,8 +21,6 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
-
-	"github.com/sbx-dev/sbx/internal/machine"
 )
 
 // The sandbox's addresses. Every sandbox has the same ones: each has a
@@ -169,11 +168,11 @@ type flow struct {
 	cancel context.CancelFunc
 }
 
-var _ machine.Network = (*Network)(nil)
+var _ netstream.Network = (*Network)(nil)
 
 // The machine reports a Network's counts through Machine.NetStats when
 // it has this method.
-var _ interface{ Stats() machine.NetStats } = (*Network)(nil)
+var _ interface{ Stats() netstream.Stats } = (*Network)(nil)
 
 // New returns a Network with opts' hooks and bounds.
 func New(opts Options) (*Network, error) {
@@ -231,8 +230,8 @@ func (n *Network) GuestConfig() GuestConfig {
 }
 
 // Stats counts what the guest sent: every frame read, admitted or not.
-func (n *Network) Stats() machine.NetStats {
-	return machine.NetStats{Frames: n.frames.Load(), Bytes: n.bytes.Load()}
+func (n *Network) Stats() netstream.Stats {
+	return netstream.Stats{Frames: n.frames.Load(), Bytes: n.bytes.Load()}
 }
 
 // Dropped returns how many Denials were not reported (over DenialRate or
