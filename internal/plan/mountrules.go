@@ -1,33 +1,31 @@
-//go:build linux
-
 package plan
 
 import (
-	"github.com/sbx-dev/sbx/internal/vfs"
 	"github.com/sbx-dev/sbx/policy"
+	"github.com/sbx-dev/sbx/policy/match"
 )
 
-// compileRules compiles a mount's path rules with package vfs, the file
-// server's own engine, so that the plan shows what the server hides.
-// Package vfs builds on Linux only, where the server runs.
+// compileRules compiles a mount's path rules with policy/match, the
+// language the file server enforces with, so that the plan shows what
+// the server hides on every host sbx runs on.
 func compileRules(m policy.Mount) (pathRules, error) {
-	r, err := vfs.CompileRules(m)
+	r, err := match.CompileMountRules(m.Hide, m.ReadOnly, m.Tmpfs)
 	if err != nil {
 		return nil, err
 	}
-	return vfsRules{r}, nil
+	return mountRules{r}, nil
 }
 
-type vfsRules struct{ r *vfs.Rules }
+type mountRules struct{ r *match.MountRules }
 
-func (v vfsRules) class(rel string) pathClass {
+func (v mountRules) class(rel string) pathClass {
 	switch v.r.Classify(rel) {
-	case vfs.Hidden:
+	case match.Hidden:
 		return classHidden
-	case vfs.TmpfsPath:
+	case match.TmpfsPath:
 		return classTmpfs
 	}
 	return classVisible
 }
 
-func (v vfsRules) hiddenBy(rel string) []string { return v.r.HiddenBy(rel) }
+func (v mountRules) hiddenBy(rel string) []string { return v.r.HiddenBy(rel) }
