@@ -18,11 +18,13 @@ func compileRules(m policy.Mount) (pathRules, error) {
 
 type mountRules struct{ r *match.MountRules }
 
+// class decides as the file server places a path: hidden first, then
+// scratch space in memory (read-only or not), else the host's file.
 func (v mountRules) class(rel string) pathClass {
-	switch v.r.Classify(rel) {
-	case match.Hidden:
+	if v.r.Hidden(rel) {
 		return classHidden
-	case match.TmpfsPath:
+	}
+	if _, ok := v.r.InMemory(rel); ok {
 		return classTmpfs
 	}
 	return classVisible

@@ -1,8 +1,6 @@
 package vfs
 
 import (
-	"strings"
-
 	"github.com/sbx-dev/sbx/policy"
 	"github.com/sbx-dev/sbx/policy/match"
 )
@@ -104,15 +102,12 @@ type place struct {
 }
 
 func (r *Rules) place(rel string) place {
-	names := split(rel)
-	if _, ok := match.MatchAny(r.Hide, names); ok {
+	if r.MountRules.Hidden(rel) {
 		return place{hidden: true}
 	}
 	var p place
-	if n, ok := match.MatchAny(r.Tmpfs, names); ok {
-		p.inMem, p.memRoot = true, strings.Join(names[:n], "/")
-	}
-	_, ro := match.MatchAny(r.ReadOnly, names)
+	p.memRoot, p.inMem = r.MountRules.InMemory(rel)
+	_, ro := match.MatchAny(r.ReadOnly, split(rel))
 	if !p.inMem && r.git != nil {
 		// Memory never reaches the host's git; the host does.
 		g := r.git.classify(rel)

@@ -217,6 +217,26 @@ func (r *MountRules) Classify(rel string) Class {
 	return Plain
 }
 
+// Hidden reports whether a hide pattern matches rel or an ancestor of it.
+func (r *MountRules) Hidden(rel string) bool {
+	_, ok := MatchAny(r.Hide, Split(rel))
+	return ok
+}
+
+// InMemory reports whether a tmpfs pattern matches rel or an ancestor of
+// it, and the shortest such path, the root of its scratch space. A file
+// server keeps such a path in memory, read-only where a readonly
+// pattern also matches it (Classify then says ReadOnlyPath), so the
+// guest never sees the host's file there unless it is Hidden.
+func (r *MountRules) InMemory(rel string) (root string, ok bool) {
+	names := Split(rel)
+	n, ok := MatchAny(r.Tmpfs, names)
+	if !ok {
+		return "", false
+	}
+	return strings.Join(names[:n], "/"), true
+}
+
 // HiddenBy returns the hide patterns, as written, that match rel itself.
 // A path under a hidden directory is hidden too (Classify says Hidden)
 // without being listed here: this is for callers that walk a host tree
