@@ -34,8 +34,10 @@ func CompileMount(s string) (*Mount, error) {
 	elems := strings.Split(strings.TrimSuffix(s, "/"), "/")
 	for _, e := range elems {
 		switch e {
-		case "", ".", "..":
-			return bad("%q is not a clean relative pattern (an empty, \".\" or \"..\" name)", e)
+		case "":
+			return bad("an empty name (\"//\"); patterns are clean relative paths")
+		case ".", "..":
+			return bad("a %q name; patterns are clean relative paths, without \".\" or \"..\"", e)
 		}
 		if e == "**" {
 			continue
@@ -80,33 +82,40 @@ func (p *Mount) MatchNames(names []string) bool {
 	return matchElems(p.elems, names)
 }
 
+// matchElems matches names against pattern names, where "**" matches
+// any number of names, except as the pattern's last name, where it
+// matches one or more (a trailing "/**" matches what is inside, as in
+// gitignore, not the directory itself). It fills a table over (pattern
+// position, name position), so its time is bounded by their product
+// whatever the pattern: a guest that makes deep paths cannot make a
+// pattern with several "**" slow.
 func matchElems(pat, names []string) bool {
-	// Bounded: each "**" tries every split, and paths are at most
-	// PATH_MAX long; patterns hold few "**".
-	for len(pat) > 0 {
-		if pat[0] == "**" {
-			rest := pat[1:]
-			if len(rest) == 0 {
-				// A trailing "/**" matches what is inside, as in
-				// gitignore, not the directory itself.
-				return len(names) > 0
+	// ok[j] says whether pat[i:] matches names[j:], computed from the end.
+	ok := make([]bool, len(names)+1)
+	ok[len(names)] = true
+	next := make([]bool, len(names)+1)
+	for i := len(pat) - 1; i >= 0; i-- {
+		cur := next
+		switch {
+		case pat[i] == "**" && i == len(pat)-1:
+			for j := range cur {
+				cur[j] = j < len(names)
 			}
-			for i := 0; i <= len(names); i++ {
-				if matchElems(rest, names[i:]) {
-					return true
-				}
+		case pat[i] == "**":
+			cur[len(names)] = ok[len(names)]
+			for j := len(names) - 1; j >= 0; j-- {
+				cur[j] = ok[j] || cur[j+1]
 			}
-			return false
+		default:
+			cur[len(names)] = false
+			for j := len(names) - 1; j >= 0; j-- {
+				m, _ := path.Match(pat[i], names[j])
+				cur[j] = ok[j+1] && m
+			}
 		}
-		if len(names) == 0 {
-			return false
-		}
-		if ok, _ := path.Match(pat[0], names[0]); !ok {
-			return false
-		}
-		pat, names = pat[1:], names[1:]
+		ok, next = cur, ok
 	}
-	return len(names) == 0
+	return ok[0]
 }
 
 // MatchAny reports whether any of pats matches the path names or one of
