@@ -214,8 +214,11 @@
 //
 // Beyond types and references, Load checks: host patterns, TCP
 // destinations and address mappings; request blocks (each for an allow
-// entry of its own block that is not passthrough, once; methods, path and
-// ref patterns as package policy checks them); that CA files hold PEM
+// entry of its own block that is not passthrough, once; methods as package
+// policy checks them, path and ref patterns as package policy/match
+// compiles them for the egress engine); mount hide, readonly and tmpfs
+// patterns as policy/match compiles them for the file server (so a spec
+// that validates starts); that CA files hold PEM
 // certificates and nothing else; that every host a sandbox's secret is
 // sent to is allowed by that sandbox's egress (a secret never widens egress
 // by itself) and not passthrough; that sandbox users and mount owners exist in the image; that

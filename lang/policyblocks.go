@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/sbx-dev/sbx/policy"
+	"github.com/sbx-dev/sbx/policy/match"
 )
 
 var egressSchema = &hcl.BodySchema{
@@ -166,8 +167,8 @@ func (l *loader) decodeRequest(e *Egress, b *hcl.Block, index map[policy.HostPat
 		noun  string // what leaving the list out lets through
 	}{
 		{"methods", &r.Methods, policy.CheckMethod, "Invalid HTTP method", "every method"},
-		{"paths", &r.Paths, policy.CheckPathPattern, "Invalid path pattern", "every path"},
-		{"git_push", &r.GitPush, policy.CheckRefPattern, "Invalid ref pattern", "a push to any ref"},
+		{"paths", &r.Paths, checkPathPattern, "Invalid path pattern", "every path"},
+		{"git_push", &r.GitPush, checkRefPattern, "Invalid ref pattern", "a push to any ref"},
 	}
 	set := false
 	for _, f := range lists {
@@ -196,8 +197,10 @@ func (l *loader) decodeRequest(e *Egress, b *hcl.Block, index map[policy.HostPat
 				continue
 			}
 			if f.name == "paths" {
-				if why := policy.PathPatternMatchesNothing(it.Value); why != "" {
-					l.warnf(it.Range, "Path pattern that matches no request", "%s.", why)
+				if pp, err := match.CompilePath(it.Value); err == nil {
+					if why := pp.MatchesNothing(); why != "" {
+						l.warnf(it.Range, "Path pattern that matches no request", "%s.", why)
+					}
 				}
 			}
 			list = append(list, it.Value)
@@ -524,7 +527,8 @@ func (l *loader) decodeMount(vfs string, b *hcl.Block) (policy.Mount, hcl.Range,
 				l.errorf(it.Range, "Invalid path pattern", "%s patterns cannot be negated with \"!\"; list the paths the rule applies to.", f.name)
 				continue
 			}
-			if err := checkRelPattern(it.Value); err != nil {
+			// The file server compiles these with the same function.
+			if _, err := match.CompileMount(it.Value); err != nil {
 				l.errorf(it.Range, "Invalid path pattern", "%s patterns are relative to the mount's root: %v.", f.name, err)
 				continue
 			}
@@ -570,4 +574,16 @@ func sortedUnique(list []string) []string {
 		}
 	}
 	return out
+}
+
+// checkPathPattern and checkRefPattern validate request rule patterns
+// with the compiler the egress engine uses.
+func checkPathPattern(p string) error {
+	_, err := match.CompilePath(p)
+	return err
+}
+
+func checkRefPattern(p string) error {
+	_, err := match.CompileRef(p)
+	return err
 }

@@ -293,8 +293,8 @@ func unionKeep(a, b []string) []string {
 }
 
 // globCovers reports whether every path (or ref) pattern p matches is
-// matched by pattern q, both in the language of CheckPathPattern and
-// CheckRefPattern. It decides by matching q against p's text, where a "*"
+// matched by pattern q, both in the language of match.CompilePath and
+// match.CompileRef. It decides by matching q against p's text, where a "*"
 // or "**" of p may be matched only by a wildcard of q at least as wide;
 // so it never says yes wrongly, and says no only for coverings that would
 // need q's literal text to match every string p's wildcard stands for

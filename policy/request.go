@@ -2,17 +2,16 @@ package policy
 
 import (
 	"fmt"
-	"net/url"
 	"slices"
 	"sort"
 	"strings"
 )
 
 // This file holds the request rules of an allow rule (Methods, Paths,
-// GitPush): how their patterns are checked when a spec is loaded, how they
-// match at run time, which rule governs a host, and how two rules for the
-// same pattern merge. Package lang validates with the Check functions. The
-// egress engine (internal/egress) matches with its own code; its tests
+// GitPush): how a method is checked when a spec is loaded, which rule
+// governs a host, and how two rules for the same pattern merge. Path and
+// ref patterns are package policy/match's: lang validates them and the
+// egress engine (internal/egress) matches with it; the engine's tests
 // hold plan's classification of rule changes (Compare) to that code.
 
 // CheckMethod checks an HTTP method as written in a request rule: an HTTP
@@ -52,244 +51,9 @@ func isTokenChar(c byte) bool {
 	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
 
-// CheckPathPattern checks a request path pattern. A pattern starts with
-// "/" and is matched against the whole path of a request, without its
-// query, one segment (the text between slashes) at a time: "*" stands for
-// any run of characters within a segment, and a segment that is exactly
-// "**" stands for any number of segments, none included. Characters are
-// written as they are, not percent-escaped (requests are matched after
-// their segments are decoded), and "." and ".." segments, empty segments
-// other than a trailing one, "?", "#", "\" and white space are refused.
-// A pattern holding ";" is valid but matches no request, since
-// CheckRequestPath refuses every path that holds one
-// (PathPatternMatchesNothing says so).
-func CheckPathPattern(p string) error {
-	if p == "" {
-		return fmt.Errorf("empty path pattern")
-	}
-	if !strings.HasPrefix(p, "/") {
-		return fmt.Errorf("path pattern %q must start with \"/\"", p)
-	}
-	if i := strings.IndexAny(p, "?#"); i >= 0 {
-		return fmt.Errorf("path pattern %q holds %q; patterns match the path only, not the query or fragment", p, p[i])
-	}
-	if strings.Contains(p, "%") {
-		return fmt.Errorf("path pattern %q holds \"%%\"; write characters as they are, not percent-escaped (request paths are decoded before they are matched)", p)
-	}
-	for _, r := range p {
-		if r < 0x21 || r == 0x7f || r == '\\' {
-			return fmt.Errorf("path pattern %q holds %q, which a path pattern cannot", p, r)
-		}
-	}
-	segs := strings.Split(p[1:], "/")
-	for i, s := range segs {
-		if err := checkGlobSegment(s, i == len(segs)-1); err != nil {
-			return fmt.Errorf("path pattern %q: %v", p, err)
-		}
-	}
-	return nil
-}
-
-// CheckRefPattern checks a git_push ref pattern: a full ref name under
-// "refs/" ("refs/heads/agent/*") with the same "*" and "**" as path
-// patterns, and otherwise only what git accepts in a ref name
-// (git check-ref-format).
-func CheckRefPattern(p string) error {
-	if p == "" {
-		return fmt.Errorf("empty ref pattern")
-	}
-	if !strings.HasPrefix(p, "refs/") {
-		full := "refs/heads/" + strings.TrimPrefix(p, "/")
-		if strings.HasPrefix(p, "heads/") || strings.HasPrefix(p, "tags/") {
-			full = "refs/" + p
-		}
-		return fmt.Errorf("ref pattern %q must be a full ref name under refs/, as in %q", p, full)
-	}
-	for _, r := range p {
-		if r < 0x21 || r == 0x7f || strings.ContainsRune("~^:?[\\", r) {
-			return fmt.Errorf("ref pattern %q holds %q, which git does not allow in a ref name", p, r)
-		}
-	}
-	if strings.Contains(p, "..") || strings.Contains(p, "@{") {
-		return fmt.Errorf("ref pattern %q holds %q, which git does not allow in a ref name", p, firstOf(p, "..", "@{"))
-	}
-	segs := strings.Split(p, "/")
-	for _, s := range segs {
-		if err := checkGlobSegment(s, false); err != nil {
-			return fmt.Errorf("ref pattern %q: %v", p, err)
-		}
-		if strings.HasPrefix(s, ".") || strings.HasSuffix(s, ".lock") {
-			return fmt.Errorf("ref pattern %q: git does not allow a ref name component %q", p, s)
-		}
-	}
-	if strings.HasSuffix(p, ".") {
-		return fmt.Errorf("ref pattern %q ends with \".\", which git does not allow", p)
-	}
-	if len(segs) < 3 && !slices.Contains(segs, "**") {
-		return fmt.Errorf("ref pattern %q names no ref; write e.g. \"refs/heads/NAME\"", p)
-	}
-	return nil
-}
-
-func firstOf(s string, subs ...string) string {
-	for _, sub := range subs {
-		if strings.Contains(s, sub) {
-			return sub
-		}
-	}
-	return ""
-}
-
-// checkGlobSegment checks one segment of a path or ref pattern.
-func checkGlobSegment(s string, last bool) error {
-	switch {
-	case s == "" && last:
-		return nil
-	case s == "":
-		return fmt.Errorf("empty segment (\"//\")")
-	case s == "." || s == "..":
-		return fmt.Errorf("segment %q is not allowed; name paths as the server sees them", s)
-	case s == "**":
-		return nil
-	case strings.Contains(s, "**"):
-		return fmt.Errorf("\"**\" must be a whole segment, as in \"/v1/**\"; use \"*\" within a segment")
-	}
-	return nil
-}
-
-// MatchPath reports whether the request path (as sent, percent-escaped,
-// without the query) matches pattern (see CheckPathPattern). Each segment
-// is decoded before it is compared. A path that could mean something
-// else to the server than it seems to here never matches: one that
-// CheckRequestPath refuses (dot segments, plain or encoded, "//", ";",
-// "\", "%25", control bytes, invalid escapes and more). A path holding an
-// encoded "/" matches only when it matches both as written (the "/" inside
-// its segment) and with the "/" decoded into a separator, since servers
-// differ in which they route.
-func MatchPath(pattern, path string) bool {
-	if !strings.HasPrefix(pattern, "/") || CheckRequestPath(path) != nil {
-		return false
-	}
-	raw := strings.Split(path[1:], "/")
-	segs := make([]string, len(raw))
-	for i, r := range raw {
-		s, err := url.PathUnescape(r)
-		if err != nil {
-			return false
-		}
-		segs[i] = s
-	}
-	pat := strings.Split(pattern[1:], "/")
-	if !matchSegments(pat, segs) {
-		return false
-	}
-	if hasEncodedSlash(path) {
-		return matchSegments(pat, strings.Split(strings.Join(segs, "/"), "/"))
-	}
-	return true
-}
-
-// MatchRef reports whether the git ref name ref ("refs/heads/agent/x")
-// matches pattern (see CheckRefPattern).
-func MatchRef(pattern, ref string) bool {
-	return matchSegments(strings.Split(pattern, "/"), strings.Split(ref, "/"))
-}
-
-// matchSegments matches segments against pattern segments, where a "**"
-// pattern segment matches any number of segments. It fills a table over
-// (pattern position, segment position), so its time is bounded by their
-// product whatever the pattern.
-func matchSegments(pat, segs []string) bool {
-	// ok[j] says whether pat[i:] matches segs[j:], computed from the end.
-	ok := make([]bool, len(segs)+1)
-	ok[len(segs)] = true
-	next := make([]bool, len(segs)+1)
-	for i := len(pat) - 1; i >= 0; i-- {
-		cur := next
-		if pat[i] == "**" {
-			cur[len(segs)] = ok[len(segs)]
-			for j := len(segs) - 1; j >= 0; j-- {
-				cur[j] = ok[j] || cur[j+1]
-			}
-		} else {
-			cur[len(segs)] = false
-			for j := len(segs) - 1; j >= 0; j-- {
-				cur[j] = ok[j+1] && matchGlob(pat[i], segs[j])
-			}
-		}
-		ok, next = cur, ok
-	}
-	return ok[0]
-}
-
-// matchGlob matches one segment against a pattern segment in which "*"
-// stands for any run of characters. It backtracks only to the last star,
-// so it runs in time linear in the product of the lengths at worst.
-func matchGlob(pat, s string) bool {
-	p, i := 0, 0
-	star, mark := -1, 0
-	for i < len(s) {
-		switch {
-		case p < len(pat) && pat[p] == '*':
-			star, mark = p, i
-			p++
-		case p < len(pat) && pat[p] == s[i]:
-			p++
-			i++
-		case star >= 0:
-			p = star + 1
-			mark++
-			i = mark
-		default:
-			return false
-		}
-	}
-	for p < len(pat) && pat[p] == '*' {
-		p++
-	}
-	return p == len(pat)
-}
-
 // Restricted reports whether the rule narrows requests at all.
 func (r AllowRule) Restricted() bool {
 	return len(r.Methods) > 0 || len(r.Paths) > 0 || len(r.GitPush) > 0
-}
-
-// AllowsRequest reports whether the rule's Methods and Paths let a request
-// with this method and path (percent-escaped, without the query) through.
-// Methods compare exactly ("post" is not "POST"), and paths by MatchPath.
-// It sees neither headers, query nor body: the egress engine also refuses,
-// under a rule with Methods, requests that ask the server for another
-// method (X-HTTP-Method-Override and the like, a _method parameter or
-// form field), which only narrows what this admits.
-// Git push refs are checked separately (AllowsPushRef), once the request
-// body's ref updates have been read.
-func (r AllowRule) AllowsRequest(method, path string) bool {
-	if len(r.Methods) > 0 && !slices.Contains(r.Methods, method) {
-		return false
-	}
-	if len(r.Paths) == 0 {
-		return true
-	}
-	for _, p := range r.Paths {
-		if MatchPath(p, path) {
-			return true
-		}
-	}
-	return false
-}
-
-// AllowsPushRef reports whether a git push may update ref under the rule.
-func (r AllowRule) AllowsPushRef(ref string) bool {
-	if len(r.GitPush) == 0 {
-		return true
-	}
-	for _, p := range r.GitPush {
-		if MatchRef(p, ref) {
-			return true
-		}
-	}
-	return false
 }
 
 // RulesFor returns the allow rules whose patterns match host. This is how

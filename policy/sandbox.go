@@ -60,10 +60,11 @@ type Origin struct {
 // Methods, Paths and GitPush narrow what requests may do: when Methods is
 // not empty only those HTTP methods pass; when Paths is not empty only
 // request paths matching one of its patterns ("/v1/**", "*" within a
-// segment, "**" across segments; see CheckPathPattern and MatchPath); when
-// GitPush is not empty a git smart-HTTP push (git-receive-pack) may update
-// only refs matching one of its patterns ("refs/heads/agent/*"; MatchRef).
-// AllowsRequest and AllowsPushRef apply them. A policy holds at most one
+// segment, "**" across segments; see match.CompilePath); when GitPush is
+// not empty a git smart-HTTP push (git-receive-pack) may update only refs
+// matching one of its patterns ("refs/heads/agent/*"; match.CompileRef).
+// Package policy/match holds that pattern language, and the egress engine
+// applies it. A policy holds at most one
 // rule per pattern; when patterns overlap, every rule whose pattern
 // matches a host applies to it (RulesFor): a request passes when one of
 // them admits both its method and its path.

@@ -9,15 +9,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sbx-dev/sbx/internal/egress/gitpush"
 	"github.com/sbx-dev/sbx/policy"
+	"github.com/sbx-dev/sbx/policy/match"
 )
 
 // The tests in this file hold plan's classification of a policy change
 // (policy.Compare, whose changes plan prints and -fail-on-widen counts)
 // to what this engine enforces. They make random pairs of policies, ask
 // the engine's own decision functions (flowKind, checkRequest,
-// formOf, gitpush.Match, rewriteRequest, dialTarget, composed in the order handle applies them) about random
+// formOf, match.AnyRef, rewriteRequest, dialTarget, composed in the order handle applies them) about random
 // requests under each, and require:
 //
 //   - whenever a request is let through under the new policy that the old
@@ -421,7 +421,7 @@ func decide(p *Policy, q probe) outcome {
 		o.why = "no secret " + q.secret + " to send"
 		return o
 	}
-	if v.pushRefs != nil && q.pushRef != "" && !gitpush.Match(v.pushRefs, q.pushRef) {
+	if v.pushRefs != nil && q.pushRef != "" && !match.AnyRef(v.pushRefs, q.pushRef) {
 		o.why = "push ref refused"
 		return o
 	}

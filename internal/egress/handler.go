@@ -20,6 +20,7 @@ import (
 	"github.com/sbx-dev/sbx/internal/egress/audit"
 	"github.com/sbx-dev/sbx/internal/egress/gitpush"
 	"github.com/sbx-dev/sbx/policy"
+	"github.com/sbx-dev/sbx/policy/match"
 )
 
 // requestState travels with a request through the reverse proxy.
@@ -260,7 +261,7 @@ func oneLine(s string) string {
 // checkPush reads a git push's ref-update commands and returns the body
 // to send upstream (the commands replayed, then the rest), or nil after
 // answering the client with a receive-pack refusal that git prints.
-func (e *Engine) checkPush(w http.ResponseWriter, r *http.Request, f *flow, refs []string) (io.ReadCloser, string) {
+func (e *Engine) checkPush(w http.ResponseWriter, r *http.Request, f *flow, refs []*match.Ref) (io.ReadCloser, string) {
 	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
 		reason := fmt.Sprintf("a git push with a %s-encoded body cannot be checked against the rule's refs", ce)
 		writeDenial(w, http.StatusForbidden, reason)
@@ -274,7 +275,7 @@ func (e *Engine) checkPush(w http.ResponseWriter, r *http.Request, f *flow, refs
 	}
 	var bad []string
 	for _, c := range cmds {
-		if !gitpush.Match(refs, c.Ref) {
+		if !match.AnyRef(refs, c.Ref) {
 			bad = append(bad, c.Ref)
 		}
 	}
@@ -285,8 +286,12 @@ func (e *Engine) checkPush(w http.ResponseWriter, r *http.Request, f *flow, refs
 		}{io.MultiReader(bytes.NewReader(consumed), r.Body), r.Body}, ""
 	}
 	rule := e.cur.Load().pol.ruleFor(f.name, f.port)
+	pats := make([]string, len(refs))
+	for i, p := range refs {
+		pats[i] = p.String()
+	}
 	reason := fmt.Sprintf("sbx egress: pushes to %s may update only %s (%s); refused %s",
-		f.name, strings.Join(refs, ", "), originString(rule), strings.Join(bad, ", "))
+		f.name, strings.Join(pats, ", "), originString(rule), strings.Join(bad, ", "))
 	// The client sends the whole pack before it reads the answer; read it
 	// (bounded) so that it gets to print the refusal.
 	if n, _ := io.Copy(io.Discard, io.LimitReader(r.Body, e.opts.MaxRefusedPushBody)); n >= e.opts.MaxRefusedPushBody {

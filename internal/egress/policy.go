@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/sbx-dev/sbx/policy"
+	"github.com/sbx-dev/sbx/policy/match"
 )
 
 // Policy is one sandbox's egress policy compiled for the proxy: the
@@ -37,7 +38,9 @@ type Policy struct {
 type allowRule struct {
 	policy.AllowRule
 	methods map[string]bool
-	paths   []pathPattern
+	// paths and refs are the rule's Paths and GitPush compiled.
+	paths []*match.Path
+	refs  []*match.Ref
 }
 
 type secret struct {
@@ -71,7 +74,7 @@ func Compile(p policy.Sandbox, secrets map[string][]byte, placeholders map[strin
 			}
 		}
 		for _, s := range r.Paths {
-			pp, err := parsePathPattern(s)
+			pp, err := match.CompilePath(s)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: %v", originString(r.Origin), err))
 				continue
@@ -79,9 +82,12 @@ func Compile(p policy.Sandbox, secrets map[string][]byte, placeholders map[strin
 			ar.paths = append(ar.paths, pp)
 		}
 		for _, g := range r.GitPush {
-			if !strings.HasPrefix(g, "refs/") {
-				errs = append(errs, fmt.Errorf("%s: git push pattern %q must start with refs/", originString(r.Origin), g))
+			rp, err := match.CompileRef(g)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %v", originString(r.Origin), err))
+				continue
 			}
+			ar.refs = append(ar.refs, rp)
 		}
 		c.allow = append(c.allow, ar)
 	}

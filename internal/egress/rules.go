@@ -5,28 +5,8 @@ import (
 	"strings"
 
 	"github.com/sbx-dev/sbx/policy"
+	"github.com/sbx-dev/sbx/policy/match"
 )
-
-// pathPattern is a request path pattern (see policy.CheckPathPattern),
-// matched by policy.MatchPath: the engine and package policy's
-// AllowsRequest judge paths by one function.
-type pathPattern string
-
-func parsePathPattern(s string) (pathPattern, error) {
-	if !strings.HasPrefix(s, "/") {
-		return "", fmt.Errorf("path pattern %q must start with /", s)
-	}
-	if err := policy.CheckPathPattern(s); err != nil {
-		return "", err
-	}
-	return pathPattern(s), nil
-}
-
-// match reports whether the escaped request path matches the pattern; a
-// path policy.CheckRequestPath refuses never does.
-func (p pathPattern) match(escapedPath string) bool {
-	return policy.MatchPath(string(p), escapedPath)
-}
 
 // requestVerdict is the decision on one request's method and path.
 type requestVerdict struct {
@@ -35,7 +15,7 @@ type requestVerdict struct {
 	rule    policy.Origin
 	// pushRefs, when not nil, are the ref patterns a git-receive-pack
 	// request's ref updates must match; nil means unrestricted.
-	pushRefs []string
+	pushRefs []*match.Ref
 	// scanForm, when not empty, says that the request is a POST with a
 	// form body admitted only by rules that list methods, so the body
 	// must be read for a _method field (formOverrideScanner); it is the
@@ -55,9 +35,9 @@ type requestVerdict struct {
 //     X-Method-Override header, a _method query parameter; see
 //     methodOverride);
 //   - the rule lists no paths, or the target the upstream will receive is
-//     one policy.CheckRequestPath accepts (no ";", "\", dot segments,
+//     one match.CheckRequestPath accepts (no ";", "\", dot segments,
 //     encoded dots, "%25", control bytes, "//", ...) and matches one of
-//     its patterns (policy.MatchPath), and the request carries no header
+//     its patterns (match.Path), and the request carries no header
 //     that servers route by instead (X-Original-URL, X-Rewrite-URL; see
 //     pathOverride).
 //
@@ -80,7 +60,7 @@ func (p *Policy) checkRequest(name string, q requestForm) requestVerdict {
 	if len(rules) == 0 {
 		return requestVerdict{reason: fmt.Sprintf("%s is not in any egress allow rule", name)}
 	}
-	pathErr := policy.CheckRequestPath(q.target)
+	pathErr := match.CheckRequestPath(q.target)
 	override := methodOverride(q.header, q.query)
 	var admitted []*allowRule
 	var refused *allowRule
@@ -114,12 +94,12 @@ func (p *Policy) checkRequest(name string, q requestForm) requestVerdict {
 		}
 	}
 	if q.receivePack {
-		var refs []string
+		var refs []*match.Ref
 		for _, r := range admitted {
-			if len(r.GitPush) == 0 {
+			if len(r.refs) == 0 {
 				return requestVerdict{allowed: true, rule: r.Origin, scanForm: v.scanForm}
 			}
-			refs = append(refs, r.GitPush...)
+			refs = append(refs, r.refs...)
 		}
 		v.pushRefs = refs
 	}
@@ -154,7 +134,7 @@ func (r *allowRule) refusal(q requestForm, name string, pathErr error, override 
 			q.method, q.target, name, by, po), true
 	}
 	for _, pp := range r.paths {
-		if pp.match(q.target) {
+		if pp.Match(q.target) {
 			return "", false
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sbx-dev/sbx/internal/egress/gitpush"
 	"github.com/sbx-dev/sbx/policy"
+	"github.com/sbx-dev/sbx/policy/match"
 )
 
 func TestPathPatterns(t *testing.T) {
@@ -39,16 +40,16 @@ func TestPathPatterns(t *testing.T) {
 		{"/a*b*c", "/aXbYc", true},
 		{"/a*b*c", "/aXbY", false},
 	} {
-		pp, err := parsePathPattern(tc.pattern)
+		pp, err := match.CompilePath(tc.pattern)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.pattern, err)
 		}
-		if got := pp.match(tc.path); got != tc.want {
+		if got := pp.Match(tc.path); got != tc.want {
 			t.Errorf("%s ~ %s = %v, want %v", tc.pattern, tc.path, got, tc.want)
 		}
 	}
 	for _, bad := range []string{"v1", "/v1/a**", "/v1/../x", "/./x"} {
-		if _, err := parsePathPattern(bad); err == nil {
+		if _, err := match.CompilePath(bad); err == nil {
 			t.Errorf("%q parsed", bad)
 		}
 	}

@@ -242,7 +242,7 @@ func TestCompileRejects(t *testing.T) {
 		{"newline", policy.Sandbox{Secrets: []policy.SecretBinding{b}}, map[string][]byte{"s": []byte("abcdefgh\nij")}, map[string]string{"s": tokenPH}, "line break"},
 		{"no placeholder", policy.Sandbox{Secrets: []policy.SecretBinding{b}}, map[string][]byte{"s": []byte(tokenValue)}, nil, "placeholder"},
 		{"bad CA", policy.Sandbox{CAs: []policy.CA{{Path: "x.pem", PEM: "junk"}}}, nil, nil, "no PEM certificate"},
-		{"bad path pattern", policy.Sandbox{Allow: []policy.AllowRule{{Pattern: policy.MustHostPattern("a.test"), Paths: []string{"v1/**"}}}}, nil, nil, "must start with /"},
+		{"bad path pattern", policy.Sandbox{Allow: []policy.AllowRule{{Pattern: policy.MustHostPattern("a.test"), Paths: []string{"v1/**"}}}}, nil, nil, `must start with "/"`},
 	} {
 		_, err := Compile(tc.p, tc.values, tc.ph)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

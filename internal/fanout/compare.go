@@ -10,7 +10,7 @@ import (
 	"path"
 	"slices"
 
-	"github.com/sbx-dev/sbx/internal/vfs"
+	"github.com/sbx-dev/sbx/policy/match"
 )
 
 // What happened to a path, as Change.Change says it.
@@ -54,7 +54,7 @@ type Change struct {
 // run is read through an os.Root and never follows a link, since the
 // guest made it. A directory or file the guest left unreadable is made
 // readable first (the copy is the caller's to remove anyway).
-func Compare(base, run, guest string, rules *vfs.Rules) ([]Change, error) {
+func Compare(base, run, guest string, rules *match.MountRules) ([]Change, error) {
 	br, err := os.OpenRoot(base)
 	if err != nil {
 		return nil, err
@@ -84,7 +84,7 @@ func Compare(base, run, guest string, rules *vfs.Rules) ([]Change, error) {
 type comparer struct {
 	base, run *os.Root
 	guest     string
-	rules     *vfs.Rules
+	rules     *match.MountRules
 	out       []Change
 }
 
@@ -109,7 +109,7 @@ func (c *comparer) skip(rel string) bool {
 		return false
 	}
 	switch c.rules.Classify(rel) {
-	case vfs.Hidden, vfs.TmpfsPath:
+	case match.Hidden, match.TmpfsPath:
 		return true
 	}
 	return false

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sbx-dev/sbx/internal/vfs"
+	"github.com/sbx-dev/sbx/policy/match"
 )
 
 // CopyStats says what CopyTree copied and how.
@@ -48,7 +48,7 @@ const modeBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
 // inside src: an eval's own results directory, for one. rules may be
 // nil (copy everything but exclude). When ctx ends the copy stops with
 // its error, leaving a partial dst for the caller to remove.
-func CopyTree(ctx context.Context, src, dst string, rules *vfs.Rules, exclude []string) (CopyStats, error) {
+func CopyTree(ctx context.Context, src, dst string, rules *match.MountRules, exclude []string) (CopyStats, error) {
 	c := &copier{ctx: ctx, rules: rules, exclude: map[string]bool{}}
 	// The root itself may be a link (a mount's host directory written
 	// as an absolute path through one): the file server follows it too.
@@ -110,7 +110,7 @@ func within(base, p string) (string, bool, error) {
 type copier struct {
 	ctx     context.Context
 	root    *os.Root
-	rules   *vfs.Rules
+	rules   *match.MountRules
 	exclude map[string]bool
 	noClone bool
 	st      CopyStats
@@ -125,7 +125,7 @@ func (c *copier) skip(rel string) bool {
 		return false
 	}
 	switch c.rules.Classify(rel) {
-	case vfs.Hidden, vfs.TmpfsPath:
+	case match.Hidden, match.TmpfsPath:
 		return true
 	}
 	return false

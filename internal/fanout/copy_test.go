@@ -10,14 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbx-dev/sbx/internal/vfs"
-	"github.com/sbx-dev/sbx/policy"
+	"github.com/sbx-dev/sbx/policy/match"
 )
 
 // rulesOf compiles the rules of a read-write mount.
-func rulesOf(t *testing.T, hide, readonly, tmpfs []string) *vfs.Rules {
+func rulesOf(t *testing.T, hide, readonly, tmpfs []string) *match.MountRules {
 	t.Helper()
-	r, err := vfs.CompileRules(policy.Mount{Guest: "/workspace", Access: policy.ReadWrite, Hide: hide, ReadOnly: readonly, Tmpfs: tmpfs})
+	r, err := match.CompileMountRules(hide, readonly, tmpfs)
 	if err != nil {
 		t.Fatal(err)
 	}

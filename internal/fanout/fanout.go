@@ -14,8 +14,8 @@ import (
 
 	"github.com/sbx-dev/sbx/internal/egress/audit"
 	"github.com/sbx-dev/sbx/internal/guestconn"
-	"github.com/sbx-dev/sbx/internal/vfs"
 	"github.com/sbx-dev/sbx/policy"
+	"github.com/sbx-dev/sbx/policy/match"
 )
 
 // Environment variables each run's command gets.
@@ -126,7 +126,7 @@ func (o *Options) Check() error {
 type copied struct {
 	guest string
 	base  string
-	rules *vfs.Rules
+	rules *match.MountRules
 }
 
 // Execute runs the eval: it makes the results directory, snapshots the
@@ -187,7 +187,7 @@ func Execute(ctx context.Context, opts Options) (*Result, error) {
 		if m.Policy.Access != policy.ReadWrite {
 			continue
 		}
-		rules, err := vfs.CompileRules(m.Policy)
+		rules, err := match.CompileMountRules(m.Policy.Hide, m.Policy.ReadOnly, m.Policy.Tmpfs)
 		if err != nil {
 			return nil, fmt.Errorf("mount %s: %w", m.Policy.Guest, err)
 		}

@@ -17,9 +17,9 @@
 // InspectMounts reports what each mount of the desired sandboxes shows of
 // its host directory now — the files its hide rules hide, the visible
 // files that look like secrets — for Plan.Mounts; it walks the checkout
-// with bounds and without following links, matching paths with package
-// vfs's rule engine so that the plan shows what the file server will
-// hide.
+// with bounds and without following links, matching paths with
+// policy/match, the rule language the file server enforces, so that the
+// plan shows what the file server will hide, on every OS.
 //
 // A Plan is data: it is rendered for people (Render) or as versioned JSON
 // (MarshalJSON, documented in docs/plan-json.md), saved with WriteFile and

@@ -316,7 +316,7 @@ const (
 	classTmpfs // the guest sees private scratch space, none of the host
 )
 
-// pathRules are a mount's compiled rules (package vfs's, compileRules).
+// pathRules are a mount's compiled rules (policy/match's, compileRules).
 type pathRules interface {
 	class(rel string) pathClass
 	// hiddenBy returns the hide patterns matching rel itself.

@@ -47,8 +47,11 @@
 // host end of a virtio-serial port named vfsproto.PortName(i), which the
 // guest agent (package guest/vfsmount) relays to its kernel's 9p client.
 // Deciding which mounts a sandbox has, and the owner's numbers, is the
-// supervisor's; the rules' language is package lang's.
+// supervisor's; the rules' language is package policy/match's, which lang
+// validates with, so a spec that validates compiles here.
 //
 // The server needs Linux 5.6 or later (openat2). The entry points are
-// New and Server.Serve; CompileRules is the pure rule engine.
+// New and Server.Serve; CompileRules compiles a mount's rules
+// (policy/match's patterns plus the mount's access; git protection is
+// added by New).
 package vfs

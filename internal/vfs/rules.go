@@ -1,61 +1,34 @@
 package vfs
 
 import (
-	"fmt"
-	"path"
-	"strings"
-
 	"github.com/sbx-dev/sbx/policy"
+	"github.com/sbx-dev/sbx/policy/match"
 )
 
-// Class is what a mount's path rules make of one path.
-type Class uint8
+// Class is what a mount's path rules make of one path (policy/match's
+// classes).
+type Class = match.Class
 
 // Classes, from the least to the most restrictive of the host-backed
-// ones. Tmpfs stands apart: its files live in the server's memory.
+// ones; see match.Class.
 const (
-	// Plain paths are the host's, readable and, in an "rw" mount,
-	// writable.
-	Plain Class = iota
-	// ReadOnlyPath paths are the host's and refuse every change (EROFS),
-	// whatever the mount's access.
-	ReadOnlyPath
-	// TmpfsPath paths live in memory, private to the sandbox; the host is
-	// never consulted for them.
-	TmpfsPath
-	// Hidden paths do not exist for the guest.
-	Hidden
+	Plain        = match.Plain
+	ReadOnlyPath = match.ReadOnlyPath
+	TmpfsPath    = match.TmpfsPath
+	Hidden       = match.Hidden
 )
-
-func (c Class) String() string {
-	switch c {
-	case Plain:
-		return "plain"
-	case ReadOnlyPath:
-		return "readonly"
-	case TmpfsPath:
-		return "tmpfs"
-	case Hidden:
-		return "hidden"
-	}
-	return fmt.Sprintf("Class(%d)", c)
-}
 
 // Rules are a mount's compiled path rules. They are immutable, so a
 // server may read them from any goroutine.
 //
 // A path is the slash-separated path of a file relative to the mount's
-// root, clean, with no leading slash ("" is the root itself). Patterns
-// follow gitignore: a pattern with no slash but a trailing one matches a
-// name at any depth ("*.pem", ".env"); one with a slash elsewhere is
-// anchored at the root (".git/config", "docs/*.md"); "*", "?" and
-// "[...]" match within one name; a "**" name matches any number of
-// names ("**/*.pem", "build/**"). A rule that matches a directory
-// applies to everything under it. Unlike gitignore, a trailing slash
-// does not limit a pattern to directories: "secrets/" also hides a file
-// named secrets. For hide and readonly the wider reading is the safe one,
-// and it keeps a path's class independent of what the host has there. Negation ("!") is refused: a hide rule with exceptions is
-// easy to get wrong, and language validation refuses it already.
+// root, clean, with no leading slash ("" is the root itself). The
+// patterns are policy/match's mount rule patterns (match.CompileMount),
+// the language lang validates with: a rule that matches a directory
+// applies to everything under it, and a trailing slash does not limit a
+// pattern to directories (the wider reading is the safe one for hide and
+// readonly, and it keeps a path's class independent of what the host has
+// there).
 //
 // When rules overlap the most restrictive wins, in this order: hidden,
 // read-only, tmpfs, plain. A read-only pattern inside a tmpfs path thus
@@ -67,7 +40,7 @@ func (c Class) String() string {
 // sequencer state as TmpfsPath, below the mount's own hide and tmpfs
 // rules, since neither reaches git on the host.
 type Rules struct {
-	hide, readonly, tmpfs []pattern
+	match.MountRules
 	// ro is the mount's access: every host-backed path refuses changes.
 	ro bool
 	// git is the server's git protection, nil when there is none.
@@ -81,157 +54,23 @@ func (r *Rules) withGit(g *gitGuard) *Rules {
 	return &c
 }
 
-// pattern is one compiled rule pattern.
-type pattern struct {
-	src   string
-	elems []string // the names, "**" standing for any number
-}
-
-// CompileRules compiles the path rules of m. It fails on a pattern that
-// language validation would have refused, so that a policy that bypassed
-// it is refused here rather than matched differently.
+// CompileRules compiles the path rules of m with policy/match, the
+// language lang validates with, so that a policy that bypassed validation
+// is refused here rather than matched differently.
 func CompileRules(m policy.Mount) (*Rules, error) {
-	r := &Rules{ro: m.Access != policy.ReadWrite}
-	for _, set := range []struct {
-		name string
-		src  []string
-		dst  *[]pattern
-	}{{"hide", m.Hide, &r.hide}, {"readonly", m.ReadOnly, &r.readonly}, {"tmpfs", m.Tmpfs, &r.tmpfs}} {
-		for _, s := range set.src {
-			p, err := compilePattern(s)
-			if err != nil {
-				return nil, fmt.Errorf("%s pattern %q: %w", set.name, s, err)
-			}
-			*set.dst = append(*set.dst, p)
-		}
+	mr, err := match.CompileMountRules(m.Hide, m.ReadOnly, m.Tmpfs)
+	if err != nil {
+		return nil, err
 	}
-	return r, nil
+	return &Rules{MountRules: *mr, ro: m.Access != policy.ReadWrite}, nil
 }
 
-func compilePattern(s string) (pattern, error) {
-	p := pattern{src: s}
-	switch {
-	case s == "" || s == "/":
-		return p, fmt.Errorf("empty pattern")
-	case strings.HasPrefix(s, "!"):
-		return p, fmt.Errorf("negated patterns are not supported")
-	case strings.HasPrefix(s, "/"):
-		return p, fmt.Errorf("absolute pattern; patterns are relative to the mount's root")
-	case strings.ContainsRune(s, 0):
-		return p, fmt.Errorf("NUL byte")
-	}
-	s = strings.TrimSuffix(s, "/")
-	elems := strings.Split(s, "/")
-	for _, e := range elems {
-		switch e {
-		case "", ".", "..":
-			return p, fmt.Errorf("%q is not a clean relative pattern", p.src)
-		}
-		if e == "**" {
-			continue
-		}
-		if _, err := path.Match(e, ""); err != nil {
-			return p, err
-		}
-	}
-	if len(elems) == 1 {
-		// gitignore: a pattern without a slash matches at any depth.
-		elems = append([]string{"**"}, elems...)
-	}
-	p.elems = elems
-	return p, nil
-}
-
-// literal reports whether the pattern names exactly one path (no
-// wildcard, anchored), and that path.
-func (p pattern) literal() (string, bool) {
-	if len(p.elems) > 1 && p.elems[0] == "**" && !strings.Contains(p.src, "/") {
-		// "node_modules": at any depth, but its root-level instance is
-		// one path.
-		if hasMeta(p.elems[1]) {
-			return "", false
-		}
-		return p.elems[1], true
-	}
-	for _, e := range p.elems {
-		if hasMeta(e) {
-			return "", false
-		}
-	}
-	return strings.Join(p.elems, "/"), true
-}
-
-func hasMeta(e string) bool { return strings.ContainsAny(e, `*?[\`) }
-
-// matchExact reports whether the pattern matches the path itself (not
-// an ancestor of it).
-func (p pattern) matchExact(names []string) bool {
-	return matchElems(p.elems, names)
-}
-
-func matchElems(pat, names []string) bool {
-	// Bounded: each "**" tries every split, and paths are at most
-	// PATH_MAX long; patterns hold few "**".
-	for len(pat) > 0 {
-		if pat[0] == "**" {
-			rest := pat[1:]
-			if len(rest) == 0 {
-				// A trailing "/**" matches what is inside, as in
-				// gitignore, not the directory itself.
-				return len(names) > 0
-			}
-			for i := 0; i <= len(names); i++ {
-				if matchElems(rest, names[i:]) {
-					return true
-				}
-			}
-			return false
-		}
-		if len(names) == 0 {
-			return false
-		}
-		if ok, _ := path.Match(pat[0], names[0]); !ok {
-			return false
-		}
-		pat, names = pat[1:], names[1:]
-	}
-	return len(names) == 0
-}
-
-// matchAny reports whether any pattern matches the path or one of its
-// ancestors, and the length of the shortest such prefix.
-func matchAny(pats []pattern, names []string) (int, bool) {
-	if len(pats) == 0 {
-		return 0, false
-	}
-	for n := 1; n <= len(names); n++ {
-		for _, p := range pats {
-			if p.matchExact(names[:n]) {
-				return n, true
-			}
-		}
-	}
-	return 0, false
-}
-
-func split(rel string) []string {
-	if rel == "" {
-		return nil
-	}
-	return strings.Split(rel, "/")
-}
+func split(rel string) []string { return match.Split(rel) }
 
 // Classify returns the class of the path rel.
 func (r *Rules) Classify(rel string) Class {
-	names := split(rel)
-	if _, ok := matchAny(r.hide, names); ok {
-		return Hidden
-	}
-	if _, ok := matchAny(r.readonly, names); ok {
-		return ReadOnlyPath
-	}
-	if _, ok := matchAny(r.tmpfs, names); ok {
-		return TmpfsPath
+	if c := r.MountRules.Classify(rel); c != Plain {
+		return c
 	}
 	if r.git != nil {
 		switch g := r.git.classify(rel); {
@@ -263,15 +102,12 @@ type place struct {
 }
 
 func (r *Rules) place(rel string) place {
-	names := split(rel)
-	if _, ok := matchAny(r.hide, names); ok {
+	if r.MountRules.Hidden(rel) {
 		return place{hidden: true}
 	}
 	var p place
-	if n, ok := matchAny(r.tmpfs, names); ok {
-		p.inMem, p.memRoot = true, strings.Join(names[:n], "/")
-	}
-	_, ro := matchAny(r.readonly, names)
+	p.memRoot, p.inMem = r.MountRules.InMemory(rel)
+	_, ro := match.MatchAny(r.ReadOnly, split(rel))
 	if !p.inMem && r.git != nil {
 		// Memory never reaches the host's git; the host does.
 		g := r.git.classify(rel)
@@ -285,24 +121,12 @@ func (r *Rules) place(rel string) place {
 	return p
 }
 
-// tmpfsLiterals are the tmpfs paths that exist from the start, as empty
-// directories: those a pattern names exactly.
-func (r *Rules) tmpfsLiterals() []string {
-	var out []string
-	for _, p := range r.tmpfs {
-		if l, ok := p.literal(); ok {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
 // renameNeedsScan reports whether renaming the directory from to to
 // may change the class of a path under it, so that samePlaces must look.
 // Without patterns nothing can, and git protection only near a git
 // directory or a path it pins.
 func (r *Rules) renameNeedsScan(from, to string) bool {
-	if len(r.hide) > 0 || len(r.readonly) > 0 || len(r.tmpfs) > 0 {
+	if !r.MountRules.Empty() {
 		return true
 	}
 	return r.git != nil && (r.git.near(from) || r.git.near(to))

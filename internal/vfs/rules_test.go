@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sbx-dev/sbx/policy"
+	"github.com/sbx-dev/sbx/policy/match"
 )
 
 func TestClassify(t *testing.T) {
@@ -68,16 +69,16 @@ func TestPatternForms(t *testing.T) {
 		{"[ab].txt", "c.txt", false},
 		{"id_*", "home/.ssh/id_ed25519", true},
 	} {
-		p, err := compilePattern(c.pattern)
+		p, err := match.CompileMount(c.pattern)
 		if err != nil {
 			t.Fatalf("%q: %v", c.pattern, err)
 		}
-		if got := p.matchExact(split(c.path)); got != c.want {
+		if got := p.MatchNames(split(c.path)); got != c.want {
 			t.Errorf("%q on %q = %v, want %v", c.pattern, c.path, got, c.want)
 		}
 	}
 	for _, bad := range []string{"", "/etc", "!keep", "a/../b", "./a", "a//b", "[", "a\x00b"} {
-		if _, err := compilePattern(bad); err == nil {
+		if _, err := match.CompileMount(bad); err == nil {
 			t.Errorf("pattern %q compiled; want an error", bad)
 		}
 	}

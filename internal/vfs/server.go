@@ -152,7 +152,7 @@ func New(m policy.Mount, opts Options) (*Server, error) {
 		// A read-only mount changes nothing git reads on the host.
 		fs.rules = rules.withGit(fs.scanGit(opts.HostDir))
 	}
-	for _, lit := range rules.tmpfsLiterals() {
+	for _, lit := range rules.TmpfsLiterals() {
 		if err := fs.premake(lit); err != nil {
 			unix.Close(root)
 			return nil, fmt.Errorf("mount %s: tmpfs %s: %w", m.Guest, lit, err)

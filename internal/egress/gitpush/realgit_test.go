@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sbx-dev/sbx/policy/match"
 )
 
 // gitEnv isolates git from the host's configuration.
@@ -206,6 +208,14 @@ func containsAll(have []string, want ...string) bool {
 // repository and refuses pushes touching refs outside patterns.
 func rejectingServer(t *testing.T, g *gitRepo, patterns []string, reason string) string {
 	be := backend(t, g)
+	var pats []*match.Ref
+	for _, p := range patterns {
+		r, err := match.CompileRef(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pats = append(pats, r)
+	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-receive-pack") {
 			cmds, consumed, caps, err := ParseCommands(r.Body, 1<<20)
@@ -214,7 +224,7 @@ func rejectingServer(t *testing.T, g *gitRepo, patterns []string, reason string)
 				return
 			}
 			for _, c := range cmds {
-				if !Match(patterns, c.Ref) {
+				if !match.AnyRef(pats, c.Ref) {
 					io.Copy(io.Discard, io.LimitReader(r.Body, 64<<20))
 					if err := Reject(w, cmds, caps, reason); err != nil {
 						t.Error(err)

@@ -1,4 +1,4 @@
-package policy
+package match
 
 import (
 	"fmt"
@@ -37,7 +37,7 @@ import (
 //     something holding "/", "\", ";" or "%" (fullwidth and small forms,
 //     dot leaders, "\u2100" which is "a/c");
 //   - an encoded "/" ("%2F") whose decoding would make an empty or dot
-//     segment. Otherwise an encoded "/" is allowed, and MatchPath requires
+//     segment. Otherwise an encoded "/" is allowed, and Path.Match requires
 //     the path to match whether or not the server decodes it.
 func CheckRequestPath(path string) error {
 	if path == "*" {
@@ -153,20 +153,4 @@ func hasEncodedSlash(path string) bool {
 // decodeSlashes decodes every "%2F" of path and nothing else.
 func decodeSlashes(path string) string {
 	return strings.NewReplacer("%2F", "/", "%2f", "/").Replace(path)
-}
-
-// PathPatternMatchesNothing returns why a valid path pattern (one
-// CheckPathPattern accepts) can never match a request, or "": a pattern
-// holding ";" or a character in lookalikes would match only paths that
-// CheckRequestPath refuses.
-func PathPatternMatchesNothing(pattern string) string {
-	if strings.Contains(pattern, ";") {
-		return fmt.Sprintf("path pattern %q holds \";\", and request paths holding \";\" are refused under path rules (servers such as Tomcat, Jetty and Spring strip what follows it), so it matches no request", pattern)
-	}
-	for _, r := range pattern {
-		if to, ok := lookalikes[r]; ok {
-			return fmt.Sprintf("path pattern %q holds %U, which Unicode normalisation turns into %q; request paths holding it are refused under path rules, so it matches no request", pattern, r, to)
-		}
-	}
-	return ""
 }
