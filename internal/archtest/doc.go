@@ -19,7 +19,10 @@
 //   - the set of public packages (importable packages outside internal/,
 //     commands and benchmarks being package main) is not exactly the
 //     list in public_test.go: a new public package is a decision, made
-//     by editing that list.
+//     by editing that list;
+//   - a type of the Go API and the internal type it is converted from
+//     (sbx.EvalRun and fanout.Run, whose JSON is the eval index, …)
+//     differ in their exported fields' names, order, kinds or JSON tags.
 //
 // It has no code of its own to import; run it with
 // go test ./internal/archtest.
