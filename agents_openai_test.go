@@ -530,9 +530,13 @@ func codexExecutable(ctx context.Context, t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lock, err := cfg.Lock(ctx)
+	locked, err := cfg.Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
+	}
+	lock, diags := lockfiles.Read(locked.Path)
+	if diags.HasErrors() {
+		t.Fatal(diags)
 	}
 	if data, err := os.ReadFile(filepath.Join(cfgDir, lockfiles.FileName)); err == nil {
 		if err := atomicfile.WriteBytes(filepath.Join(keep, lockfiles.FileName), data, 0o644); err != nil {

@@ -458,7 +458,7 @@ func (a *agentSandbox) CheckNoLeak(t *testing.T, ctx context.Context) {
 			leaks++
 			t.Errorf("the guest printed a real secret value:\n%s", linesWith(printed, s))
 		}
-		if bytes.Contains(a.SB.Machine().Console(), []byte(s)) {
+		if bytes.Contains(a.SB.Console(), []byte(s)) {
 			leaks++
 			t.Error("the console holds a real secret value")
 		}

@@ -7,17 +7,21 @@
 //	defer sb.Stop(context.Background())
 //	st, err := sb.Exec(ctx, sbx.Cmd{Args: []string{"claude", "-p", prompt}, Stdout: &out})
 //
-// It is a thin layer over package pipeline, the one lock → build → start
-// path the command line takes too, and adds no behaviour of its own
-// beyond the defaults a sandbox block gives (its user and environment):
-// lang loads and validates the *.hcl files, pipeline.Lock pins their
-// inputs into sbx.lock.hcl (builders/resolve), pipeline.Build builds an
-// image into the content-addressed cache (internal/build/image) with the same
-// options sbx build reads from the environment, so both make the same
-// bytes from the same spec and lock, and pipeline.Start boots a
-// sandbox's VM (machine, through providers/qemu), whose agent is reached
-// through guestconn. Programs that need more control use those packages
-// directly.
+// It is a thin layer over internal/pipeline, the one lock → build →
+// start path the command line takes too, and adds no behaviour of its
+// own beyond the defaults a sandbox block gives (its user and
+// environment): package lang loads and validates the *.hcl files,
+// Config.Lock pins their inputs into sbx.lock.hcl, Config.Build builds
+// an image into the content-addressed cache with the same options sbx
+// build reads from the environment, so both make the same bytes from
+// the same spec and lock, and Start boots a sandbox's VM and reaches
+// its guest agent.
+//
+// Every type this package exports is its own (Cmd, ExitStatus, Process,
+// Image, Lock, EvalRun, …) or one of the public vocabulary packages
+// lang, policy, addrs and platform: none names a type of the module's
+// internal packages, which a program outside the module could not
+// name or construct (internal/archtest checks it).
 //
 // Like the other library packages, sbx never prints and never exits;
 // errors carry the diagnostics' file:line positions.

@@ -437,7 +437,7 @@ git push origin HEAD:main`)
 	if strings.Contains(guestOut.String(), egressSecret) {
 		t.Errorf("the guest saw the secret's value:\n%s", guestOut.String())
 	}
-	if bytes.Contains(sb.Machine().Console(), []byte(egressSecret)) {
+	if bytes.Contains(sb.Console(), []byte(egressSecret)) {
 		t.Error("the console holds the secret's value")
 	}
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sbx-dev/sbx/internal/fanout"
+	"github.com/sbx-dev/sbx/internal/guestconn"
 	"github.com/sbx-dev/sbx/internal/pipeline"
 	"github.com/sbx-dev/sbx/internal/sandboxfs"
 	"github.com/sbx-dev/sbx/internal/sandboxnet"
@@ -13,16 +14,124 @@ import (
 // EvalRun is what one finished run of an eval did: its status, exit
 // code, durations, output files and the changes it made to its
 // workspace copy. It is one line of the results directory's index
-// (docs/eval.md).
-type EvalRun = fanout.Run
+// (docs/eval.md), whose JSON it reads and writes.
+type EvalRun struct {
+	// Run is the run's index, 0 to Runs-1, also its EvalRunEnv.
+	Run int `json:"run"`
+	// Status is "exited" (the command ran to its end, whatever its exit
+	// code), "timeout" or "error".
+	Status string `json:"status"`
+	// ExitCode is the command's exit code: 128 plus the signal's number
+	// when a signal killed it, 126 or 127 when the guest could not
+	// execute or find it, -1 when it did not run.
+	ExitCode int    `json:"exit_code"`
+	Signal   string `json:"signal,omitempty"`
+	Error    string `json:"error,omitempty"`
+	// Started is when the run began (its workspace copy); the durations
+	// are its whole run, the sandbox's start and the command's run.
+	Started    time.Time `json:"started"`
+	DurationMS int64     `json:"duration_ms"`
+	BootMS     int64     `json:"boot_ms"`
+	CommandMS  int64     `json:"command_ms"`
+	// Stdout and Stderr are the files holding the command's output,
+	// relative to the results directory, with their sizes; a stream cut
+	// at EvalOptions.MaxOutput says so.
+	Stdout          string `json:"stdout"`
+	StdoutBytes     int64  `json:"stdout_bytes"`
+	StdoutTruncated bool   `json:"stdout_truncated,omitempty"`
+	Stderr          string `json:"stderr"`
+	StderrBytes     int64  `json:"stderr_bytes"`
+	StderrTruncated bool   `json:"stderr_truncated,omitempty"`
+	// Changes are the paths the run changed in its read-write workspace
+	// mounts, sorted; ChangesTar and ChangesDiff the files holding them
+	// (relative to the results directory), set when there are changes.
+	Changes     []EvalChange `json:"changes"`
+	ChangesTar  string       `json:"changes_tar,omitempty"`
+	ChangesDiff string       `json:"changes_diff,omitempty"`
+	// Audit is the sandbox's egress audit log, when it wrote one.
+	Audit string `json:"audit,omitempty"`
+}
 
 // EvalChange is one path a run added, modified or deleted in a
 // read-write workspace mount.
-type EvalChange = fanout.Change
+type EvalChange struct {
+	// Path is the path in the guest: the mount's guest path joined with
+	// the path inside the mount.
+	Path string `json:"path"`
+	// Change is "added", "modified" or "deleted".
+	Change string `json:"change"`
+	// Type is what the path is now (what it was, when deleted): "file",
+	// "dir", "symlink" or "other".
+	Type string `json:"type"`
+}
 
 // EvalResult is what Eval did: the finished runs, in the order they
 // finished, and how each read-write mount was copied.
-type EvalResult = fanout.Result
+type EvalResult struct {
+	Runs   []EvalRun
+	Mounts []EvalMount
+}
+
+// EvalMount is a read-write workspace mount of an eval and how its host
+// directory was copied into the snapshot the runs' copies are made from.
+type EvalMount struct {
+	Guest   string        `json:"guest"`
+	HostDir string        `json:"host_dir"`
+	Copy    EvalCopyStats `json:"copy"`
+}
+
+// EvalCopyStats count what a copy of a mount's host directory held.
+type EvalCopyStats struct {
+	Files    int   `json:"files"`
+	Dirs     int   `json:"dirs"`
+	Symlinks int   `json:"symlinks"`
+	Bytes    int64 `json:"bytes"`
+	// Cloned is how many of the files were reflinked rather than copied
+	// byte by byte.
+	Cloned int `json:"cloned"`
+	// Skipped counts what was left out: hidden and tmpfs paths, the
+	// excluded directories and what is neither a directory, a regular
+	// file nor a symbolic link (sockets, pipes, devices).
+	Skipped int `json:"skipped"`
+}
+
+func evalRun(r fanout.Run) EvalRun {
+	out := EvalRun{
+		Run: r.Run, Status: r.Status, ExitCode: r.ExitCode, Signal: r.Signal, Error: r.Error,
+		Started: r.Started, DurationMS: r.DurationMS, BootMS: r.BootMS, CommandMS: r.CommandMS,
+		Stdout: r.Stdout, StdoutBytes: r.StdoutBytes, StdoutTruncated: r.StdoutTruncated,
+		Stderr: r.Stderr, StderrBytes: r.StderrBytes, StderrTruncated: r.StderrTruncated,
+		ChangesTar: r.ChangesTar, ChangesDiff: r.ChangesDiff, Audit: r.Audit,
+	}
+	if r.Changes != nil {
+		out.Changes = make([]EvalChange, len(r.Changes))
+		for i, c := range r.Changes {
+			out.Changes[i] = EvalChange{Path: c.Path, Change: c.Change, Type: c.Type}
+		}
+	}
+	return out
+}
+
+func evalResult(r *fanout.Result) *EvalResult {
+	if r == nil {
+		return nil
+	}
+	out := &EvalResult{}
+	for _, run := range r.Runs {
+		out.Runs = append(out.Runs, evalRun(run))
+	}
+	for _, m := range r.Mounts {
+		out.Mounts = append(out.Mounts, EvalMount{Guest: m.Guest, HostDir: m.HostDir, Copy: EvalCopyStats(m.Copy)})
+	}
+	return out
+}
+
+// evalSandbox is a sandbox as the fan-out runs commands in it.
+type evalSandbox struct{ *Sandbox }
+
+func (s evalSandbox) Exec(ctx context.Context, c guestconn.Cmd) (*guestconn.ExitStatus, error) {
+	return s.exec(ctx, c)
+}
 
 // Environment variables each eval run's command gets.
 const (
@@ -93,12 +202,14 @@ func Eval(ctx context.Context, cfg *Config, name string, opts EvalOptions) (*Eva
 		Sandbox:    sb.Addr().String(),
 		Runs:       opts.Runs,
 		Parallel:   opts.Parallel,
-		Cmd:        opts.Cmd,
+		Cmd:        opts.Cmd.internal(),
 		Stdin:      opts.Stdin,
 		Timeout:    opts.Timeout,
 		MaxOutput:  opts.MaxOutput,
 		ResultsDir: opts.ResultsDir,
-		OnRun:      opts.OnRun,
+	}
+	if opts.OnRun != nil {
+		fo.OnRun = func(r fanout.Run) { opts.OnRun(evalRun(r)) }
 	}
 	// A placeholder until the image is built, so that bad options fail
 	// before the build.
@@ -116,19 +227,20 @@ func Eval(ctx context.Context, cfg *Config, name string, opts EvalOptions) (*Eva
 	for _, m := range mounts {
 		fo.Mounts = append(fo.Mounts, fanout.Mount{Policy: m.Policy, HostDir: m.HostDir})
 	}
-	img, err := cfg.Build(ctx, sb.Image)
+	img, err := cfg.build(ctx, sb.Image)
 	if err != nil {
 		return nil, err
 	}
 	env := cfg.Lang.CommandEnv(sb)
 	fo.Start = func(ctx context.Context, _ int, dirs map[string]string, auditDir string) (fanout.Sandbox, error) {
-		so := opts.Start
+		so := opts.Start.internal()
 		so.MountDirs, so.AuditDir = dirs, auditDir
 		m, err := pipeline.Start(ctx, cfg.Lang, sb, img, so)
 		if err != nil {
 			return nil, err
 		}
-		return &Sandbox{Name: sb.Name, spec: sb, env: env, m: m}, nil
+		return evalSandbox{&Sandbox{Name: sb.Name, spec: sb, env: env, m: m}}, nil
 	}
-	return fanout.Execute(ctx, fo)
+	res, err := fanout.Execute(ctx, fo)
+	return evalResult(res), err
 }

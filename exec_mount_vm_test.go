@@ -153,7 +153,7 @@ func TestExecFromMountInVM(t *testing.T) {
 				out, code, err := exec(x.cmd)
 				if err != nil || code != 0 || out != x.want {
 					t.Fatalf("round %d, %s (%q in %q): exit %d, %v, output %q; want %q\n--- console\n%s",
-						round, x.name, x.cmd.Args, x.cmd.Dir, code, err, out, x.want, consoleTail(string(sb.Machine().Console())))
+						round, x.name, x.cmd.Args, x.cmd.Dir, code, err, out, x.want, consoleTail(string(sb.Console())))
 				}
 			}
 		}

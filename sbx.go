@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/hashicorp/hcl/v2"
@@ -23,15 +24,6 @@ import (
 	"github.com/sbx-dev/sbx/internal/sandboxnet"
 	"github.com/sbx-dev/sbx/lang"
 )
-
-// Cmd is a command to run in a sandbox: its arguments, environment,
-// working directory, user, standard streams and optional terminal. An
-// empty User means the sandbox's user.
-type Cmd = guestconn.Cmd
-
-// ExitStatus is how a command ended: its exit code, or the signal that
-// killed it.
-type ExitStatus = guestconn.ExitStatus
 
 // Options configure Load and what the Config does later.
 type Options struct {
@@ -63,10 +55,11 @@ type Config struct {
 	// policies.
 	Lang *lang.Config
 
-	opts Options
-	env  pipeline.Env
-	mu   sync.Mutex
-	lock *lockfiles.Lock
+	opts     Options
+	env      pipeline.Env
+	mu       sync.Mutex
+	lock     *lockfiles.Lock
+	lockPath string
 }
 
 // Load reads and validates the configuration in dir. Its error lists
@@ -106,7 +99,16 @@ func diagError(what string, diags hcl.Diagnostics) error {
 // Lock returns the configuration's lock, from sbx.lock.hcl, first
 // resolving and writing the pins it lacks (unless Options.ReadOnlyLock),
 // as sbx build and sbx run do.
-func (c *Config) Lock(ctx context.Context) (*lockfiles.Lock, error) {
+func (c *Config) Lock(ctx context.Context) (*Lock, error) {
+	l, err := c.lockfile(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return lockOf(c.lockPath, l), nil
+}
+
+// lockfile is Lock's lock as the builder takes it, resolved once.
+func (c *Config) lockfile(ctx context.Context) (*lockfiles.Lock, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.lock != nil {
@@ -119,7 +121,7 @@ func (c *Config) Lock(ctx context.Context) (*lockfiles.Lock, error) {
 	if l.Lock == nil {
 		return nil, diagError(l.Path+" is not up to date with the configuration (run sbx lock)", l.Stale)
 	}
-	c.lock = l.Lock
+	c.lock, c.lockPath = l.Lock, l.Path
 	return c.lock, nil
 }
 
@@ -128,11 +130,20 @@ func (c *Config) Lock(ctx context.Context) (*lockfiles.Lock, error) {
 // bytes sbx build makes from the same configuration, lock and
 // environment. The lock is brought up to date first (see Lock). Unlike
 // sbx build, Build does not record the output hashes in the lock file.
-func (c *Config) Build(ctx context.Context, imageName string) (*image.Result, error) {
+func (c *Config) Build(ctx context.Context, imageName string) (*Image, error) {
+	r, err := c.build(ctx, imageName)
+	if err != nil {
+		return nil, err
+	}
+	return imageOf(r), nil
+}
+
+// build is Build with the builder's result, which Start boots.
+func (c *Config) build(ctx context.Context, imageName string) (*image.Result, error) {
 	if _, err := pipeline.Image(c.Lang, imageName); err != nil {
 		return nil, err
 	}
-	lock, err := c.Lock(ctx)
+	lock, err := c.lockfile(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -142,9 +153,6 @@ func (c *Config) Build(ctx context.Context, imageName string) (*image.Result, er
 	}
 	return pipeline.Build(ctx, c.Lang, lock, imageName, opts)
 }
-
-// StartOptions configure Start.
-type StartOptions = pipeline.StartOptions
 
 // Sandbox is a running sandbox: one VM booted from its image.
 type Sandbox struct {
@@ -168,11 +176,11 @@ func Start(ctx context.Context, cfg *Config, name string, opts StartOptions) (*S
 	if err != nil {
 		return nil, err
 	}
-	r, err := cfg.Build(ctx, sb.Image)
+	r, err := cfg.build(ctx, sb.Image)
 	if err != nil {
 		return nil, err
 	}
-	m, err := pipeline.Start(ctx, cfg.Lang, sb, r, opts)
+	m, err := pipeline.Start(ctx, cfg.Lang, sb, r, opts.internal())
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +189,7 @@ func Start(ctx context.Context, cfg *Config, name string, opts StartOptions) (*S
 
 // cmd applies the sandbox's defaults to c: its user when c names none,
 // and its environment under c's.
-func (s *Sandbox) cmd(c Cmd) (Cmd, error) {
+func (s *Sandbox) cmd(c guestconn.Cmd) (guestconn.Cmd, error) {
 	if err := sandboxnet.CheckEnv(s.spec.Policy, c.Env); err != nil {
 		return c, err
 	}
@@ -198,37 +206,57 @@ func (s *Sandbox) cmd(c Cmd) (Cmd, error) {
 // command's process group is killed and ctx's error returned with the
 // status.
 func (s *Sandbox) Exec(ctx context.Context, c Cmd) (*ExitStatus, error) {
-	c, err := s.cmd(c)
-	if err != nil {
-		return nil, err
-	}
-	return s.m.Exec(ctx, c)
+	st, err := s.exec(ctx, c.internal())
+	return exitStatus(st), err
 }
 
 // StartProcess starts a command and returns once it runs; Wait on the
 // process for its end.
-func (s *Sandbox) StartProcess(ctx context.Context, c Cmd) (*guestconn.Process, error) {
-	c, err := s.cmd(c)
+func (s *Sandbox) StartProcess(ctx context.Context, c Cmd) (*Process, error) {
+	g, err := s.cmd(c.internal())
 	if err != nil {
 		return nil, err
 	}
-	return s.m.StartProcess(ctx, c)
+	p, err := s.m.StartProcess(ctx, g)
+	if err != nil {
+		return nil, err
+	}
+	return &Process{p: p}, nil
 }
 
 // Put writes r's content to the guest file dest with mode's permission
 // bits, owned by owner (nil: root).
-func (s *Sandbox) Put(ctx context.Context, r io.Reader, dest string, mode fs.FileMode, owner *guestconn.Owner) error {
-	return s.m.Put(ctx, r, dest, mode, owner)
+func (s *Sandbox) Put(ctx context.Context, r io.Reader, dest string, mode fs.FileMode, owner *Owner) error {
+	var o *guestconn.Owner
+	if owner != nil {
+		o = &guestconn.Owner{UID: owner.UID, GID: owner.GID}
+	}
+	return s.m.Put(ctx, r, dest, mode, o)
 }
 
 // Get writes the content of the guest file path to w.
-func (s *Sandbox) Get(ctx context.Context, path string, w io.Writer) (*guestconn.FileInfo, error) {
-	return s.m.Get(ctx, path, w)
+func (s *Sandbox) Get(ctx context.Context, path string, w io.Writer) (*FileInfo, error) {
+	fi, err := s.m.Get(ctx, path, w)
+	if fi == nil {
+		return nil, err
+	}
+	return &FileInfo{Size: fi.Size, Mode: fi.Mode, UID: fi.UID, GID: fi.GID}, err
 }
 
-// Machine returns the VM, for what this package does not wrap (its
-// console, accelerator, timings).
-func (s *Sandbox) Machine() *machine.Machine { return s.m }
+// Dir is the VM's private directory, removed by Stop.
+func (s *Sandbox) Dir() string { return s.m.Dir() }
+
+// Accel names the accelerator the VM runs under: "kvm", "hvf" or
+// "tcg" (QEMU's software emulation).
+func (s *Sandbox) Accel() string { return string(s.m.Accel()) }
+
+// BootTime is how long the boot took, from QEMU's start until the guest
+// agent answered.
+func (s *Sandbox) BootTime() time.Duration { return s.m.BootTime() }
+
+// Console returns the VM's serial console output so far (the kernel's
+// and the guest init's messages): at most its last MiB.
+func (s *Sandbox) Console() []byte { return s.m.Console() }
 
 // Stop powers the VM off (killing it if it does not go within the
 // machine's stop timeout) and removes its files. It waits for QEMU to

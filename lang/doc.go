@@ -9,7 +9,7 @@
 // declared name closest to a misspelt one, for the "Did you mean" of a
 // reference to an undeclared block or value (and of the CLI's commands).
 //
-// Package lang does not fetch or pin sources (package builders/resolve
+// Package lang does not fetch or pin sources (package internal/build/resolve
 // does), does not read or write the lock file (lockfiles), does not compare
 // configurations with state (plan), and never reads a secret's value (the
 // egress side does, at run time). It touches the file system only to read

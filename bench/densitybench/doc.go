@@ -3,7 +3,7 @@
 // sbx ran before decision 0009 (docs/decisions/0009-density.md), side by
 // side in one run, and how many idle sandboxes this host holds at once.
 //
-// It makes the hermetic sandbox of package machine/machinetest (the
+// It makes the hermetic sandbox of package internal/machine/machinetest (the
 // Debian kernel, busybox and a guest agent built from this tree, in a
 // private cache) and, for each of -n rounds, boots the old machine
 // (machine.Options.Legacy) and then the new one, one at a time, each with

@@ -3,7 +3,7 @@
 // default) against N times one run on its own, measured in the same
 // session, so that the ratio holds on a shared, noisy machine.
 //
-// It makes the hermetic busybox sandbox of package machine/machinetest
+// It makes the hermetic busybox sandbox of package internal/machine/machinetest
 // (the Debian kernel and busybox-static, a guest agent built from this
 // tree, a private build cache) with the spec of the eval VM test
 // (testdata/eval/sbx.hcl: a read-write workspace mount with hidden and

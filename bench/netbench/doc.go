@@ -3,7 +3,7 @@
 // ("-netdev user"), in one run, so that the ratios hold on a shared,
 // noisy machine.
 //
-// It makes the hermetic sandbox of package machine/machinetest (the
+// It makes the hermetic sandbox of package internal/machine/machinetest (the
 // Debian kernel, busybox and a guest agent built from this tree, in a
 // private cache), starts a Go HTTP server on 127.0.0.1 that serves zeros
 // of any length, and boots two guests of that image at once:

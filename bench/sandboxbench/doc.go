@@ -2,7 +2,7 @@
 // by side with the baseline in one run, so that the ratios hold on a
 // shared, noisy machine.
 //
-// It makes the hermetic sandbox of package machine/machinetest (the
+// It makes the hermetic sandbox of package internal/machine/machinetest (the
 // Debian kernel, busybox and a guest agent built from this tree, in a
 // private cache), builds sbx from this tree, and measures:
 //

@@ -13,5 +13,5 @@
 //
 // Every file sbx owns (lock file, state, saved plans, formatted specs, disk
 // images, manifests) is written through Write, WriteBytes or WriteIn.
-// Content-addressed blobs have their own verified path in builders/cache.
+// Content-addressed blobs have their own verified path in internal/build/cache.
 package atomicfile

@@ -45,6 +45,9 @@ Usage: sbx apply [options] [DIR]
   Interrupting sbx (Ctrl-C) finishes no new change: sandboxes being
   started are stopped, the state is saved, and sbx exits with 130.
 
+  A successful apply records the values of the configuration's output
+  blocks in the state and prints them last; "sbx output" shows them later.
+
 Options:
 
   -auto-approve       Apply without asking. Needed when standard input is
@@ -174,6 +177,9 @@ func runApply(ctx context.Context, env *Env, args []string) int {
 			v.errorf("Cannot print the plan: %v", err)
 			return ExitError
 		}
+		if !recordOutputValues(env, v, lease, st, cfg) {
+			return ExitError
+		}
 		return ExitOK
 	}
 	if err := plan.Render(env.Stdout, p, plan.RenderOptions{Color: v.colorOut, Width: int(v.width)}); err != nil {
@@ -203,6 +209,9 @@ func runApply(ctx context.Context, env *Env, args []string) int {
 	})
 	exit := o.finish(v, res, err, ctx.Err() != nil)
 	if exit == ExitOK && !refresh() {
+		exit = ExitError
+	}
+	if exit == ExitOK && !recordOutputValues(env, v, lease, st, cfg) {
 		exit = ExitError
 	}
 	return exit

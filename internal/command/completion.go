@@ -21,7 +21,8 @@ Usage: sbx completion bash|zsh|fish
   in the current directory (or the DIR written before them). The names
   come from the configuration's *.hcl files and its state
   (.sbx/state.json), read by "sbx __complete sandboxes [DIR]", which
-  writes nothing and reaches no network.
+  writes nothing and reaches no network; "sbx output" completes the
+  outputs the state records ("sbx __complete outputs [DIR]").
 
   Install it for the current shell:
 
@@ -71,8 +72,10 @@ func runCompletion(_ context.Context, env *Env, args []string) int {
 // It loads the configuration with the environment's variables, reads the
 // state without its lock, writes nothing and prints no error: what cannot
 // be read gives no names, and standard output holds names only.
+// "sbx __complete outputs [DIR]" prints the names of the outputs the
+// state records in the same way.
 func runComplete(_ context.Context, env *Env, args []string) int {
-	if len(args) == 0 || args[0] != "sandboxes" || len(args) > 2 {
+	if len(args) == 0 || (args[0] != "sandboxes" && args[0] != "outputs") || len(args) > 2 {
 		return ExitError
 	}
 	dir := "."
@@ -81,6 +84,17 @@ func runComplete(_ context.Context, env *Env, args []string) int {
 	}
 	names := map[string]bool{}
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return ExitOK
+	}
+	if args[0] == "outputs" {
+		if st, err := state.Load(dir); err == nil {
+			for name := range st.Outputs {
+				names[name] = true
+			}
+		}
+		for _, name := range slices.Sorted(maps.Keys(names)) {
+			fmt.Fprintln(env.Stdout, name)
+		}
 		return ExitOK
 	}
 	cfg, _ := lang.Load(dir, lang.Options{Environ: env.Environ})
@@ -111,6 +125,7 @@ const (
 	argsVerb                      // COMMAND (sbx help)
 	argsShell                     // bash|zsh|fish (sbx completion)
 	argsNone                      // none
+	argsOutput                    // [DIR] [NAME] (sbx output)
 )
 
 // completedArgs are the verbs whose arguments are not paths. A test
@@ -122,6 +137,7 @@ var completedArgs = map[string]verbArgs{
 	"logs":       argsSandbox,
 	"status":     argsSandbox,
 	"destroy":    argsSandboxes,
+	"output":     argsOutput,
 	"cp":         argsGuestPath,
 	"help":       argsVerb,
 	"completion": argsShell,
@@ -246,6 +262,11 @@ _sbx_sandboxes() {
     "${COMP_WORDS[0]}" %[1]s sandboxes "$1" 2>/dev/null
 }
 
+# _sbx_outputs DIR prints the outputs the state of DIR records.
+_sbx_outputs() {
+    "${COMP_WORDS[0]}" %[1]s outputs "$1" 2>/dev/null
+}
+
 # _sbx_dirs PREFIX prints the directories that start with PREFIX, hidden
 # ones only when PREFIX starts with a dot.
 _sbx_dirs() {
@@ -325,13 +346,19 @@ _sbx() {
     %[7]s)
         COMPREPLY=($(compgen -W "bash zsh fish" -- "$cur"))
         ;;
+    %[8]s)
+        if ((${#pos[@]} == 0)); then
+            COMPREPLY=($(compgen -W "$(_sbx_outputs "$dir")" -- "$cur"))
+            [[ $dir == . ]] && COMPREPLY+=($(_sbx_dirs "$cur"))
+        fi
+        ;;
     esac
 }
 
 complete -o default -F _sbx sbx
 `, completeVerb, strings.Join(names, " "),
 		bashCase(verbsOf(spec, argsSandbox)), bashCase(verbsOf(spec, argsSandboxes)), bashCase(verbsOf(spec, argsGuestPath)),
-		bashCase(verbsOf(spec, argsVerb)), bashCase(verbsOf(spec, argsShell)))
+		bashCase(verbsOf(spec, argsVerb)), bashCase(verbsOf(spec, argsShell)), bashCase(verbsOf(spec, argsOutput)))
 }
 
 // bashCase is a case pattern matching names; one that matches nothing
@@ -372,6 +399,11 @@ _sbx_value_flags() {
 # _sbx_sandboxes DIR prints the sandboxes of the configuration in DIR.
 _sbx_sandboxes() {
   ${words[1]} %[1]s sandboxes "$1" 2>/dev/null
+}
+
+# _sbx_outputs DIR prints the outputs the state of DIR records.
+_sbx_outputs() {
+  ${words[1]} %[1]s outputs "$1" 2>/dev/null
 }
 
 _sbx() {
@@ -448,6 +480,12 @@ _sbx() {
     %[5]s)
       compadd -- bash zsh fish
       ;;
+    %[6]s)
+      if (( ${#pos} == 0 )); then
+        compadd -- ${(f)"$(_sbx_outputs $dir)"}
+        [[ $dir == . ]] && _files -/
+      fi
+      ;;
     *)
       _files
       ;;
@@ -460,7 +498,7 @@ else
   compdef _sbx sbx
 fi
 `, bashCase(verbsOf(spec, argsSandbox)), bashCase(verbsOf(spec, argsSandboxes)), bashCase(verbsOf(spec, argsGuestPath)),
-		bashCase(verbsOf(spec, argsVerb)), bashCase(verbsOf(spec, argsShell)))
+		bashCase(verbsOf(spec, argsVerb)), bashCase(verbsOf(spec, argsShell)), bashCase(verbsOf(spec, argsOutput)))
 }
 
 // zshQuote quotes s in single quotes for zsh.
@@ -501,6 +539,11 @@ function __sbx_sandboxes
     $args[1] %[1]s sandboxes (__sbx_dir) 2>/dev/null
 end
 
+function __sbx_outputs
+    set -l args (commandline -opc)
+    $args[1] %[1]s outputs (__sbx_dir) 2>/dev/null
+end
+
 # __sbx_guest_paths prints SANDBOX: for each sandbox, for sbx cp.
 function __sbx_guest_paths
     for name in (__sbx_sandboxes)
@@ -531,7 +574,8 @@ complete -c sbx -n __fish_use_subcommand -f
 complete -c sbx -n '__fish_seen_subcommand_from %[2]s' -a '(__sbx_guest_paths)' -d sandbox
 complete -c sbx -n '__fish_seen_subcommand_from %[3]s' -f -a %[4]s
 complete -c sbx -n '__fish_seen_subcommand_from %[5]s' -f -a 'bash zsh fish'
+complete -c sbx -n '__fish_seen_subcommand_from %[6]s' -a '(__sbx_outputs)' -d output
 `, strings.Join(append(verbsOf(spec, argsSandbox), verbsOf(spec, argsSandboxes)...), " "),
 		strings.Join(verbsOf(spec, argsGuestPath), " "), strings.Join(verbsOf(spec, argsVerb), " "),
-		fishQuote(strings.Join(names, " ")), strings.Join(verbsOf(spec, argsShell), " "))
+		fishQuote(strings.Join(names, " ")), strings.Join(verbsOf(spec, argsShell), " "), strings.Join(verbsOf(spec, argsOutput), " "))
 }

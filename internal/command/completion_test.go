@@ -102,6 +102,7 @@ sandbox "idle" {
 		Address: "sandbox.old",
 		Sandbox: &state.SandboxAttrs{Image: "img", ImageHash: "sha256:" + strings.Repeat("0", 64), CPUs: 1, Memory: 512 << 20, PolicyHash: "sha256:" + strings.Repeat("0", 64)},
 	}}
+	st.Outputs = map[string]*state.Output{"url": {Value: []byte(`"x"`)}, "token": {Value: []byte(`"y"`), Sensitive: true}}
 	if err := lease.Save(st); err != nil {
 		t.Fatal(err)
 	}
@@ -136,6 +137,9 @@ func TestCompleteSandboxes(t *testing.T) {
 	code, out, errOut := run(completeVerb, "sandboxes", dir)
 	if code != ExitOK || out != "box\nidle\nold\n" || errOut != "" {
 		t.Errorf("__complete sandboxes DIR: exit %d, stdout %q, stderr %q; want the declared and the recorded sandboxes", code, out, errOut)
+	}
+	if code, out, errOut := run(completeVerb, "outputs", dir); code != ExitOK || out != "token\nurl\n" || errOut != "" {
+		t.Errorf("__complete outputs DIR: exit %d, stdout %q, stderr %q; want the recorded outputs", code, out, errOut)
 	}
 	t.Chdir(dir)
 	if _, out, _ := run(completeVerb, "sandboxes"); out != "box\nidle\nold\n" {
@@ -262,6 +266,10 @@ func TestBashCompletion(t *testing.T) {
 		{"sbx cp i", []string{"idle:"}},
 		{"sbx help de", []string{"destroy"}},
 		{"sbx completion f", []string{"fish"}},
+		{"sbx output ", []string{"sub", "token", "url"}},
+		{"sbx output -json u", []string{"url"}},
+		{"sbx output " + dir + " t", []string{"token"}},
+		{"sbx output url ", nil},
 	} {
 		got := complete(tc.line)
 		if !slices.Equal(got, tc.want) && !(len(got) == 0 && len(tc.want) == 0) {
@@ -315,6 +323,7 @@ func TestFishCompletion(t *testing.T) {
 		{"sbx exec ", []string{"box", "idle", "old"}, nil},
 		{"sbx cp ", []string{"box:", "idle:"}, nil},
 		{"sbx exec box -- -", nil, []string{"-timeout"}},
+		{"sbx output ", []string{"token", "url"}, []string{"box"}},
 	} {
 		got := complete(tc.line)
 		for _, w := range tc.want {

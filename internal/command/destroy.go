@@ -144,6 +144,9 @@ func runDestroy(ctx context.Context, env *Env, args []string) int {
 			v.println("Nothing to destroy: the runtime directory %s holds no sandboxes of %s.", base, abs)
 		} else {
 			v.println("Nothing to destroy: the state of %s records no sandboxes, and the runtime directory holds none of its.", dir)
+			if len(names) == 0 && !clearOutputValues(v, lease, st) {
+				return ExitError
+			}
 		}
 		return ExitOK
 	}
@@ -173,6 +176,9 @@ func runDestroy(ctx context.Context, env *Env, args []string) int {
 		Progress:    o.progress,
 	})
 	code = o.finish(v, res, err, ctx.Err() != nil)
+	if code == ExitOK && !orphans && len(names) == 0 && !clearOutputValues(v, lease, st) {
+		code = ExitError
+	}
 	if orphans {
 		fmt.Fprintf(env.Stderr, "\nThe state in %s was not read or changed. Once it can be read, \"sbx destroy\" or \"sbx apply\" brings it up to date.\n", state.Path(dir))
 	}

@@ -7,7 +7,7 @@
 //
 // It holds no configuration, resolution or planning logic of its own:
 // package lang loads specs, state holds what was applied, and plan
-// computes and renders changes; package pipeline locks (builders/resolve,
+// computes and renders changes; package pipeline locks (internal/build/resolve,
 // lockfiles), builds (internal/build/image) and starts sandboxes (machine) by the
 // same path the Go API takes, with the options read from Env.
 //

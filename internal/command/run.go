@@ -93,6 +93,7 @@ func verbs() []verb {
 		{"status", "Show one sandbox's state, or list them as ps does", statusUsage, runStatus},
 		{"logs", "Show a sandbox's console and supervisor logs", logsUsage, runLogs},
 		{"destroy", "Stop sandboxes and remove them from the state", destroyUsage, runDestroy},
+		{"output", "Show the output values the last apply recorded", outputUsage, runOutput},
 		{"show", "Show a saved plan, the lock file or the state", showUsage, runShow},
 		{"doctor", "Check that this machine can build and run sandboxes", doctorUsage, runDoctor},
 		{"version", "Print the sbx version", versionUsage, runVersion},

@@ -37,8 +37,12 @@ Usage: sbx run [options] [DIR] SANDBOX -- COMMAND [ARG...]
   (unless -lockfile=readonly) and the sandbox's image is built, or found
   in the cache. The VM gets the sandbox's CPUs and memory and a private
   copy-on-write layer over the image's disk, discarded at the end. Its
-  network device leads nowhere yet (the host drops every frame), and it
-  has no host directories.
+  network is the sandbox's egress policy, enforced on the host, with its
+  secrets brokered (their values read from this environment: a missing
+  one is an error before anything boots; docs/egress.md), and its
+  workspace mounts are served from their host directories under their
+  rules (docs/vfs.md), as for a sandbox that "sbx apply" starts. No audit
+  log is kept.
 
   Interrupting sbx (Ctrl-C) or passing the -timeout kills the command's
   process group in the guest, then stops the VM. sbx's own messages go to

@@ -25,9 +25,9 @@
 // The agent is a library so that it can be tested on the host: Init
 // takes the file-system root, the system calls and the console as
 // parameters (Options). cmd/sbx-guest only calls Init with the real ones.
-// Building the agent binary for an image is package builders/agentbin's;
-// putting it into an initramfs is package builders/initramfs's; the boot
-// contract both sides share is package guest/bootproto.
+// Building the agent binary for an image is package internal/build/agentbin's;
+// putting it into an initramfs is package internal/build/initramfs's; the boot
+// contract both sides share is package internal/proto/bootproto.
 //
 // The entry point is Init.
 package guest

@@ -1,5 +1,5 @@
 // Package guestconn is the host side of the agent protocol (package
-// guest/agentproto): a Client on the byte stream that reaches a guest's
+// internal/proto/agentproto): a Client on the byte stream that reaches a guest's
 // command server (package guest/execsrv), usually the guest agent's
 // virtio-serial port. It runs processes in the guest, streaming their
 // stdin, stdout and stderr under flow control, with signals, terminal

@@ -13,10 +13,10 @@
 // sentence where no command fixes it.
 //
 // The checks call what sbx itself runs, rather than repeating it: the
-// emulators and the accelerator verdict come from providers/qemu's Prober
+// emulators and the accelerator verdict come from internal/machine/qemu's Prober
 // (with its cache off, so a fixed problem shows at once), the runtime
 // directory from supervisor.RuntimeBase and supervisor.SandboxDir, the
-// cache root from builders/cache, registry credentials from the same
+// cache root from internal/build/cache, registry credentials from the same
 // keychain sbx pulls with. Only loopback and local programs are used: no
 // registry or mirror is contacted (apt-cache and "npm config get" read
 // local configuration and indexes).

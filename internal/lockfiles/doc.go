@@ -28,8 +28,8 @@
 // the path, with nothing read through it. Write replaces a link at the
 // file's name rather than writing through it.
 //
-// Resolution (turning sources into pins) lives in builders/resolve and the
-// input hash is computed by builders/recipe; this package only holds and
+// Resolution (turning sources into pins) lives in internal/build/resolve and the
+// input hash is computed by internal/build/recipe; this package only holds and
 // serializes the result. Entry points: Read, ReadFile, Write, Marshal,
 // Parse, Salvage.
 package lockfiles

@@ -10,7 +10,7 @@
 //     port), the two it connects to (NetSocket, ConsoleSocket) and the
 //     serial console's log (ConsoleFile);
 //   - listens on NetSocket, then launches QEMU through package
-//     providers/qemu with the agent in serve mode (bootproto.ModeServe)
+//     internal/machine/qemu with the agent in serve mode (bootproto.ModeServe)
 //     and exactly one network device, a virtio-net device whose other
 //     end is that socket ("-netdev stream"); it takes QEMU's connection,
 //     and no other, within the boot deadline and hands it to
@@ -44,7 +44,7 @@
 // removes the machine's directory, sockets and overlay included.
 //
 // Package machine does not build images (internal/build/image), render QEMU's
-// command line or speak QMP (providers/qemu), speak the agent protocol
+// command line or speak QMP (internal/machine/qemu), speak the agent protocol
 // itself (guestconn), or read the network device's framing itself
 // (machine/netstream). It serves no network and shares no files: the
 // host's network stack (package egress) is to be given to it as

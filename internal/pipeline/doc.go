@@ -1,6 +1,6 @@
 // Package pipeline is the one lock → build → start path of sbx: the
 // command line (package command), the Go API (package sbx), the test
-// fixture (machine/machinetest) and the benchmarks all call it, so that
+// fixture (internal/machine/machinetest) and the benchmarks all call it, so that
 // they read the same environment and build the same bytes from the same
 // spec and lock.
 //

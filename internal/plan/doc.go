@@ -25,7 +25,7 @@
 // (MarshalJSON, documented in docs/plan-json.md), saved with WriteFile and
 // read back with ReadFile by show and apply.
 //
-// This package does not resolve sources (builders/resolve does, and
+// This package does not resolve sources (internal/build/resolve does, and
 // package lockfiles stores the pins), read or write state (package state),
 // check out git revisions or parse flags (cmd/sbx), or execute a plan
 // (package apply). It never prints: Render writes to the writer it is given.

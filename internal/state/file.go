@@ -167,7 +167,24 @@ func parse(data []byte, path string) (*State, error) {
 		return nil, fmt.Errorf("state file %s: %w", path, err)
 	}
 	s.Resources = res
+	if err := checkOutputs(s.Outputs); err != nil {
+		return nil, fmt.Errorf("state file %s: %w", path, err)
+	}
 	return &s, nil
+}
+
+// checkOutputs refuses an output without a value or with a name no
+// output block can have.
+func checkOutputs(outs map[string]*Output) error {
+	for name, o := range outs {
+		if !addrs.ValidName(name) {
+			return fmt.Errorf("output %q: not a valid name", name)
+		}
+		if o == nil || len(o.Value) == 0 {
+			return fmt.Errorf("output %s has no value", name)
+		}
+	}
+	return nil
 }
 
 // jsonError turns a decoding error into one naming the file and, where the
@@ -263,6 +280,9 @@ func Marshal(s *State) ([]byte, error) {
 		return nil, err
 	}
 	out.Resources = res
+	if err := checkOutputs(out.Outputs); err != nil {
+		return nil, err
+	}
 	data, err := json.MarshalIndent(&out, "", "  ")
 	if err != nil {
 		return nil, err

@@ -1,6 +1,8 @@
 package state
 
 import (
+	"encoding/json"
+
 	"github.com/sbx-dev/sbx/addrs"
 	"github.com/sbx-dev/sbx/policy"
 )
@@ -28,6 +30,17 @@ type State struct {
 	Serial        uint64 `json:"serial"`
 	// Resources are sorted by address (addrs.Ref.Less).
 	Resources []*Resource `json:"resources"`
+	// Outputs are the values of the configuration's output blocks as
+	// the last apply evaluated them, by name; what "sbx output" shows.
+	Outputs map[string]*Output `json:"outputs,omitempty"`
+}
+
+// Output is one output block's value as apply recorded it.
+type Output struct {
+	// Value is the value as JSON.
+	Value json.RawMessage `json:"value"`
+	// Sensitive outputs are shown only when asked for by name.
+	Sensitive bool `json:"sensitive,omitempty"`
 }
 
 // Resource is one materialized resource. Exactly one of Image and Sandbox is

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -212,7 +213,10 @@ func TestLoadErrors(t *testing.T) {
 		{"wrong type", "{\"format_version\": 1, " + lineage + ", \"serial\": \"one\"}", "state.json:1:"},
 		{"unknown version", "{\"format_version\": 2, " + lineage + "}", "has format version 2; this sbx reads version 1"},
 		{"no version", "{" + lineage + "}", "has no format_version"},
-		{"unknown field", "{\"format_version\": 1, " + lineage + ", \"outputs\": {}}", `unknown field "outputs"`},
+		{"unknown field", "{\"format_version\": 1, " + lineage + ", \"modules\": {}}", `unknown field "modules"`},
+		{"null output", "{\"format_version\": 1, " + lineage + ", \"outputs\": {\"url\": null}}", "output url has no value"},
+		{"output without value", "{\"format_version\": 1, " + lineage + ", \"outputs\": {\"url\": {\"sensitive\": true}}}", "output url has no value"},
+		{"bad output name", "{\"format_version\": 1, " + lineage + ", \"outputs\": {\"a b\": {\"value\": 1}}}", `output "a b": not a valid name`},
 		{"trailing data", "{\"format_version\": 1, " + lineage + "} {}", "state.json:1:74 is not valid"},
 		{"no lineage", "{\"format_version\": 1, \"serial\": 3}", "has no lineage"},
 		{"bad lineage", "{\"format_version\": 1, \"lineage\": \"x\"}", `lineage "x" is not a UUID`},
@@ -487,5 +491,48 @@ func assertOnly(t *testing.T, dir string, names ...string) {
 	}
 	if diff := cmp.Diff(names, got); diff != "" {
 		t.Errorf("%s holds other files (-want +got):\n%s", dir, diff)
+	}
+}
+
+// TestOutputsRoundTrip checks that outputs are saved and read back as
+// they were, and that a state without them has no "outputs" key.
+func TestOutputsRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	l := lock(t, dir)
+	s := sample()
+	if err := l.Save(s); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(Path(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(data, &top); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := top["outputs"]; ok {
+		t.Errorf("a state without outputs has the key:\n%s", data)
+	}
+	s.Outputs = map[string]*Output{
+		"url":   {Value: []byte(`"https://example.test"`)},
+		"token": {Value: []byte(`{"a": [1, 2.5, true]}`), Sensitive: true},
+	}
+	if err := l.Save(s); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Outputs) != 2 || string(got.Outputs["url"].Value) != `"https://example.test"` || got.Outputs["url"].Sensitive || !got.Outputs["token"].Sensitive {
+		t.Fatalf("outputs read back: %+v", got.Outputs)
+	}
+	var v map[string][]any
+	if err := json.Unmarshal(got.Outputs["token"].Value, &v); err != nil || len(v["a"]) != 3 {
+		t.Errorf("token's value read back as %s (%v)", got.Outputs["token"].Value, err)
+	}
+	if _, err := Marshal(&State{Outputs: map[string]*Output{"x": nil}}); err == nil {
+		t.Error("Marshal accepted an output without a value")
 	}
 }

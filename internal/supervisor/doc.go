@@ -49,7 +49,7 @@
 // systems refuse every peer).
 //
 // It does not build images (internal/build/image), boot QEMU itself (machine,
-// providers/qemu), speak the guest's side of the protocol
+// internal/machine/qemu), speak the guest's side of the protocol
 // (guest/execsrv) or record sandboxes in the configuration's state
 // (state). It never prints; Run logs to the slog.Logger it is given.
 //

@@ -2,7 +2,7 @@
 // (bench/netbench, bench/vfsbench, bench/sandboxbench, bench/densitybench)
 // share, so that
 // they set up, time and report alike: Preflight, WorkDir and NewFixture
-// make the sandbox fixture of package machine/machinetest in a work
+// make the sandbox fixture of package internal/machine/machinetest in a work
 // directory; Log writes their timestamped progress; Exec times one
 // command in a guest; Samples and the formatting functions are the
 // statistics and figures of their reports; ParseSmaps and GuestRAM read

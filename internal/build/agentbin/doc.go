@@ -17,7 +17,7 @@
 // docs/decisions/0006-agent-found-or-built.md). Build runs the go tool to
 // make one, for tests and for work from a source checkout.
 //
-// It does not write the initramfs (package builders/initramfs) and knows
+// It does not write the initramfs (package internal/build/initramfs) and knows
 // nothing of what the agent does (package guest).
 //
 // The entry points are Find and Build.

@@ -2,7 +2,7 @@
 // dependency closure of a set of packages and installs pinned packages
 // into a root file system tree, without running package scripts.
 //
-// It holds the same four parts as package builders/debrepo, so that the
+// It holds the same four parts as package internal/build/debrepo, so that the
 // image build can pick one by the base image's family:
 //
 //   - Repositories and keys: ReadBase reads a base image's
@@ -58,6 +58,6 @@
 // searched. The installed database has no scripts.tar or triggers file.
 //
 // Package apkrepo does not decide what an image holds (package lang
-// reads the spec, builders/resolve writes pins into the lock) and does
-// not build disks (builders/rootfs and builders/ext4 do).
+// reads the spec, internal/build/resolve writes pins into the lock) and does
+// not build disks (internal/build/rootfs and internal/build/ext4 do).
 package apkrepo

@@ -5,13 +5,13 @@
 // configuration.
 //
 // Downloader and Lister are the two small interfaces locking (package
-// builders/resolve) and fetching (package builders/fetch) take, so that
+// internal/build/resolve) and fetching (package internal/build/fetch) take, so that
 // their tests can put a local package store in apt's place; Get is the
 // implementation that runs apt. Package apttest keeps real packages in a
 // per-user cache for tests that need them.
 //
-// Package apt does not read .deb files (package builders/archive does) or
-// choose versions (package builders/resolve does, from what Lister
+// Package apt does not read .deb files (package internal/build/archive does) or
+// choose versions (package internal/build/resolve does, from what Lister
 // returns).
 //
 // The entry point is Get.

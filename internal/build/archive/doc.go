@@ -23,8 +23,8 @@
 // module stored as .ko.xz.
 //
 // The package only reads. Fetching and verifying archives is package
-// builders/resolve's; turning a tree into a root filesystem, and choosing
-// a kernel and its modules (package builders/kernel), are the callers'.
+// internal/build/resolve's; turning a tree into a root filesystem, and choosing
+// a kernel and its modules (package internal/build/kernel), are the callers'.
 // Package archivetest writes archives of every format for tests.
 //
 // The entry points are Walk and Extract (and WalkFile, ExtractFile and

@@ -16,7 +16,7 @@
 // The root defaults to $SBX_CACHE_DIR, else the sbx directory under the
 // user's cache directory (DefaultRoot).
 //
-// Package cache does not download anything (package builders/fetch brings
+// Package cache does not download anything (package internal/build/fetch brings
 // pinned inputs into it) and does not decide what a digest should be: pins
 // come from the lock file (package lockfiles).
 //

@@ -12,7 +12,7 @@
 //     caller names), fetches COMPONENT/binary-ARCH/Packages.xz (or .gz),
 //     checks its size and sha256 against InRelease and parses its stanzas
 //     with pault.ag/go/debian/control. Verified InRelease files and indexes
-//     are kept in the sbx cache (package builders/cache), the indexes by
+//     are kept in the sbx cache (package internal/build/cache), the indexes by
 //     their sha256, so a later lock works offline from what was verified
 //     last. Download fetches a pinned .deb by its pool path from the same
 //     sources and checks its size and sha256 before anything reads it.
@@ -29,6 +29,6 @@
 //     docs/packages.md).
 //
 // Package debrepo does not decide what an image holds (package lang reads
-// the spec, package builders/resolve writes pins into the lock) and does
-// not build disks (package builders/rootfs and builders/ext4 do).
+// the spec, package internal/build/resolve writes pins into the lock) and does
+// not build disks (package internal/build/rootfs and internal/build/ext4 do).
 package debrepo

@@ -5,11 +5,11 @@
 // File refuses anything but a regular file, so that a FIFO or device a
 // spec points at cannot stall a lock or a build, and stops at its next
 // chunk once its context ends. MismatchError is what the resolvers
-// (package builders/resolve), downloads (package builders/download) and
-// the fetcher (package builders/fetch) return when bytes do not hash to
+// (package internal/build/resolve), downloads (package internal/build/download) and
+// the fetcher (package internal/build/fetch) return when bytes do not hash to
 // their pin; it names the input and both hashes.
 //
-// Package digest does not store anything (package builders/cache keeps
+// Package digest does not store anything (package internal/build/cache keeps
 // blobs by their digest, and has its own mismatch error for that) and
 // does not download.
 //

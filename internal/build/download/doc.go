@@ -11,10 +11,10 @@
 // given. HTTPSOnly refuses redirects to plain http, so that content
 // trusted on first use cannot be downgraded on the way.
 //
-// Package download keeps nothing: package builders/fetch streams pinned
-// inputs into the cache (package builders/cache), and package
-// builders/resolve hashes what it downloads to record pins. It does not
-// know registries (package builders/npmreg finds npm tarballs).
+// Package download keeps nothing: package internal/build/fetch streams pinned
+// inputs into the cache (package internal/build/cache), and package
+// internal/build/resolve hashes what it downloads to record pins. It does not
+// know registries (package internal/build/npmreg finds npm tarballs).
 //
 // The entry point is Get.
 package download

@@ -6,7 +6,7 @@
 //	lock check → fetch inputs → assemble root filesystem → canonical tar
 //	          → ext4 → qcow2 → load kernel and its modules → initramfs
 //
-// Outputs are kept in the content-addressed cache (package builders/cache)
+// Outputs are kept in the content-addressed cache (package internal/build/cache)
 // under a build key, the sha256 of the recipe's input hash, the guest agent
 // binary's digest, the epoch and the builder's FormatVersion: everything
 // that decides the output bytes. Every output is made in a private staging
@@ -32,14 +32,14 @@
 //
 // Every long step stops soon after ctx ends (Ctrl-C): fetching, reading
 // the kernel package, writing the initramfs, hashing and storing outputs
-// read and write through package builders/ctxio, and the disk stages are
+// read and write through package internal/build/ctxio, and the disk stages are
 // checked between. The error then wraps ctx's.
 //
-// Package image does not pin sources (builders/resolve), read or write the
+// Package image does not pin sources (internal/build/resolve), read or write the
 // lock file (lockfiles; the command records Result's digests there), fetch
-// by itself (builders/fetch), decide what the root filesystem holds
-// (builders/rootfs) or how ext4, qcow2 and cpio are laid out (builders/ext4,
-// builders/qcow2, builders/initramfs). It never prints: progress goes to
+// by itself (internal/build/fetch), decide what the root filesystem holds
+// (internal/build/rootfs) or how ext4, qcow2 and cpio are laid out (internal/build/ext4,
+// internal/build/qcow2, internal/build/initramfs). It never prints: progress goes to
 // the callbacks in Options.
 //
 // The entry points are Build and ExportGondolin.

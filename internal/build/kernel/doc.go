@@ -21,7 +21,7 @@
 //	}
 //
 // The lock pins one .deb by its sha256, so it has to be the package that
-// holds the kernel: `sbx lock` (package builders/resolve) follows a deb:
+// holds the kernel: `sbx lock` (package internal/build/resolve) follows a deb:
 // kernel source's meta package with FollowMeta to the versioned package
 // and pins that, never the meta package, so the build fetches exactly
 // the package the lock saw. A meta package reaching Load some other way
@@ -57,12 +57,12 @@
 // kernel having been built with in-kernel module decompression.
 //
 // The package reads; it does not fetch kernel packages (package
-// builders/resolve), write the initramfs or the root filesystem (the
+// internal/build/resolve), write the initramfs or the root filesystem (the
 // image builders), or load modules (the guest agent). Package kerneltest
 // gives tests the real Debian kernel package.
 //
 // Load and ReadModules take a context: once it ends they stop before the
-// next archive entry or chunk of one (package builders/ctxio), so that an
+// next archive entry or chunk of one (package internal/build/ctxio), so that an
 // interrupted build does not read the rest of a kernel package.
 //
 // The entry point is Load; then Kernel.Closure and Kernel.ReadModules.

@@ -31,9 +31,9 @@
 // kept, and every path but the first of a set of hard-linked paths written
 // as a hard link to that first one. The same layers give the same bytes.
 //
-// Package layers does not fetch or verify layers (package builders/fetch
-// does, into package builders/cache) and does not build file systems from
-// the tar stream (package builders/ext4 does).
+// Package layers does not fetch or verify layers (package internal/build/fetch
+// does, into package internal/build/cache) and does not build file systems from
+// the tar stream (package internal/build/ext4 does).
 //
 // The entry points are Flatten and NewTree.
 package layers

@@ -6,13 +6,13 @@
 // planted in a layout's blobs/) reads a host file the spec did not name.
 // Symbolic links that stay inside the directory are followed.
 //
-// Locking (package builders/resolve), fetching (package builders/fetch)
+// Locking (package internal/build/resolve), fetching (package internal/build/fetch)
 // and building (package internal/build/image) all read local sources through
 // it, so that the three cannot disagree on what a spec may read. Errors
 // name the spec position (Position), the source and the host path.
 //
 // Package localsrc does not hash or verify what it opens; its callers
-// check the bytes against the pin (package builders/digest).
+// check the bytes against the pin (package internal/build/digest).
 //
 // The entry points are OpenFile and OpenLayout.
 package localsrc

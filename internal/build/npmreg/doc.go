@@ -10,10 +10,10 @@
 // header can hold the user's registry token: it is never printed, and no
 // message this package makes repeats a URL's credentials.
 //
-// Package npmreg does not choose versions (package builders/resolve does,
+// Package npmreg does not choose versions (package internal/build/resolve does,
 // from the document's versions and dist-tags) and does not download or
-// verify tarballs (package builders/download does, for locking; package
-// builders/fetch streams them into the cache, for building).
+// verify tarballs (package internal/build/download does, for locking; package
+// internal/build/fetch streams them into the cache, for building).
 //
 // The entry point is New.
 package npmreg

@@ -10,7 +10,7 @@
 // whether a lock is up to date for a configuration (for
 // -lockfile=readonly).
 //
-// The recipe does not resolve sources (builders/resolve does), does not
+// The recipe does not resolve sources (internal/build/resolve does), does not
 // read or write the lock file (lockfiles does) and builds nothing. The lock
 // records the hash; plan compares it; the builders key their outputs by it.
 package recipe

@@ -13,7 +13,7 @@
 //
 // Local sources (file: and oci-layout:) are read only inside the
 // directory lang.Source.LocalRoot confines them to, through package
-// builders/localsrc, so that neither ".." nor a symbolic link leads to a
+// internal/build/localsrc, so that neither ".." nor a symbolic link leads to a
 // host file the spec does not name. What it shares with fetching lives in
 // small packages both import: localsrc, npmreg (finding npm tarballs the
 // way the user's npm would), apt (the host's apt-get and apt-cache),
@@ -21,9 +21,9 @@
 // the mismatch error).
 //
 // It does not parse specs (package lang), read or write the lock file
-// (package lockfiles), define input hashes (package builders/recipe,
+// (package lockfiles), define input hashes (package internal/build/recipe,
 // whose InputHash Lock calls), or keep downloaded bytes: building an
-// image fetches its inputs again, by pin (package builders/fetch).
+// image fetches its inputs again, by pin (package internal/build/fetch).
 //
 // The entry point is New, which returns a Set; Set.Lock computes a new
 // lock from a configuration and the previous lock, reusing pins whose

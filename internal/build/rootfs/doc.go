@@ -3,7 +3,7 @@
 // blocks and the files sbx itself puts in /etc for the guest agent.
 //
 // Assemble returns the result as a *layers.Tree; (*layers.Tree).WriteTar
-// turns it into the canonical tar stream and package builders/ext4 into a
+// turns it into the canonical tar stream and package internal/build/ext4 into a
 // disk image (BuildDisk does both). Everything happens in that in-memory
 // tree, with file contents in a spill file: nothing is written to, or looked
 // up on, the host file system, and symbolic links in the image are never
@@ -11,7 +11,7 @@
 //
 // The steps, in order:
 //
-//  1. Base. The base image's layers are flattened (package builders/layers
+//  1. Base. The base image's layers are flattened (package internal/build/layers
 //     applies whiteouts), or, without a base, the tree starts empty. The
 //     directories the guest agent and programs need are created where
 //     missing, never changed where present: /dev, /etc, /etc/sbx,
@@ -113,12 +113,12 @@
 // recipe.Canonical orders it) and Options: the same inputs give the same
 // tree, and WriteTar the same bytes.
 //
-// Package rootfs does not fetch or verify inputs (package builders/fetch
-// does), read archive formats (package builders/archive does), flatten layers
-// or write tar streams (package builders/layers does) or lay out the ext4
-// file system (package builders/ext4 does). The guest-side contract — the
+// Package rootfs does not fetch or verify inputs (package internal/build/fetch
+// does), read archive formats (package internal/build/archive does), flatten layers
+// or write tar streams (package internal/build/layers does) or lay out the ext4
+// file system (package internal/build/ext4 does). The guest-side contract — the
 // image description, the CA path and the guest's network addresses — is
-// package builders/rootfs/imageinfo.
+// package internal/proto/imageinfo.
 //
 // The entry point is Assemble.
 package rootfs

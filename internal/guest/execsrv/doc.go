@@ -1,5 +1,5 @@
 // Package execsrv is the guest side of the agent protocol (package
-// guest/agentproto): the server the guest agent runs on its virtio-serial
+// internal/proto/agentproto): the server the guest agent runs on its virtio-serial
 // port once the guest has booted. It runs processes for the host, with
 // their stdin, stdout and stderr streamed under flow control, their exit
 // code or killing signal reported, signals and cancellation delivered to

@@ -13,9 +13,9 @@
 //
 // It does not decide the order of the steps, what happens after boot or
 // how failures are reported (package guest does), and it does not build
-// the initramfs it runs from (package builders/initramfs). The boot
+// the initramfs it runs from (package internal/build/initramfs). The boot
 // contract shared with the host, such as paths and the module manifest,
-// is package guest/bootproto.
+// is package internal/proto/bootproto.
 //
 // The entry point is Boot; Linux gives its Sys, StartReaper reaps
 // children.

@@ -2,7 +2,7 @@
 // configuration directory whose image is made only of local files — the
 // real Debian generic kernel package and the real busybox-static
 // package, both fetched once with apt-get into the per-user test package
-// cache that package builders/archive/archivetest also uses — plus a
+// cache that package internal/build/archive/archivetest also uses — plus a
 // guest agent built from this source tree, a private build cache and the
 // environment that points sbx at them. The sandbox's user, "agent"
 // (uid 1000), has a home directory; busybox provides the shell and the

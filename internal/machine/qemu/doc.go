@@ -25,8 +25,8 @@
 //     minimal environment (Environment: PATH, HOME, TMPDIR, LC_ALL=C),
 //     never the user's tokens and credentials.
 //
-// The QMP client is package qmp (providers/qemu/qmp). This package does
-// not build kernels, initramfs or disks (builders/...), does not speak to
+// The QMP client is package qmp (internal/machine/qemu/qmp). This package does
+// not build kernels, initramfs or disks (internal/build/...), does not speak to
 // the guest agent over its port, and does not serve the guest's network
 // or files (egress, vfs); it only wires their sockets into the machine.
 package qemu

@@ -5,7 +5,7 @@
 // virtio-serial ports a serving agent uses (AgentPort for the agent
 // protocol, ControlPort for control lines such as ControlPowerOff).
 //
-// Both sides import it: builders/initramfs lays out the initramfs and
+// Both sides import it: internal/build/initramfs lays out the initramfs and
 // writes the module manifest with it, the QEMU provider renders the
 // command line with Config.Params and reads the console with ParseReady,
 // and the agent (packages guest and guest/initsys) parses the same

@@ -15,7 +15,7 @@
 // Package netstream does not look inside frames (no Ethernet, ARP or IP
 // parsing; that is the network stack's), does not listen or accept
 // (package machine), and does not build QEMU's command line
-// (providers/qemu).
+// (internal/machine/qemu).
 //
 // The entry points are NewReader and NewWriter.
 package netstream

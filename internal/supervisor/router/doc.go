@@ -2,7 +2,7 @@
 //
 // A guest agent serves one host connection at a time on its virtio-serial
 // port. Router sits on that one connection and speaks the same agent
-// protocol (package guest/agentproto) to any number of clients on a unix
+// protocol (package internal/proto/agentproto) to any number of clients on a unix
 // socket: it answers each client's hello with the guest's, gives each
 // client session a stream id of its own on the guest connection and
 // rewrites stream ids both ways for every frame (flow-control windows

@@ -6,7 +6,7 @@
 //
 // It is test support: it reports problems through testing.TB and is
 // imported only from _test.go files and other test-support packages
-// (builders/kernel/kerneltest). Reading archives is package archive's.
+// (internal/build/kernel/kerneltest). Reading archives is package archive's.
 //
 // The entry points are Tar, Deb, APK and AptDownload; LargeTarGz writes
 // an archive too large to hold in memory comfortably, as a stream.

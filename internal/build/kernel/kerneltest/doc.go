@@ -7,7 +7,7 @@
 //
 // It is test support: it reports through testing.TB and is imported only
 // from tests. Reading kernels is package kernel's; fetching packages for
-// real builds is package builders/resolve's.
+// real builds is package internal/build/resolve's.
 //
 // The entry points are DebianKernelDeb and ModuleObject.
 package kerneltest

@@ -9,6 +9,6 @@
 // has no *testing.T, calls Check and acts on its answer.
 //
 // It is imported by tests only, never by production code. It does not
-// start QEMU (package providers/qemu) or build the images the tests boot
-// (package machine/machinetest).
+// start QEMU (package internal/machine/qemu) or build the images the tests boot
+// (package internal/machine/machinetest).
 package qemutest

@@ -14,5 +14,5 @@
 //
 // It speaks the protocol only: it knows no command's arguments or replies
 // beyond the capability negotiation. Starting QEMU and choosing what to ask
-// it is package qemu's (providers/qemu).
+// it is package qemu's (internal/machine/qemu).
 package qmp
