@@ -61,16 +61,9 @@ var rules = []rule{
 // removed by a change of its own; an entry that no longer occurs fails
 // the test, so that it is deleted here once its change is in.
 var pending = []struct{ from, to string }{
-	// internal/plan classifies mount effects with internal/vfs's rule
-	// matcher until policy/match replaces it.
-	{"internal/plan/...", "internal/vfs/..."},
 	// internal/machine takes an *image.Result until it boots plain
 	// files.
 	{"internal/machine/...", "internal/build/..."},
-	// internal/plan compares input hashes with internal/build/recipe,
-	// the lock's recipe hash rather than a builder, until the recipe
-	// leaves internal/build.
-	{"internal/plan/...", "internal/build/recipe"},
 	// internal/supervisor builds its spec from a *lang.Config until it
 	// runs a resolved sandbox spec.
 	{"internal/supervisor/...", "lang/..."},
