@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sbx-dev/sbx/internal/build/recipe"
 	"github.com/sbx-dev/sbx/internal/lockfiles"
+	"github.com/sbx-dev/sbx/internal/recipe"
 	"github.com/sbx-dev/sbx/lang"
 )
 

@@ -29,7 +29,7 @@
 // file's name rather than writing through it.
 //
 // Resolution (turning sources into pins) lives in internal/build/resolve and the
-// input hash is computed by internal/build/recipe; this package only holds and
+// input hash is computed by internal/recipe; this package only holds and
 // serializes the result. Entry points: Read, ReadFile, Write, Marshal,
 // Parse, Salvage.
 package lockfiles

@@ -14,7 +14,7 @@ type Image struct {
 	Name     string
 	Platform string // "linux/amd64"
 	// InputHash is "sha256:<hex>" over the image's recipe: every pin and
-	// every setting that affects the image bytes (see builders/recipe).
+	// every setting that affects the image bytes (see recipe).
 	InputHash string
 	// Inputs are the pins of every source the image uses, keyed by the
 	// input's role: "base", "kernel", "artifact.NAME".

@@ -25,8 +25,8 @@ import (
 	"github.com/sbx-dev/sbx/internal/build/download"
 	"github.com/sbx-dev/sbx/internal/build/localsrc"
 	"github.com/sbx-dev/sbx/internal/build/npmreg"
-	"github.com/sbx-dev/sbx/internal/build/recipe"
 	"github.com/sbx-dev/sbx/internal/lockfiles"
+	"github.com/sbx-dev/sbx/internal/recipe"
 	"github.com/sbx-dev/sbx/lang"
 )
 

@@ -21,9 +21,9 @@ import (
 	"github.com/sbx-dev/sbx/internal/build/apkrepo/apkrepotest"
 	"github.com/sbx-dev/sbx/internal/build/archive/archivetest"
 	"github.com/sbx-dev/sbx/internal/build/image"
-	"github.com/sbx-dev/sbx/internal/build/recipe"
 	"github.com/sbx-dev/sbx/internal/build/resolve"
 	"github.com/sbx-dev/sbx/internal/lockfiles"
+	"github.com/sbx-dev/sbx/internal/recipe"
 	"github.com/sbx-dev/sbx/lang"
 )
 

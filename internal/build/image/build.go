@@ -21,9 +21,9 @@ import (
 	"github.com/sbx-dev/sbx/internal/build/fetch"
 	"github.com/sbx-dev/sbx/internal/build/kernel"
 	"github.com/sbx-dev/sbx/internal/build/localsrc"
-	"github.com/sbx-dev/sbx/internal/build/recipe"
 	"github.com/sbx-dev/sbx/internal/lockfiles"
 	"github.com/sbx-dev/sbx/internal/proto/imageinfo"
+	"github.com/sbx-dev/sbx/internal/recipe"
 	"github.com/sbx-dev/sbx/lang"
 )
 

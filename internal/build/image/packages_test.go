@@ -14,9 +14,9 @@ import (
 	"github.com/sbx-dev/sbx/internal/build/debrepo"
 	"github.com/sbx-dev/sbx/internal/build/debrepo/debrepotest"
 	"github.com/sbx-dev/sbx/internal/build/image"
-	"github.com/sbx-dev/sbx/internal/build/recipe"
 	"github.com/sbx-dev/sbx/internal/build/resolve"
 	"github.com/sbx-dev/sbx/internal/lockfiles"
+	"github.com/sbx-dev/sbx/internal/recipe"
 	"github.com/sbx-dev/sbx/lang"
 )
 

@@ -21,7 +21,7 @@
 // the mismatch error).
 //
 // It does not parse specs (package lang), read or write the lock file
-// (package lockfiles), define input hashes (package internal/build/recipe,
+// (package lockfiles), define input hashes (package internal/recipe,
 // whose InputHash Lock calls), or keep downloaded bytes: building an
 // image fetches its inputs again, by pin (package internal/build/fetch).
 //

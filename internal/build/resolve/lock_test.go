@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/hashicorp/hcl/v2"
-	"github.com/sbx-dev/sbx/internal/build/recipe"
 	"github.com/sbx-dev/sbx/internal/lockfiles"
+	"github.com/sbx-dev/sbx/internal/recipe"
 	"github.com/sbx-dev/sbx/lang"
 )
 
