@@ -28,7 +28,8 @@ type PlanOptions struct {
 // Apply executes it, and refuses it once the state, the configuration or
 // the running sandboxes changed since.
 type Plan struct {
-	// Changes are the resources that would change, in address order.
+	// Changes are the resources that would change, in address order;
+	// resources that stay as they are are not listed.
 	Changes []PlanChange
 	// StateLineage and StateSerial identify the state the plan was
 	// made against.
@@ -78,6 +79,9 @@ func (c *Config) Plan(ctx context.Context, opts PlanOptions) (*Plan, error) {
 	}
 	out := &Plan{StateLineage: p.StateLineage, StateSerial: p.StateSerial, p: p}
 	for _, ch := range p.Changes {
+		if ch.Action == plan.NoOp {
+			continue
+		}
 		out.Changes = append(out.Changes, PlanChange{
 			Address: ch.Addr.String(), Action: string(ch.Action), Reason: ch.Reason, Policy: ch.Policy,
 		})
