@@ -3,7 +3,6 @@ package command
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -11,7 +10,6 @@ import (
 	"github.com/sbx-dev/sbx/internal/diags"
 	"github.com/sbx-dev/sbx/internal/lockfiles"
 	"github.com/sbx-dev/sbx/internal/operation"
-	"github.com/sbx-dev/sbx/internal/pipeline"
 	"github.com/sbx-dev/sbx/internal/plan"
 	"github.com/sbx-dev/sbx/internal/supervisor"
 	"github.com/sbx-dev/sbx/lang"
@@ -210,45 +208,16 @@ func lockForPlan(ctx context.Context, env *Env, v *view, cfg *lang.Config, reado
 }
 
 // planAgainst plans the configuration of side against another revision of
-// it. A revision with no lock file is compared unlocked
-// (plan.AgainstSides).
+// it (operation.PlanAgainst), printing its diagnostics.
 func planAgainst(ctx context.Context, env *Env, v *view, a planArgs, side plan.Side) (*plan.Plan, bool) {
-	cfg := side.Config
-	dir, label, cleanup, err := operation.AgainstDir(ctx, env.Environ, a.dir, a.against)
-	if err != nil {
-		v.errorf("%v", err)
-		return nil, false
+	p, sections := operation.PlanAgainst(ctx, env.Environ, a.dir, a.against, a.vars.options(env), side)
+	for _, s := range sections {
+		if s.Heading != "" {
+			fmt.Fprintln(env.Stderr, s.Heading)
+		}
+		v.render(s.Files, s.Diags)
 	}
-	defer cleanup()
-	if dir == "" {
-		// The configuration did not exist at that revision.
-		p, diags := plan.AgainstSides(side, plan.Side{}, label)
-		v.diagnostics(cfg.Sources, diags)
-		return p, !diags.HasErrors() && p != nil
-	}
-	other, diags := lang.Load(dir, a.vars.options(env))
-	if len(diags) > 0 {
-		fmt.Fprintf(env.Stderr, "In the configuration at %s:\n", label)
-		v.diagnostics(sources(other), diags)
-	}
-	if diags.HasErrors() {
-		return nil, false
-	}
-	otherPath := filepath.Join(dir, lockfiles.FileName)
-	otherLock, data, diags := pipeline.ReadLock(otherPath)
-	if len(diags) > 0 {
-		fmt.Fprintf(env.Stderr, "In the lock file at %s:\n", label)
-		v.diagnostics(operation.LockSources(data, otherPath), diags)
-	}
-	if diags.HasErrors() {
-		return nil, false
-	}
-	p, diags := plan.AgainstSides(side, plan.Side{Config: other, Lock: otherLock, Unlocked: data == nil}, label)
-	v.diagnostics(mergeSources(cfg.Sources, other.Sources), diags)
-	if diags.HasErrors() || p == nil {
-		return nil, false
-	}
-	return p, true
+	return p, p != nil
 }
 
 // widenDetail lists the widening policy changes of p, one per line.
@@ -279,17 +248,4 @@ func originText(o policy.Origin) string {
 		return o.Block + ", " + o.File
 	}
 	return o.Block
-}
-
-// mergeSources combines the parsed files of two configurations for
-// diagnostic snippets; the first wins where names clash.
-func mergeSources(a, b map[string]*hcl.File) map[string]*hcl.File {
-	m := make(map[string]*hcl.File, len(a)+len(b))
-	for k, f := range b {
-		m[k] = f
-	}
-	for k, f := range a {
-		m[k] = f
-	}
-	return m
 }

@@ -5,10 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 
+	"github.com/hashicorp/hcl/v2"
 	"github.com/sbx-dev/sbx/internal/apply"
 	"github.com/sbx-dev/sbx/internal/diags"
 	"github.com/sbx-dev/sbx/internal/lockfiles"
+	"github.com/sbx-dev/sbx/internal/pipeline"
 	"github.com/sbx-dev/sbx/internal/plan"
 	"github.com/sbx-dev/sbx/lang"
 )
@@ -67,4 +70,65 @@ func orNone(s string) string {
 		return "(none)"
 	}
 	return s
+}
+
+// Section is diagnostics about one thing, with the sources their snippets
+// come from and, where they are not about the configuration planned, a
+// heading naming what they are about ("In the configuration at main:").
+type Section struct {
+	Heading string
+	Files   map[string]*hcl.File
+	Diags   diags.Diagnostics
+}
+
+// PlanAgainst plans side's configuration against another revision of it
+// (sbx plan -against REV): rev is a directory, or a git revision of the
+// repository holding dir (AgainstDir), loaded with load and read with its
+// own lock file. A revision with no lock file is compared unlocked, one
+// where the configuration did not exist as empty (plan.AgainstSides).
+// The plan is nil when it could not be made; the sections hold the
+// diagnostics in the order they arose, the other revision's under a
+// heading, and say why.
+func PlanAgainst(ctx context.Context, environ []string, dir, rev string, load lang.Options, side plan.Side) (*plan.Plan, []Section) {
+	cfg := side.Config
+	otherDir, label, cleanup, err := AgainstDir(ctx, environ, dir, rev)
+	if err != nil {
+		return nil, []Section{{Diags: diags.Diagnostics{diags.Errorf("%v", err)}}}
+	}
+	defer cleanup()
+	if otherDir == "" {
+		// The configuration did not exist at that revision.
+		p, hd := plan.AgainstSides(side, plan.Side{}, label)
+		ds := diags.Diagnostics{}.Append(hd)
+		if ds.HasErrors() {
+			p = nil
+		}
+		return p, []Section{{Files: cfg.Sources, Diags: ds}}
+	}
+	var sections []Section
+	other, hd := lang.Load(otherDir, load)
+	if len(hd) > 0 {
+		var files map[string]*hcl.File
+		if other != nil {
+			files = other.Sources
+		}
+		sections = append(sections, Section{Heading: fmt.Sprintf("In the configuration at %s:", label), Files: files, Diags: diags.Diagnostics{}.Append(hd)})
+	}
+	if hd.HasErrors() {
+		return nil, sections
+	}
+	otherPath := filepath.Join(otherDir, lockfiles.FileName)
+	otherLock, data, hd := pipeline.ReadLock(otherPath)
+	if len(hd) > 0 {
+		sections = append(sections, Section{Heading: fmt.Sprintf("In the lock file at %s:", label), Files: LockSources(data, otherPath), Diags: diags.Diagnostics{}.Append(hd)})
+	}
+	if hd.HasErrors() {
+		return nil, sections
+	}
+	p, hd := plan.AgainstSides(side, plan.Side{Config: other, Lock: otherLock, Unlocked: data == nil}, label)
+	sections = append(sections, Section{Files: withSources(cfg.Sources, other.Sources), Diags: diags.Diagnostics{}.Append(hd)})
+	if hd.HasErrors() {
+		p = nil
+	}
+	return p, sections
 }
