@@ -12,7 +12,8 @@
 //     system), apply and destroy need it;
 //   - PlanState and SamePlan: a plan against the state, after checking
 //     the sandboxes it records, and the check that a saved plan is still
-//     the plan;
+//     the plan; PlanAgainst, a plan against another revision (a
+//     directory, or a git revision read by AgainstDir);
 //   - Apply: lease → refresh → plan → show → confirm → apply → secrets;
 //     starting, replacing and stopping sandboxes is package apply's (and
 //     the supervisor's), called as it is;
