@@ -2,7 +2,6 @@ package command
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,8 +16,8 @@ import (
 	"github.com/sbx-dev/sbx/addrs"
 	"github.com/sbx-dev/sbx/internal/apply"
 	"github.com/sbx-dev/sbx/internal/build/image"
+	"github.com/sbx-dev/sbx/internal/operation"
 	"github.com/sbx-dev/sbx/internal/plan"
-	"github.com/sbx-dev/sbx/internal/state"
 	"github.com/sbx-dev/sbx/internal/supervisor"
 	"github.com/sbx-dev/sbx/internal/termtext"
 	"github.com/sbx-dev/sbx/lang"
@@ -44,9 +43,6 @@ Usage: sbx apply [options] [DIR]
   interrupted or failed apply leaves state that says what runs.
   Interrupting sbx (Ctrl-C) finishes no new change: sandboxes being
   started are stopped, the state is saved, and sbx exits with 130.
-
-  A successful apply records the values of the configuration's output
-  blocks in the state and prints them last; "sbx output" shows them later.
 
 Options:
 
@@ -109,6 +105,7 @@ func runApply(ctx context.Context, env *Env, args []string) int {
 	defer stopSignals()
 
 	cfg, diags := lang.Load(a.dir, a.vars.options(env))
+	v.files = sources(cfg)
 	v.diagnostics(sources(cfg), diags)
 	if diags.HasErrors() {
 		return ExitError
@@ -127,144 +124,29 @@ func runApply(ctx context.Context, env *Env, args []string) int {
 		}
 	}
 
-	lease, st, ok := lockState(ctx, v, cfg.Dir, a.lockTimeout)
-	if !ok {
-		return ExitError
-	}
-	defer lease.Close()
-	apply.Refresh(ctx, st, supervisor.RuntimeBase(env.Environ), cfg.Dir)
-	desired, diags := plan.Desired(cfg, lock)
-	v.diagnostics(cfg.Sources, diags)
-	if diags.HasErrors() {
-		return ExitError
-	}
-	p := plan.FromState(desired, st)
-	if saved != nil {
-		// A saved plan's mount reports describe the checkout when it was
-		// made; they are inspected again below, not compared.
-		saved.Mounts = nil
-		if err := samePlan(saved, p); err != nil {
-			v.errorDetail("The saved plan is out of date", fmt.Sprintf("%s: %v.\nRun \"sbx plan -out %s\" again and review it.", a.planFile, err, a.planFile))
-			return ExitError
-		}
-	}
-
-	p.Mounts = plan.InspectMounts(ctx, cfg, plan.InspectOptions{Outside: true})
-
-	refresh := func() bool {
-		done, err := apply.RefreshSecrets(ctx, apply.Options{
-			Config: cfg, Plan: p, State: st,
-			RuntimeBase: supervisor.RuntimeBase(env.Environ),
-			Spawn:       supervisor.SpawnOptions{Env: env.Environ},
-		})
-		for _, addr := range done {
-			v.println("%s: secrets read again and handed to the running sandbox.", addr)
-		}
-		if err != nil {
-			v.errorDetail("Cannot refresh the secrets of a running sandbox", quoteErr(err))
-			return false
-		}
-		return true
-	}
-	if !p.HasChanges() {
-		v.println("No changes. The sandboxes match the configuration.")
-		if !refresh() {
-			return ExitError
-		}
-		// The host files behind running sandboxes' mounts may have
-		// changed all the same.
-		if err := plan.RenderMounts(env.Stdout, p.Mounts, plan.RenderOptions{Color: v.colorOut, Width: int(v.width)}); err != nil {
-			v.errorf("Cannot print the plan: %v", err)
-			return ExitError
-		}
-		if !recordOutputValues(env, v, lease, st, cfg) {
-			return ExitError
-		}
-		return ExitOK
-	}
-	if err := plan.Render(env.Stdout, p, plan.RenderOptions{Color: v.colorOut, Width: int(v.width)}); err != nil {
-		v.errorf("Cannot print the plan: %v", err)
-		return ExitError
-	}
-	if saved == nil && !a.autoApprove {
-		if !confirm(ctx, env, v, "Do you want to apply these changes?", "sbx will make the changes above.") {
-			return ExitError
-		}
-	}
-	v.println("")
-
-	o := newApplyOutput(v)
-	res, err := apply.Apply(ctx, apply.Options{
-		Config: cfg,
-		Plan:   p,
-		State:  st,
-		Save:   lease.Save,
+	h := newHooks(ctx, env, v)
+	outcome, ds := operation.Apply(ctx, operation.ApplyRequest{
+		Config:      cfg,
+		Lock:        lock,
+		Saved:       saved,
+		SavedPath:   a.planFile,
+		LockTimeout: a.lockTimeout,
+		AutoApprove: a.autoApprove,
+		Parallelism: a.parallelism,
+		RuntimeBase: supervisor.RuntimeBase(env.Environ),
+		Spawn:       supervisor.SpawnOptions{Env: env.Environ},
 		Build: func(ctx context.Context, name string) (*image.Result, error) {
 			return buildOne(ctx, env, v, cfg, lock, name, a.lockfile == "readonly")
 		},
-		RuntimeBase: supervisor.RuntimeBase(env.Environ),
-		Spawn:       supervisor.SpawnOptions{Env: env.Environ},
-		Parallelism: a.parallelism,
-		Progress:    o.progress,
-	})
-	exit := o.finish(v, res, err, ctx.Err() != nil)
-	if exit == ExitOK && !refresh() {
-		exit = ExitError
+	}, h)
+	v.render(cfg.Sources, ds)
+	switch {
+	case outcome.Applied && h.exit != ExitOK:
+		return h.exit
+	case ds.HasErrors() || outcome.Cancelled:
+		return ExitError
 	}
-	if exit == ExitOK && !recordOutputValues(env, v, lease, st, cfg) {
-		exit = ExitError
-	}
-	return exit
-}
-
-// lockState takes the state lock of dir, waiting at most timeout for
-// another sbx run, and reads the state.
-func lockState(ctx context.Context, v *view, dir string, timeout time.Duration) (*state.Lease, *state.State, bool) {
-	lctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	lease, err := state.Lock(lctx, dir)
-	if err != nil {
-		v.errorDetail("Cannot lock the state", err.Error())
-		return nil, nil, false
-	}
-	st, err := lease.Load()
-	if err != nil {
-		lease.Close()
-		v.errorDetail("Cannot read the state", err.Error())
-		return nil, nil, false
-	}
-	return lease, st, true
-}
-
-// samePlan checks that the plan computed now is the one saved: same state
-// and same changes.
-func samePlan(saved, now *plan.Plan) error {
-	if saved.Against != "state" {
-		return fmt.Errorf("it compares with %s, not with the state", saved.Against)
-	}
-	if saved.StateLineage != now.StateLineage || saved.StateSerial != now.StateSerial {
-		return fmt.Errorf("it was made against state %s serial %d; the state is now %s serial %d",
-			orNone(saved.StateLineage), saved.StateSerial, orNone(now.StateLineage), now.StateSerial)
-	}
-	a, err := saved.MarshalJSON()
-	if err != nil {
-		return err
-	}
-	b, err := now.MarshalJSON()
-	if err != nil {
-		return err
-	}
-	if !bytes.Equal(a, b) {
-		return errors.New("the configuration, the lock or the running sandboxes changed since it was saved")
-	}
-	return nil
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "(none)"
-	}
-	return s
+	return ExitOK
 }
 
 // confirm asks a yes/no question on the terminal. Without a terminal on
@@ -382,7 +264,7 @@ func (o *applyOutput) finish(v *view, res apply.Result, err error, interrupted b
 			if !errors.Is(e, context.Canceled) {
 				// A sandbox that failed to start quotes its
 				// supervisor and the VM's console.
-				v.errorDetail("Apply failed", quoteErr(e))
+				v.errorFrom("Apply failed", e, true)
 			}
 		}
 	}

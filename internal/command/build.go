@@ -18,6 +18,7 @@ import (
 	"github.com/sbx-dev/sbx/addrs"
 	"github.com/sbx-dev/sbx/internal/build/image"
 	"github.com/sbx-dev/sbx/internal/lockfiles"
+	"github.com/sbx-dev/sbx/internal/operation"
 	"github.com/sbx-dev/sbx/internal/pipeline"
 	"github.com/sbx-dev/sbx/internal/termtext"
 	"github.com/sbx-dev/sbx/lang"
@@ -117,6 +118,7 @@ func runBuild(ctx context.Context, env *Env, args []string) int {
 	defer stopSignals()
 
 	cfg, diags := lang.Load(a.dir, a.vars.options(env))
+	v.files = sources(cfg)
 	v.diagnostics(sources(cfg), diags)
 	if diags.HasErrors() {
 		return ExitError
@@ -154,7 +156,7 @@ func runBuild(ctx context.Context, env *Env, args []string) int {
 				return interrupted(env, fmt.Sprintf("%s was not written", out))
 			}
 			if err != nil {
-				v.errorDetail(fmt.Sprintf("Cannot build %s", p.addr), err.Error())
+				v.errorFrom(fmt.Sprintf("Cannot build %s", p.addr), err, false)
 				failed = true
 				continue
 			}
@@ -173,7 +175,7 @@ func runBuild(ctx context.Context, env *Env, args []string) int {
 			continue
 		}
 		if err != nil {
-			v.errorDetail(fmt.Sprintf("Cannot build %s", p.addr), err.Error())
+			v.errorFrom(fmt.Sprintf("Cannot build %s", p.addr), err, false)
 			failed = true
 			continue
 		}
@@ -191,7 +193,7 @@ func runBuild(ctx context.Context, env *Env, args []string) int {
 		printResult(v, p.addr, r, a.verify, since(start))
 	}
 	if a.format == "qemu" && len(results) > 0 {
-		if !recordOutputs(v, cfg, lock, results, a.lockfile == "readonly") {
+		if !recordOutputs(ctx, env, v, cfg, lock, results, a.lockfile == "readonly") {
 			failed = true
 		}
 	}
@@ -282,64 +284,13 @@ func printResult(v *view, addr string, r *image.Result, verified bool, took stri
 	}
 }
 
-// recordOutputs records the built output hashes in the lock file. With
-// readonly, a hash the lock does not record, or records differently, is
-// an error and nothing is written.
-func recordOutputs(v *view, cfg *lang.Config, lock *lockfiles.Lock, results map[string]*image.Result, readonly bool) bool {
-	path := filepath.Join(cfg.Dir, lockfiles.FileName)
-	next := cloneLock(lock)
-	var problems, changed []string
-	for _, name := range slices.Sorted(maps.Keys(results)) {
-		addr := addrs.ImageRef(name).String()
-		entry := next.Images[name]
-		got := results[name].Digests()
-		for _, out := range slices.Sorted(maps.Keys(got)) {
-			want, ok := entry.Outputs[out]
-			switch {
-			case !ok:
-				problems = append(problems, fmt.Sprintf("%s output %s: built %s, the lock records no hash", addr, out, got[out]))
-			case want != got[out]:
-				problems = append(problems, fmt.Sprintf("%s output %s: built %s, the lock records %s", addr, out, got[out], want))
-				changed = append(changed, fmt.Sprintf("%s output %s was %s", addr, out, want))
-			}
-		}
-		entry.Outputs = got
-	}
-	if len(problems) == 0 {
-		return true
-	}
-	if readonly {
-		v.errorDetail(fmt.Sprintf("The built images do not match the output hashes in %s", path),
-			strings.Join(problems, "\n")+"\n\nThe lock file is read-only (-lockfile=readonly). Run \"sbx build\" where the lock file is maintained and commit "+lockfiles.FileName+".")
-		return false
-	}
-	if next.Equal(lock) {
-		return true
-	}
-	if err := lockfiles.Write(path, next); err != nil {
-		v.errorDetail("Cannot write the lock file", err.Error())
-		return false
-	}
-	v.println("Recorded the output hashes in %s.", path)
-	for _, c := range changed {
-		v.println("  Warning: %s; the image did not rebuild to the recorded bytes.", c)
-	}
-	return true
-}
-
-// cloneLock copies l deeply enough to change image outputs.
-func cloneLock(l *lockfiles.Lock) *lockfiles.Lock {
-	out := &lockfiles.Lock{Images: map[string]*lockfiles.Image{}}
-	if l == nil {
-		return out
-	}
-	for name, img := range l.Images {
-		c := *img
-		c.Inputs = maps.Clone(img.Inputs)
-		c.Outputs = maps.Clone(img.Outputs)
-		out.Images[name] = &c
-	}
-	return out
+// recordOutputs records the built output hashes in the lock file
+// (operation.RecordOutputs), printing what it wrote and its errors. It
+// reports whether they were recorded.
+func recordOutputs(ctx context.Context, env *Env, v *view, cfg *lang.Config, lock *lockfiles.Lock, results map[string]*image.Result, readonly bool) bool {
+	ds := operation.RecordOutputs(newHooks(ctx, env, v), cfg, lock, results, readonly)
+	v.render(nil, ds)
+	return !ds.HasErrors()
 }
 
 func since(start time.Time) string {

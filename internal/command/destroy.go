@@ -6,18 +6,12 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
-	"strings"
 	"syscall"
 	"time"
 
-	"github.com/sbx-dev/sbx/addrs"
-	"github.com/sbx-dev/sbx/internal/apply"
-	"github.com/sbx-dev/sbx/internal/build/image"
-	"github.com/sbx-dev/sbx/internal/plan"
+	"github.com/sbx-dev/sbx/internal/operation"
 	"github.com/sbx-dev/sbx/internal/state"
 	"github.com/sbx-dev/sbx/internal/supervisor"
-	"github.com/sbx-dev/sbx/lang"
 )
 
 const destroyUsage = `
@@ -99,103 +93,33 @@ func runDestroy(ctx context.Context, env *Env, args []string) int {
 		dir, names = splitDirNames(pos)
 	}
 	v := newView(env, noColor)
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		v.errorf("%v", err)
-		return ExitError
-	}
 	ctx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stopSignals()
 
-	var (
-		lease *state.Lease
-		st    *state.State
-		save  func(*state.State) error
-	)
-	if orphans {
-		// The state is not read, but a run that changes it is waited
-		// for. A directory that is gone has no state and no run.
-		if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
-			if lease, ok = lockOnly(ctx, v, abs, lockTimeout); !ok {
-				return ExitError
-			}
-		}
-		st = &state.State{}
-		save = func(*state.State) error { return nil }
-	} else {
-		if lease, st, ok = lockState(ctx, v, abs, lockTimeout); !ok {
-			return ExitError
-		}
-		save = lease.Save
-	}
-	defer lease.Close()
 	base := supervisor.RuntimeBase(env.Environ)
-	found, err := supervisor.ListConfig(ctx, base, abs)
-	if err != nil {
-		v.errorDetail("Cannot look for the configuration's sandboxes", err.Error())
+	h := newHooks(ctx, env, v)
+	h.out.verb = "Destroy"
+	outcome, ds := operation.Destroy(ctx, operation.DestroyRequest{
+		Dir: dir, Names: names, Orphans: orphans,
+		LockTimeout: lockTimeout, AutoApprove: autoApprove, RuntimeBase: base,
+	}, h)
+	v.render(nil, ds)
+	switch {
+	case ds.HasErrors() || outcome.Cancelled:
 		return ExitError
-	}
-	p, ok := destroyPlan(v, st, found, names, orphans)
-	if !ok {
-		return ExitError
-	}
-	if !p.HasChanges() {
+	case outcome.NothingToDo:
 		if orphans {
+			abs, _ := filepath.Abs(dir)
 			v.println("Nothing to destroy: the runtime directory %s holds no sandboxes of %s.", base, abs)
 		} else {
 			v.println("Nothing to destroy: the state of %s records no sandboxes, and the runtime directory holds none of its.", dir)
-			if len(names) == 0 && !clearOutputValues(v, lease, st) {
-				return ExitError
-			}
 		}
 		return ExitOK
-	}
-	if err := plan.Render(env.Stdout, p, plan.RenderOptions{Color: v.colorOut, Width: int(v.width)}); err != nil {
-		v.errorf("Cannot print the plan: %v", err)
-		return ExitError
-	}
-	consequence := "sbx will stop the sandboxes above and remove them from the state."
-	if orphans {
-		consequence = "sbx will stop the sandboxes above; the state is not changed."
-	}
-	if !autoApprove && !confirm(ctx, env, v, "Do you really want to destroy these?", consequence) {
-		return ExitError
-	}
-	v.println("")
-	o := newApplyOutput(v)
-	o.verb = "Destroy"
-	res, err := apply.Apply(ctx, apply.Options{
-		Config: &lang.Config{Dir: abs},
-		Plan:   p,
-		State:  st,
-		Save:   save,
-		Build: func(context.Context, string) (*image.Result, error) {
-			return nil, fmt.Errorf("destroy builds nothing")
-		},
-		RuntimeBase: base,
-		Progress:    o.progress,
-	})
-	code = o.finish(v, res, err, ctx.Err() != nil)
-	if code == ExitOK && !orphans && len(names) == 0 && !clearOutputValues(v, lease, st) {
-		code = ExitError
 	}
 	if orphans {
 		fmt.Fprintf(env.Stderr, "\nThe state in %s was not read or changed. Once it can be read, \"sbx destroy\" or \"sbx apply\" brings it up to date.\n", state.Path(dir))
 	}
-	return code
-}
-
-// lockOnly takes the state lock of dir, waiting at most timeout for
-// another sbx run, without reading the state.
-func lockOnly(ctx context.Context, v *view, dir string, timeout time.Duration) (*state.Lease, bool) {
-	lctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	lease, err := state.Lock(lctx, dir)
-	if err != nil {
-		v.errorDetail("Cannot lock the state", err.Error())
-		return nil, false
-	}
-	return lease, true
+	return h.exit
 }
 
 // splitDirNames splits [DIR] [SANDBOX...]: the first argument is the
@@ -207,72 +131,4 @@ func splitDirNames(pos []string) (string, []string) {
 		}
 	}
 	return ".", pos
-}
-
-// destroyPlan is the plan that deletes the named sandboxes, or every
-// resource when names is empty: those st records, and the sandboxes found
-// in the runtime directory (supervisor.ListConfig) that it does not. With
-// orphans, st is not read and only found sandboxes count. A name that is
-// neither recorded nor found is an error listing those that are.
-func destroyPlan(v *view, st *state.State, found []supervisor.Entry, names []string, orphans bool) (*plan.Plan, bool) {
-	p := &plan.Plan{Against: "state", StateLineage: st.Lineage, StateSerial: st.Serial}
-	byAddr := map[addrs.Ref]*plan.ResourceChange{}
-	var known []string
-	for _, r := range st.Resources {
-		byAddr[r.Addr] = &plan.ResourceChange{Addr: r.Addr, Action: plan.Delete, Before: r}
-		if r.Sandbox != nil {
-			known = append(known, r.Addr.Name)
-		}
-	}
-	for _, e := range found {
-		addr := addrs.SandboxRef(e.Name)
-		if byAddr[addr] != nil {
-			continue
-		}
-		why := "it is not in the state (an apply that failed or was interrupted left it)"
-		if orphans {
-			why = "it is in the runtime directory"
-		}
-		if e.Liveness.Running {
-			why += " and it runs"
-		} else if e.Liveness.Gone != "" {
-			why += ": " + e.Liveness.Gone
-		}
-		byAddr[addr] = &plan.ResourceChange{Addr: addr, Action: plan.Delete, Reason: why}
-		known = append(known, e.Name)
-	}
-	if len(names) == 0 {
-		for _, c := range byAddr {
-			p.Changes = append(p.Changes, c)
-		}
-	}
-	for _, n := range names {
-		c := byAddr[addrs.SandboxRef(strings.TrimPrefix(n, "sandbox."))]
-		if c == nil {
-			slices.Sort(known)
-			list := "none"
-			if len(known) > 0 {
-				list = strings.Join(known, ", ")
-			}
-			where := "The state records these sandboxes, or the runtime directory holds them: "
-			if orphans {
-				where = "The runtime directory holds these sandboxes of the configuration: "
-			}
-			v.errorDetail(fmt.Sprintf("No sandbox %q to destroy", n), where+list+".")
-			return nil, false
-		}
-		if !slices.Contains(p.Changes, c) {
-			p.Changes = append(p.Changes, c)
-		}
-	}
-	slices.SortFunc(p.Changes, func(x, y *plan.ResourceChange) int {
-		switch {
-		case x.Addr.Less(y.Addr):
-			return -1
-		case y.Addr.Less(x.Addr):
-			return 1
-		}
-		return 0
-	})
-	return p, true
 }

@@ -7,9 +7,13 @@
 //
 // It holds no configuration, resolution or planning logic of its own:
 // package lang loads specs, state holds what was applied, and plan
-// computes and renders changes; package pipeline locks (internal/build/resolve,
+// computes and renders changes; package operation sequences lock, plan,
+// apply and destroy (with lock repair, output hashes and log following)
+// as the Go API does, reporting through the operation.Hooks this package
+// implements with its views; package pipeline locks (internal/build/resolve,
 // lockfiles), builds (internal/build/image) and starts sandboxes (machine) by the
-// same path the Go API takes, with the options read from Env.
+// same path the Go API takes, with the options read from Env. Every
+// diagnostic is printed through diags.Render.
 //
 // The entry point is Run, which cmd/sbx calls with the process's arguments,
 // streams and environment; tests call it the same way with buffers.

@@ -4,14 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 
-	"github.com/hashicorp/hcl/v2"
-	"github.com/sbx-dev/sbx/internal/build/resolve"
-	"github.com/sbx-dev/sbx/internal/lockfiles"
-	"github.com/sbx-dev/sbx/internal/pipeline"
-	"github.com/sbx-dev/sbx/internal/recipe"
-	"github.com/sbx-dev/sbx/internal/termtext"
+	"github.com/sbx-dev/sbx/internal/diags"
+	"github.com/sbx-dev/sbx/internal/operation"
 	"github.com/sbx-dev/sbx/lang"
 )
 
@@ -82,155 +77,38 @@ func runLock(ctx context.Context, env *Env, args []string) int {
 	if diags.HasErrors() {
 		return ExitError
 	}
-	res := updateLock(ctx, env, v, cfg, a.upgrade, a.lockfile == "readonly", true)
-	if res.failed {
+	res, ds := operation.UpdateLock(ctx, env.pipeline(), newHooks(ctx, env, v), cfg, operation.LockOptions{
+		Upgrade: a.upgrade, ReadOnly: a.lockfile == "readonly", Repair: true,
+	})
+	if !reportLock(v, res, ds) {
 		return failedOrInterrupted(ctx, env, "the lock file was left as it was")
 	}
-	if !res.wrote && len(res.changes) == 0 {
-		v.println("%s is up to date.", res.path)
+	if !res.Wrote && len(res.Changes) == 0 {
+		v.println("%s is up to date.", res.Path)
 	}
 	return ExitOK
 }
 
-// lockResult is what updateLock did.
-type lockResult struct {
-	path    string
-	lock    *lockfiles.Lock
-	changes []resolve.LockChange
-	wrote   bool
-	failed  bool
-}
-
-// updateLock brings the lock file of cfg up to date: it resolves new and
-// changed inputs (all of them with upgrade), prints what changed and writes
-// the file if its bytes would change. With readonly, any needed change is
-// an error and nothing is written. Errors are printed; on error the old
-// file is untouched.
-//
-// A lock file that cannot be parsed (a merge left conflict markers in it,
-// say) is an error, unless repair is set and readonly is not: then the
-// file is rebuilt from the pins that can still be read of it (see
-// salvageLock). A lock file that cannot be read at all (a link out of its
-// directory) is always an error.
-func updateLock(ctx context.Context, env *Env, v *view, cfg *lang.Config, upgrade, readonly, repair bool) lockResult {
-	read := func(path string) (*lockfiles.Lock, []byte, hcl.Diagnostics) {
-		old, oldBytes, diags := readLock(path)
-		if diags.HasErrors() && oldBytes != nil && repair && !readonly {
-			// The file was read but cannot be parsed: rebuild it from
-			// what can still be read of it.
-			return salvageLock(v, cfg, oldBytes, path), oldBytes, nil
-		}
-		return old, oldBytes, diags
+// reportLock prints what operation.UpdateLock found and did: its
+// diagnostics, then, when it wrote the lock file, each pin that changed.
+// It reports whether the lock is in force.
+func reportLock(v *view, res operation.LockResult, ds diags.Diagnostics) bool {
+	v.render(res.Files, ds)
+	if res.Lock == nil {
+		return false
 	}
-	l, diags := pipeline.Lock(ctx, cfg, env.pipeline(), pipeline.LockOptions{Upgrade: upgrade, ReadOnly: readonly, Read: read})
-	res := lockResult{path: l.Path, lock: l.Lock, changes: l.Changes, wrote: l.Wrote}
-	v.diagnostics(l.Sources(), diags)
-	if diags.HasErrors() {
-		res.failed = true
-		return res
+	if !res.Wrote {
+		return true
 	}
-	if readonly && l.Differs {
-		detail := "The lock file is read-only (-lockfile=readonly), but it is not up to date with the configuration:\n"
-		for _, c := range l.Changes {
-			detail += "  " + lockChangeLine(c) + "\n"
-		}
-		if len(l.Changes) == 0 {
-			detail += "  its contents are not in the canonical form sbx writes\n"
-		}
-		detail += "\nRun \"sbx lock\" and commit " + lockfiles.FileName + "."
-		v.errorDetail(fmt.Sprintf("%s needs changes", res.path), detail)
-		res.failed = true
-		return res
-	}
-	if !l.Wrote {
-		return res
-	}
-	if l.Old == nil {
-		v.println("Created %s:", res.path)
+	if res.Old == nil {
+		v.println("Created %s:", res.Path)
 	} else {
-		v.println("Updated %s:", res.path)
+		v.println("Updated %s:", res.Path)
 	}
-	for _, c := range l.Changes {
-		v.println("  %s", lockChangeLine(c))
+	for _, c := range res.Changes {
+		v.println("  %s", operation.LockChangeLine(c))
 	}
-	return res
-}
-
-// salvageLock reads what it can of the lock file data, which Parse
-// refused, prints what it keeps and drops, and returns the lock that
-// `sbx lock` then brings up to date. An input that the two sides of a
-// merge conflict pin differently keeps the one pin that matches the
-// configuration (its platform, source string and kind); when none does,
-// or both do (the same source resolved at different times), it is
-// resolved again rather than guessed.
-func salvageLock(v *view, cfg *lang.Config, data []byte, path string) *lockfiles.Lock {
-	s := lockfiles.Salvage(data, path)
-	why := "it cannot be parsed"
-	if s.MarkerLine > 0 {
-		why = fmt.Sprintf("it has git conflict markers (line %d)", s.MarkerLine)
-	}
-	v.println("%s cannot be read whole: %s. Rebuilding it from the configuration, keeping every pin that can still be read.", path, why)
-	for _, d := range s.Dropped {
-		v.println("  dropped %s", termtext.Line(d))
-	}
-	for _, c := range s.Conflicts {
-		what := fmt.Sprintf("image.%s %s", c.Image, c.Key)
-		img := cfg.Images[c.Image]
-		var src *lang.Source
-		if img != nil {
-			for _, in := range recipe.Inputs(img) {
-				if in.Key == c.Key {
-					src = in.Source
-				}
-			}
-		}
-		if src == nil {
-			v.println("  %s: pinned differently on the two sides of the conflict; the configuration no longer uses it", what)
-			continue
-		}
-		var match []lockfiles.Candidate
-		for _, cand := range c.Candidates {
-			if cand.Platform == img.Platform.String() && cand.Pin.Source == src.Raw && cand.Pin.Kind == string(src.Kind) {
-				match = append(match, cand)
-			}
-		}
-		if len(match) != 1 {
-			reason := "neither side's pin matches the configuration's source"
-			if len(match) > 1 {
-				reason = "both sides pin the configuration's source, to different content"
-			}
-			v.println("  %s: pinned differently on the two sides of the conflict and %s; resolving it again", what, reason)
-			continue
-		}
-		entry := s.Lock.Images[c.Image]
-		if entry.Platform == "" {
-			entry.Platform = match[0].Platform
-		}
-		entry.Inputs[c.Key] = match[0].Pin
-		v.println("  %s: pinned differently on the two sides of the conflict; keeping the pin of %s", what, termtext.Line(src.Raw))
-	}
-	for _, img := range s.Lock.Images {
-		if img.Platform == "" {
-			delete(s.Lock.Images, img.Name)
-		}
-	}
-	return s.Lock
-}
-
-// readLock reads a lock file; a missing file is not an error (nil lock,
-// nil bytes).
-func readLock(path string) (*lockfiles.Lock, []byte, hcl.Diagnostics) {
-	return pipeline.ReadLock(path)
-}
-
-// lockSources makes the lock file's bytes available for diagnostic
-// snippets.
-func lockSources(data []byte, path string) map[string]*hcl.File {
-	if data == nil {
-		return nil
-	}
-	f := &hcl.File{Bytes: data}
-	return map[string]*hcl.File{path: f, filepath.Base(path): f}
+	return true
 }
 
 // logger returns the logger library packages report progress to: text on

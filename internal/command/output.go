@@ -13,7 +13,6 @@ import (
 
 	"github.com/sbx-dev/sbx/internal/state"
 	"github.com/sbx-dev/sbx/internal/termtext"
-	"github.com/sbx-dev/sbx/lang"
 )
 
 const outputUsage = `
@@ -196,81 +195,4 @@ func rawValue(raw json.RawMessage) (string, bool) {
 		return strconv.FormatBool(v), true
 	}
 	return "", false
-}
-
-// specOutputs evaluates cfg's output blocks as the state records them.
-// lang evaluated each value when it loaded the configuration.
-func specOutputs(cfg *lang.Config) (map[string]*state.Output, error) {
-	if len(cfg.Outputs) == 0 {
-		return nil, nil
-	}
-	out := make(map[string]*state.Output, len(cfg.Outputs))
-	for name, o := range cfg.Outputs {
-		data, err := json.Marshal(o.Value)
-		if err != nil {
-			return nil, fmt.Errorf("output %s: %w", name, err)
-		}
-		out[name] = &state.Output{Value: data, Sensitive: o.Sensitive}
-	}
-	return out, nil
-}
-
-// recordOutputValues saves cfg's outputs in the state after an apply
-// (when they differ from what it records) and prints them as the end of
-// the apply's output. It reports whether both went well.
-func recordOutputValues(env *Env, v *view, lease *state.Lease, st *state.State, cfg *lang.Config) bool {
-	outs, err := specOutputs(cfg)
-	if err != nil {
-		v.errorDetail("Cannot record the outputs", err.Error())
-		return false
-	}
-	if !sameOutputs(st.Outputs, outs) {
-		st.Outputs = outs
-		if err := lease.Save(st); err != nil {
-			v.errorDetail("Cannot record the outputs in the state", err.Error())
-			return false
-		}
-	}
-	if len(outs) > 0 {
-		fmt.Fprintf(env.Stdout, "\n%s\n\n", v.bold("Outputs:"))
-		writeOutputs(env.Stdout, outs)
-	}
-	return true
-}
-
-// clearOutputValues removes the outputs from a state that records no
-// resource any more, as a destroy of everything leaves it.
-func clearOutputValues(v *view, lease *state.Lease, st *state.State) bool {
-	if len(st.Resources) > 0 || len(st.Outputs) == 0 {
-		return true
-	}
-	st.Outputs = nil
-	if err := lease.Save(st); err != nil {
-		v.errorDetail("Cannot remove the outputs from the state", err.Error())
-		return false
-	}
-	return true
-}
-
-// sameOutputs reports whether a and b hold the same values, whatever
-// their JSON's spacing (the state file holds them indented).
-func sameOutputs(a, b map[string]*state.Output) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for name, x := range a {
-		y, ok := b[name]
-		if !ok || x.Sensitive != y.Sensitive || !sameJSON(x.Value, y.Value) {
-			return false
-		}
-	}
-	return true
-}
-
-func sameJSON(a, b json.RawMessage) bool {
-	var x, y bytes.Buffer
-	if json.Compact(&x, a) != nil || json.Compact(&y, b) != nil {
-		return false
-	}
-	return bytes.Equal(x.Bytes(), y.Bytes())
 }

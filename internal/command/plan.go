@@ -2,21 +2,15 @@ package command
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
-	"github.com/sbx-dev/sbx/internal/apply"
+	"github.com/sbx-dev/sbx/internal/diags"
 	"github.com/sbx-dev/sbx/internal/lockfiles"
+	"github.com/sbx-dev/sbx/internal/operation"
 	"github.com/sbx-dev/sbx/internal/plan"
-	"github.com/sbx-dev/sbx/internal/recipe"
-	"github.com/sbx-dev/sbx/internal/state"
 	"github.com/sbx-dev/sbx/internal/supervisor"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/policy"
@@ -123,9 +117,9 @@ func runPlan(ctx context.Context, env *Env, args []string) int {
 		report = &r
 	}
 
-	cfg, diags := lang.Load(a.dir, a.vars.options(env))
-	v.diagnostics(sources(cfg), diags)
-	if diags.HasErrors() {
+	cfg, ld := lang.Load(a.dir, a.vars.options(env))
+	v.diagnostics(sources(cfg), ld)
+	if ld.HasErrors() {
 		return ExitError
 	}
 	// Plan resolves nothing (planLock): a lock file must come with the
@@ -134,13 +128,21 @@ func runPlan(ctx context.Context, env *Env, args []string) int {
 	var lock *lockfiles.Lock
 	unlocked := false
 	if a.against != "" {
-		unlocked, ok = lockMissing(report, cfg)
-		if !ok {
+		var ds diags.Diagnostics
+		unlocked, ds = operation.LockMissing(cfg)
+		report.render(nil, ds)
+		if ds.HasErrors() {
 			return ExitError
 		}
 	}
 	if !unlocked {
-		if lock, ok = planLock(report, cfg); !ok {
+		var (
+			files map[string]*hcl.File
+			ds    diags.Diagnostics
+		)
+		lock, files, ds = operation.LockForPlan(cfg)
+		report.render(files, ds)
+		if ds.HasErrors() {
 			return failedOrInterrupted(ctx, env, "nothing was planned")
 		}
 	}
@@ -149,8 +151,11 @@ func runPlan(ctx context.Context, env *Env, args []string) int {
 	if a.against != "" {
 		p, ok = planAgainst(ctx, env, v, a, plan.Side{Config: cfg, Lock: lock, Unlocked: unlocked})
 	} else {
-		opts := stateReadOptions{lock: a.stateLock, timeout: a.lockTimeout, refresh: a.refresh}
-		p, ok = planState(ctx, report, cfg, lock, opts, supervisor.RuntimeBase(env.Environ))
+		opts := operation.StateReadOptions{Lock: a.stateLock, Timeout: a.lockTimeout, Refresh: a.refresh}
+		var ds diags.Diagnostics
+		p, ds = operation.PlanState(ctx, newHooks(ctx, env, report), cfg, lock, opts, supervisor.RuntimeBase(env.Environ))
+		report.render(cfg.Sources, ds)
+		ok = !ds.HasErrors()
 	}
 	if !ok {
 		return failedOrInterrupted(ctx, env, "nothing was planned")
@@ -188,192 +193,31 @@ func runPlan(ctx context.Context, env *Env, args []string) int {
 	return ExitOK
 }
 
-// lockForPlan returns the lock the plan uses: the lock file if it covers
-// the configuration, or else (unless readonly) the lock after resolving
-// what it lacks, written back to the file.
+// lockForPlan returns the lock that building, running and applying use
+// (operation.LockForApply), printing its diagnostics and the pins it
+// changed (followed by an empty line).
 func lockForPlan(ctx context.Context, env *Env, v *view, cfg *lang.Config, readonly bool) (*lockfiles.Lock, bool) {
-	path := filepath.Join(cfg.Dir, lockfiles.FileName)
-	lock, data, diags := readLock(path)
-	v.diagnostics(lockSources(data, path), diags)
-	if diags.HasErrors() {
+	res, ds := operation.LockForApply(ctx, env.pipeline(), newHooks(ctx, env, v), cfg, readonly)
+	if !reportLock(v, res, ds) {
 		return nil, false
 	}
-	stale := recipe.CheckLocked(cfg, lock)
-	if !stale.HasErrors() {
-		return lock, true
-	}
-	if readonly {
-		v.diagnostics(cfg.Sources, stale)
-		v.errorDetail(fmt.Sprintf("%s is not up to date with the configuration", path),
-			"The lock file is read-only (-lockfile=readonly). Run \"sbx lock\" and commit "+lockfiles.FileName+".")
-		return nil, false
-	}
-	res := updateLock(ctx, env, v, cfg, false, false, false)
-	if res.failed {
-		return nil, false
-	}
-	if res.wrote {
+	if res.Wrote {
 		v.println("")
 	}
-	return res.lock, true
-}
-
-// planLock returns the lock file of cfg for a plan, which resolves
-// nothing: a lock file that does not cover the configuration is an error
-// saying to run `sbx lock`. Resolving would contact the registries the
-// checkout names (an .npmrc in it can name any host) with the user's
-// credentials, and plan runs on checkouts nobody has reviewed yet.
-func planLock(v *view, cfg *lang.Config) (*lockfiles.Lock, bool) {
-	path := filepath.Join(cfg.Dir, lockfiles.FileName)
-	lock, data, diags := readLock(path)
-	v.diagnostics(lockSources(data, path), diags)
-	if diags.HasErrors() {
-		return nil, false
-	}
-	stale := recipe.CheckLocked(cfg, lock)
-	if !stale.HasErrors() {
-		return lock, true
-	}
-	v.diagnostics(cfg.Sources, stale)
-	what := "is not up to date with the configuration"
-	if data == nil {
-		what = "does not exist"
-	}
-	v.errorDetail(fmt.Sprintf("%s %s", path, what),
-		"Plan never resolves inputs: it reads the lock file as it is. Run \"sbx lock\" and commit "+lockfiles.FileName+".")
-	return nil, false
-}
-
-// lockMissing reports whether cfg's directory has no lock file. A lock
-// file that cannot be read is an error, printed.
-func lockMissing(v *view, cfg *lang.Config) (missing, ok bool) {
-	path := filepath.Join(cfg.Dir, lockfiles.FileName)
-	_, err := lockfiles.ReadFile(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return true, true
-	case err != nil:
-		v.errorDetail("Cannot read lock file", err.Error())
-		return false, false
-	}
-	return false, true
-}
-
-// stateReadOptions say how plan reads the state.
-type stateReadOptions struct {
-	lock    bool          // take the state lock (-lock)
-	timeout time.Duration // how long to wait for it (-lock-timeout)
-	refresh bool          // check the recorded sandboxes (-refresh)
-}
-
-// readState reads the state of dir for a plan, which changes nothing and
-// so writes nothing in dir:
-//
-//   - with opts.lock unset (-lock=false), without the state lock;
-//   - where dir has no .sbx, without the lock too: there is no state to
-//     protect, and taking the lock would create .sbx;
-//   - otherwise under the state lock, unless the lock file cannot be
-//     created or opened for writing because the file system is read-only
-//     or the user may not write there: then the state is read without
-//     the lock, and a note on v says so.
-//
-// The returned lease is nil when no lock was taken.
-func readState(ctx context.Context, v *view, dir string, opts stateReadOptions) (*state.Lease, *state.State, bool) {
-	unlocked := func() (*state.Lease, *state.State, bool) {
-		st, err := state.Load(dir)
-		if err != nil {
-			v.errorDetail("Cannot read the state", err.Error())
-			return nil, nil, false
-		}
-		return nil, st, true
-	}
-	if !opts.lock {
-		return unlocked()
-	}
-	if _, err := os.Lstat(filepath.Join(dir, state.Dir)); errors.Is(err, fs.ErrNotExist) {
-		return unlocked()
-	}
-	lctx, cancel := context.WithTimeout(ctx, opts.timeout)
-	defer cancel()
-	lease, err := state.Lock(lctx, dir)
-	if err != nil {
-		if errors.Is(err, syscall.EROFS) || errors.Is(err, fs.ErrPermission) {
-			v.println("Note: the state lock cannot be taken (%v); reading the state without it.\n", err)
-			return unlocked()
-		}
-		v.errorDetail("Cannot lock the state", err.Error())
-		return nil, nil, false
-	}
-	st, err := lease.Load()
-	if err != nil {
-		lease.Close()
-		v.errorDetail("Cannot read the state", err.Error())
-		return nil, nil, false
-	}
-	return lease, st, true
-}
-
-// planState plans cfg against the state in its directory, read as
-// readState reads it, after checking the sandboxes it records (unless
-// opts.refresh is unset); runtimeBase is where its sandboxes run
-// (supervisor.RuntimeBase). Notes go to v.
-func planState(ctx context.Context, v *view, cfg *lang.Config, lock *lockfiles.Lock, opts stateReadOptions, runtimeBase string) (*plan.Plan, bool) {
-	lease, st, ok := readState(ctx, v, cfg.Dir, opts)
-	if !ok {
-		return nil, false
-	}
-	defer lease.Close()
-	if opts.refresh {
-		apply.Refresh(ctx, st, runtimeBase, cfg.Dir)
-	}
-	desired, diags := plan.Desired(cfg, lock)
-	v.diagnostics(cfg.Sources, diags)
-	if diags.HasErrors() {
-		return nil, false
-	}
-	return plan.FromState(desired, st), true
+	return res.Lock, true
 }
 
 // planAgainst plans the configuration of side against another revision of
-// it. A revision with no lock file is compared unlocked
-// (plan.AgainstSides).
+// it (operation.PlanAgainst), printing its diagnostics.
 func planAgainst(ctx context.Context, env *Env, v *view, a planArgs, side plan.Side) (*plan.Plan, bool) {
-	cfg := side.Config
-	dir, label, cleanup, err := againstDir(ctx, env, a.dir, a.against)
-	if err != nil {
-		v.errorf("%v", err)
-		return nil, false
+	p, sections := operation.PlanAgainst(ctx, env.Environ, a.dir, a.against, a.vars.options(env), side)
+	for _, s := range sections {
+		if s.Heading != "" {
+			fmt.Fprintln(env.Stderr, s.Heading)
+		}
+		v.render(s.Files, s.Diags)
 	}
-	defer cleanup()
-	if dir == "" {
-		// The configuration did not exist at that revision.
-		p, diags := plan.AgainstSides(side, plan.Side{}, label)
-		v.diagnostics(cfg.Sources, diags)
-		return p, !diags.HasErrors() && p != nil
-	}
-	other, diags := lang.Load(dir, a.vars.options(env))
-	if len(diags) > 0 {
-		fmt.Fprintf(env.Stderr, "In the configuration at %s:\n", label)
-		v.diagnostics(sources(other), diags)
-	}
-	if diags.HasErrors() {
-		return nil, false
-	}
-	otherPath := filepath.Join(dir, lockfiles.FileName)
-	otherLock, data, diags := readLock(otherPath)
-	if len(diags) > 0 {
-		fmt.Fprintf(env.Stderr, "In the lock file at %s:\n", label)
-		v.diagnostics(lockSources(data, otherPath), diags)
-	}
-	if diags.HasErrors() {
-		return nil, false
-	}
-	p, diags := plan.AgainstSides(side, plan.Side{Config: other, Lock: otherLock, Unlocked: data == nil}, label)
-	v.diagnostics(mergeSources(cfg.Sources, other.Sources), diags)
-	if diags.HasErrors() || p == nil {
-		return nil, false
-	}
-	return p, true
+	return p, p != nil
 }
 
 // widenDetail lists the widening policy changes of p, one per line.
@@ -404,17 +248,4 @@ func originText(o policy.Origin) string {
 		return o.Block + ", " + o.File
 	}
 	return o.Block
-}
-
-// mergeSources combines the parsed files of two configurations for
-// diagnostic snippets; the first wins where names clash.
-func mergeSources(a, b map[string]*hcl.File) map[string]*hcl.File {
-	m := make(map[string]*hcl.File, len(a)+len(b))
-	for k, f := range b {
-		m[k] = f
-	}
-	for k, f := range a {
-		m[k] = f
-	}
-	return m
 }

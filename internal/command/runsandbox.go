@@ -87,6 +87,7 @@ type runArgs struct {
 // there is no such sandbox, the ones there are.
 func loadSandbox(v *view, dir string, opts lang.Options, name string) (*lang.Config, *lang.Sandbox, bool) {
 	cfg, diags := lang.Load(dir, opts)
+	v.files = sources(cfg)
 	v.diagnostics(sources(cfg), diags)
 	if diags.HasErrors() {
 		return nil, nil, false
@@ -181,7 +182,7 @@ func buildImage(ctx context.Context, env *Env, v *view, cfg *lang.Config, lock *
 	r, err := buildOne(ctx, env, v, cfg, lock, name, readonly)
 	if err != nil {
 		if ctx.Err() == nil {
-			v.errorDetail(fmt.Sprintf("Cannot build %s", addrs.ImageRef(name)), err.Error())
+			v.errorFrom(fmt.Sprintf("Cannot build %s", addrs.ImageRef(name)), err, false)
 		}
 		return nil, false
 	}
@@ -203,7 +204,7 @@ func buildOne(ctx context.Context, env *Env, v *view, cfg *lang.Config, lock *lo
 	if err != nil {
 		return nil, err
 	}
-	if !recordOutputs(v, cfg, lock, map[string]*image.Result{name: r}, readonly) {
+	if !recordOutputs(ctx, env, v, cfg, lock, map[string]*image.Result{name: r}, readonly) {
 		return nil, errors.New("cannot record its outputs in " + lockfiles.FileName)
 	}
 	return r, nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sbx-dev/sbx/internal/build/image"
 	"github.com/sbx-dev/sbx/internal/lockfiles"
+	"github.com/sbx-dev/sbx/internal/operation"
 	"github.com/sbx-dev/sbx/internal/plan"
 	"github.com/sbx-dev/sbx/internal/state"
 	"github.com/sbx-dev/sbx/internal/termtext"
@@ -189,7 +190,7 @@ func showLock(env *Env, v *view, a showArgs) int {
 	lock, diags := lockfiles.Read(a.target)
 	if diags.HasErrors() {
 		data, _ := lockfiles.ReadFile(a.target) // never through a link out of its directory
-		v.diagnostics(lockSources(data, a.target), diags)
+		v.diagnostics(operation.LockSources(data, a.target), diags)
 		return ExitError
 	}
 	if a.json {
@@ -212,7 +213,7 @@ func showLock(env *Env, v *view, a showArgs) int {
 			pin := img.Inputs[key]
 			w.printf("  %s", key)
 			w.printf("      %s", pin.Source)
-			w.printf("      %s", pinIdentity(pin))
+			w.printf("      %s", operation.PinIdentity(pin))
 		}
 		for _, key := range sortedNames(img.Outputs) {
 			w.printf("  output %s  %s", key, img.Outputs[key])

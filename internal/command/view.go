@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/sbx-dev/sbx/internal/diags"
 	"github.com/sbx-dev/sbx/internal/termtext"
 	"golang.org/x/term"
 )
@@ -16,6 +17,9 @@ type view struct {
 	stdout, stderr     io.Writer
 	colorOut, colorErr bool
 	width              uint
+	// files are the configuration's sources, for the snippets of
+	// errors about a spec block raised after loading (errorFrom).
+	files map[string]*hcl.File
 }
 
 func newView(env *Env, noColor bool) *view {
@@ -57,26 +61,40 @@ func quoteErr(err error) string { return termtext.Block(err.Error(), quotePrefix
 // quoteText is quoteErr for text.
 func quoteText(s string) string { return termtext.Block(s, quotePrefix) }
 
-// diagnostics prints diags to stderr with source snippets from files.
-func (v *view) diagnostics(files map[string]*hcl.File, diags hcl.Diagnostics) {
-	if len(diags) == 0 {
-		return
-	}
-	w := hcl.NewDiagnosticTextWriter(v.stderr, files, v.width, v.colorErr)
-	for _, d := range diags {
-		_ = w.WriteDiagnostic(d)
-	}
+// diagnostics prints the spec language's diagnostics to stderr with
+// source snippets from files, as render does.
+func (v *view) diagnostics(files map[string]*hcl.File, ds hcl.Diagnostics) {
+	v.render(files, diags.Diagnostics{}.Append(ds))
+}
+
+// render prints diagnostics to stderr with source snippets from files:
+// the one renderer (diags.Render) every error and warning sbx prints
+// about a configuration or an operation goes through.
+func (v *view) render(files map[string]*hcl.File, ds diags.Diagnostics) {
+	_ = diags.Render(v.stderr, ds, diags.RenderOptions{Files: files, Width: v.width, Color: v.colorErr})
 }
 
 // errorf prints an error without a source position, in the same shape as
 // diagnostics.
 func (v *view) errorf(summary string, args ...any) {
-	v.diagnostics(nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: fmt.Sprintf(summary, args...)}})
+	v.render(nil, diags.Diagnostics{diags.Errorf(summary, args...)})
 }
 
 // errorDetail prints an error with a detail paragraph.
 func (v *view) errorDetail(summary, detail string) {
-	v.diagnostics(nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: summary, Detail: detail}})
+	v.render(nil, diags.Diagnostics{diags.Sourceless(diags.Error, summary, detail)})
+}
+
+// errorFrom prints err as an error saying summary, with err's text as
+// the detail (with quote, quoted as quoteErr does, for text that may be
+// a guest's or a VM console's), and, where err is about a spec block
+// (diags.WithSubject), that block's position and snippet.
+func (v *view) errorFrom(summary string, err error, quote bool) {
+	d := diags.FromError(summary, err)
+	if quote {
+		d.Detail = quoteText(d.Detail)
+	}
+	v.render(v.files, diags.Diagnostics{d})
 }
 
 // println prints a line to stdout.

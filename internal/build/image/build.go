@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"sort"
 
-	"github.com/hashicorp/hcl/v2"
 	"github.com/sbx-dev/sbx/internal/build/agentbin"
 	"github.com/sbx-dev/sbx/internal/build/apkrepo"
 	"github.com/sbx-dev/sbx/internal/build/cache"
@@ -21,6 +20,7 @@ import (
 	"github.com/sbx-dev/sbx/internal/build/fetch"
 	"github.com/sbx-dev/sbx/internal/build/kernel"
 	"github.com/sbx-dev/sbx/internal/build/localsrc"
+	"github.com/sbx-dev/sbx/internal/diags"
 	"github.com/sbx-dev/sbx/internal/lockfiles"
 	"github.com/sbx-dev/sbx/internal/proto/imageinfo"
 	"github.com/sbx-dev/sbx/internal/recipe"
@@ -264,9 +264,9 @@ func prepare(img *lang.Image, lock *lockfiles.Image, opts Options) (*build, erro
 		return nil, errors.New("image: no image to build")
 	}
 	if img.Kernel == nil || img.Kernel.Source == nil {
-		return nil, fmt.Errorf("%simage %q has no kernel source: a bootable image needs a kernel block such as\n"+
+		return nil, diags.WithSubject(fmt.Errorf("image %q has no kernel source: a bootable image needs a kernel block such as\n"+
 			"\tkernel {\n\t  source = \"deb:linux-image-amd64\"\n\t  file   = \"boot/vmlinuz-*\"\n\t}",
-			where(img.DeclRange), img.Name)
+			img.Name), img.DeclRange)
 	}
 	if lock == nil {
 		return nil, fmt.Errorf("image %q is not in the lock file; run \"sbx lock\"", img.Name)
@@ -316,14 +316,6 @@ func (b *build) stage(s Stage) {
 	if b.opts.Stage != nil {
 		b.opts.Stage(s)
 	}
-}
-
-// where names a spec position as "file:line: ", or "" without one.
-func where(r hcl.Range) string {
-	if r.Filename == "" {
-		return ""
-	}
-	return fmt.Sprintf("%s:%d: ", r.Filename, r.Start.Line)
 }
 
 // cached returns the build stored under b.key when its manifest and every

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sbx-dev/sbx/internal/diags"
 	"github.com/sbx-dev/sbx/internal/proto/imageinfo"
 	"os"
 	"path/filepath"
@@ -117,10 +118,10 @@ func (b *build) kernelAndInitramfs(ctx context.Context, dir string, fetched map[
 	s.kernelFresh = true
 	b.stage(StageKernel)
 	kc := b.img.Kernel
-	what := fmt.Sprintf("%simage %q: kernel %s", where(kc.DeclRange), b.img.Name, kc.Source.Raw)
+	what := fmt.Sprintf("image %q: kernel %s", b.img.Name, kc.Source.Raw)
 	in, ok := fetched["kernel"]
 	if !ok || in.File == nil {
-		return fmt.Errorf("%s: not fetched as a file (kernels come as .deb, .apk or tar packages)", what)
+		return diags.WithSubject(fmt.Errorf("%s: not fetched as a file (kernels come as .deb, .apk or tar packages)", what), kc.DeclRange)
 	}
 	load := b.opts.LoadKernel
 	if load == nil {
@@ -130,12 +131,12 @@ func (b *build) kernelAndInitramfs(ctx context.Context, dir string, fetched map[
 	}
 	k, err := load(ctx, *in.File, kernel.Options{Image: kc.File, Modules: kc.Modules})
 	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+		return diags.WithSubject(fmt.Errorf("%s: %w", what, err), kc.DeclRange)
 	}
 	names := append(slices.Clone(kernel.DefaultModules), kc.Modules...)
 	mods, err := initramfs.KernelModules(ctx, k, names)
 	if err != nil {
-		return fmt.Errorf("%s: modules: %w", what, err)
+		return diags.WithSubject(fmt.Errorf("%s: modules: %w", what, err), kc.DeclRange)
 	}
 	s.kernelVersion = k.Version
 	vmlinuz := filepath.Join(dir, outputFiles[OutputKernel])
@@ -250,15 +251,15 @@ func (b *build) writeExt4(ctx context.Context, tree *layers.Tree, path, label st
 	}
 	if errors.As(err, &fe) {
 		if !declared {
-			return 0, fmt.Errorf("%simage %q: the root filesystem does not fit in %s: %w", where(b.img.DeclRange), b.img.Name, formatSize(size), err)
+			return 0, diags.WithSubject(fmt.Errorf("image %q: the root filesystem does not fit in %s: %w", b.img.Name, formatSize(size), err), b.img.DeclRange)
 		}
 		if fe.MinSize == 0 {
-			return 0, fmt.Errorf("%simage %q: the root filesystem does not fit in the declared size %s (%d bytes), nor in any size up to 16 TiB: %w",
-				where(b.img.DeclRange), b.img.Name, formatSize(b.img.Size), b.img.Size, err)
+			return 0, diags.WithSubject(fmt.Errorf("image %q: the root filesystem does not fit in the declared size %s (%d bytes), nor in any size up to 16 TiB: %w",
+				b.img.Name, formatSize(b.img.Size), b.img.Size, err), b.img.DeclRange)
 		}
 		min := minimumSize(fe.MinSize, size)
-		return 0, fmt.Errorf("%simage %q: the root filesystem does not fit in the declared size %s (%d bytes): it needs at least %s (%d bytes); raise the image's size",
-			where(b.img.DeclRange), b.img.Name, formatSize(b.img.Size), b.img.Size, formatSize(min), min)
+		return 0, diags.WithSubject(fmt.Errorf("image %q: the root filesystem does not fit in the declared size %s (%d bytes): it needs at least %s (%d bytes); raise the image's size",
+			b.img.Name, formatSize(b.img.Size), b.img.Size, formatSize(min), min), b.img.DeclRange)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("image %q: %w", b.img.Name, err)

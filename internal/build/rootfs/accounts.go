@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/sbx-dev/sbx/internal/build/layers"
+	"github.com/sbx-dev/sbx/internal/diags"
 	"github.com/sbx-dev/sbx/internal/proto/imageinfo"
 	"github.com/sbx-dev/sbx/lang"
 )
@@ -139,10 +140,10 @@ func (a *assembler) accounts(homes map[string]bool) ([]imageinfo.User, error) {
 	var users []imageinfo.User
 	for _, u := range a.img.Users {
 		if err := a.user(u, passwd, group, shadow, gshadow, reserved); err != nil {
-			return nil, fmt.Errorf("%simage %q: user %q: %w", where(u.DeclRange), a.img.Name, u.Name, err)
+			return nil, diags.WithSubject(fmt.Errorf("image %q: user %q: %w", a.img.Name, u.Name, err), u.DeclRange)
 		}
 		if err := a.home(u, homes[u.Home]); err != nil {
-			return nil, fmt.Errorf("%simage %q: user %q: %w", where(u.DeclRange), a.img.Name, u.Name, err)
+			return nil, diags.WithSubject(fmt.Errorf("image %q: user %q: %w", a.img.Name, u.Name, err), u.DeclRange)
 		}
 		users = append(users, imageinfo.User{
 			Name: u.Name, UID: u.UID, GID: u.GID, Home: u.Home, Shell: u.Shell,

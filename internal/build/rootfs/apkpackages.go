@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/sbx-dev/sbx/internal/build/apkrepo"
+	"github.com/sbx-dev/sbx/internal/diags"
 	"github.com/sbx-dev/sbx/internal/proto/imageinfo"
 )
 
@@ -29,7 +30,7 @@ type ApkPackages struct {
 // apk installed database or /etc/alpine-release).
 func (a *assembler) apkPackages(ctx context.Context) error {
 	fail := func(err error) error {
-		return fmt.Errorf("%simage %q: %w", where(a.img.Packages.Range), a.img.Name, err)
+		return diags.WithSubject(fmt.Errorf("image %q: %w", a.img.Name, err), a.img.Packages.Range)
 	}
 	if a.opts.Apk.Fetch == nil {
 		return fail(errors.New("no way to fetch the Alpine packages was given"))

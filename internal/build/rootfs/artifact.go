@@ -13,6 +13,7 @@ import (
 	"github.com/sbx-dev/sbx/internal/build/archive"
 	"github.com/sbx-dev/sbx/internal/build/fetch"
 	"github.com/sbx-dev/sbx/internal/build/layers"
+	"github.com/sbx-dev/sbx/internal/diags"
 	"github.com/sbx-dev/sbx/lang"
 )
 
@@ -22,14 +23,14 @@ func (a *assembler) artifact(ctx context.Context, art *lang.Artifact) error {
 	if art.Source != nil {
 		src = art.Source.Raw
 	}
-	what := fmt.Sprintf("%simage %q: artifact %q (%s)", where(art.DeclRange), a.img.Name, art.Name, src)
+	what := fmt.Sprintf("image %q: artifact %q (%s)", a.img.Name, art.Name, src)
 	in, ok := a.inputs["artifact."+art.Name]
 	if !ok {
-		return fmt.Errorf("%s: not fetched", what)
+		return diags.WithSubject(fmt.Errorf("%s: not fetched", what), art.DeclRange)
 	}
 	blob, cleanup, err := a.blob(ctx, in)
 	if err != nil {
-		return fmt.Errorf("%s: %w", what, a.limitError(err))
+		return diags.WithSubject(fmt.Errorf("%s: %w", what, a.limitError(err)), art.DeclRange)
 	}
 	defer cleanup()
 	if art.Extract {
@@ -38,7 +39,7 @@ func (a *assembler) artifact(ctx context.Context, art *lang.Artifact) error {
 		err = a.place(art, blob, in.File == nil)
 	}
 	if err != nil {
-		return fmt.Errorf("%s: %w", what, a.limitError(err))
+		return diags.WithSubject(fmt.Errorf("%s: %w", what, a.limitError(err)), art.DeclRange)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/sbx-dev/sbx/internal/build/layers"
+	"github.com/sbx-dev/sbx/internal/diags"
 	"github.com/sbx-dev/sbx/internal/proto/imageinfo"
 	"github.com/sbx-dev/sbx/lang"
 )
@@ -180,7 +181,7 @@ func sortedKeys(m map[string]string) []string {
 // file writes a file block.
 func (a *assembler) file(f *lang.File) error {
 	if err := a.put(f.Path, f.Content, int64(f.Mode), f.UID, f.GID); err != nil {
-		return fmt.Errorf("%simage %q: file %q: %w", where(f.DeclRange), a.img.Name, f.Path, err)
+		return diags.WithSubject(fmt.Errorf("image %q: file %q: %w", a.img.Name, f.Path, err), f.DeclRange)
 	}
 	return nil
 }
@@ -200,7 +201,7 @@ func (a *assembler) symlinks() error {
 			err = a.tree.Add(layers.Entry{Path: p, Type: tar.TypeSymlink, Mode: 0o777, Linkname: target}, nil)
 		}
 		if err != nil {
-			return fmt.Errorf("%simage %q: symlink %s -> %s: %w", where(a.img.DeclRange), a.img.Name, p, target, err)
+			return diags.WithSubject(fmt.Errorf("image %q: symlink %s -> %s: %w", a.img.Name, p, target, err), a.img.DeclRange)
 		}
 	}
 	return nil

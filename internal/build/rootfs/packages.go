@@ -13,6 +13,7 @@ import (
 
 	"github.com/sbx-dev/sbx/internal/build/debrepo"
 	"github.com/sbx-dev/sbx/internal/build/layers"
+	"github.com/sbx-dev/sbx/internal/diags"
 	"github.com/sbx-dev/sbx/internal/proto/imageinfo"
 )
 
@@ -24,12 +25,12 @@ func (a *assembler) packages(ctx context.Context) error {
 	}
 	if len(a.opts.Packages) == 0 {
 		if len(a.img.Packages.Requests) > 0 {
-			return fmt.Errorf("%simage %q has packages, but none were fetched", where(a.img.Packages.Range), a.img.Name)
+			return diags.WithSubject(fmt.Errorf("image %q has packages, but none were fetched", a.img.Name), a.img.Packages.Range)
 		}
 		return nil
 	}
 	if err := debrepo.Install(ctx, a.tree, a.opts.Packages); err != nil {
-		return fmt.Errorf("%simage %q: %w", where(a.img.Packages.Range), a.img.Name, err)
+		return diags.WithSubject(fmt.Errorf("image %q: %w", a.img.Name, err), a.img.Packages.Range)
 	}
 	for _, p := range a.opts.Packages {
 		a.inventory = append(a.inventory, imageinfo.Package{Name: p.Pin.Name, Version: p.Pin.Version, Architecture: p.Pin.Architecture})
@@ -56,7 +57,7 @@ func (a *assembler) executables() error {
 	for _, name := range a.img.Packages.Executables {
 		p, err := a.findExecutable(name)
 		if err != nil {
-			return fmt.Errorf("%simage %q: executable %s: %w", where(a.img.Packages.Range), a.img.Name, name, err)
+			return diags.WithSubject(fmt.Errorf("image %q: executable %s: %w", a.img.Name, name, err), a.img.Packages.Range)
 		}
 		a.execs = append(a.execs, imageinfo.Executable{Name: name, Path: p})
 	}

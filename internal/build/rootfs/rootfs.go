@@ -11,12 +11,12 @@ import (
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/hashicorp/hcl/v2"
 
 	"github.com/sbx-dev/sbx/internal/build/debrepo"
 	"github.com/sbx-dev/sbx/internal/build/ext4"
 	"github.com/sbx-dev/sbx/internal/build/fetch"
 	"github.com/sbx-dev/sbx/internal/build/layers"
+	"github.com/sbx-dev/sbx/internal/diags"
 	"github.com/sbx-dev/sbx/internal/proto/imageinfo"
 	"github.com/sbx-dev/sbx/internal/recipe"
 	"github.com/sbx-dev/sbx/lang"
@@ -182,15 +182,6 @@ type assembler struct {
 	execs     []imageinfo.Executable
 }
 
-// where names a spec block's position as "file:line: ", or "" when the
-// block has none (an image built in code).
-func where(r hcl.Range) string {
-	if r.Filename == "" {
-		return ""
-	}
-	return fmt.Sprintf("%s:%d: ", r.Filename, r.Start.Line)
-}
-
 // DefaultMaxContent bounds the file content written while assembling an
 // image that declares no size. An image that needs more declares its size.
 const DefaultMaxContent = 64 << 30
@@ -257,15 +248,15 @@ func (a *assembler) base(ctx context.Context) (*layers.Tree, []string, error) {
 	if a.img.Base == nil {
 		return t, nil, nil
 	}
-	what := fmt.Sprintf("%simage %q: base %s", where(a.img.Base.Range), a.img.Name, a.img.Base.Raw)
+	what := fmt.Sprintf("image %q: base %s", a.img.Name, a.img.Base.Raw)
 	in, ok := a.inputs["base"]
 	if !ok {
 		t.Close()
-		return nil, nil, fmt.Errorf("%s: not fetched", what)
+		return nil, nil, diags.WithSubject(fmt.Errorf("%s: not fetched", what), a.img.Base.Range)
 	}
 	if in.Manifest == nil {
 		t.Close()
-		return nil, nil, fmt.Errorf("%s: fetched as %s, not as an OCI image", what, in.Kind)
+		return nil, nil, diags.WithSubject(fmt.Errorf("%s: fetched as %s, not as an OCI image", what, in.Kind), a.img.Base.Range)
 	}
 	for _, b := range in.Layers {
 		if err := ctx.Err(); err != nil {
@@ -276,7 +267,7 @@ func (a *assembler) base(ctx context.Context) (*layers.Tree, []string, error) {
 		l.Name = b.Digest
 		if err := t.Apply(l); err != nil {
 			t.Close()
-			return nil, nil, fmt.Errorf("%s: %w", what, a.limitError(err))
+			return nil, nil, diags.WithSubject(fmt.Errorf("%s: %w", what, a.limitError(err)), a.img.Base.Range)
 		}
 	}
 	var env []string
@@ -284,7 +275,7 @@ func (a *assembler) base(ctx context.Context) (*layers.Tree, []string, error) {
 		env, err = configEnv(in.Config.Path)
 		if err != nil {
 			t.Close()
-			return nil, nil, fmt.Errorf("%s: %w", what, err)
+			return nil, nil, diags.WithSubject(fmt.Errorf("%s: %w", what, err), a.img.Base.Range)
 		}
 	}
 	return t, env, nil

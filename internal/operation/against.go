@@ -1,4 +1,4 @@
-package command
+package operation
 
 import (
 	"bufio"
@@ -15,7 +15,7 @@ import (
 	"strings"
 )
 
-// againstDir returns the directory holding the configuration a plan is
+// AgainstDir returns the directory holding the configuration a plan is
 // compared with. If rev names an existing directory, that is it. Otherwise
 // rev is a git revision of the repository holding dir: the configuration's
 // directory at that revision is extracted (extractTree) into a new
@@ -28,10 +28,12 @@ import (
 // like the revision it is reviewed against ("main", "origin/main", "HEAD")
 // with a copy of its own configuration in it, which would make the plan
 // compare the change with itself.
-func againstDir(ctx context.Context, env *Env, dir, rev string) (other, label string, cleanup func(), err error) {
+//
+// environ is the environment git runs with.
+func AgainstDir(ctx context.Context, environ []string, dir, rev string) (other, label string, cleanup func(), err error) {
 	cleanup = func() {}
 	if info, statErr := os.Stat(rev); statErr == nil && info.IsDir() {
-		if !strings.HasPrefix(rev, "-") && isRevision(ctx, env, dir, rev) {
+		if !strings.HasPrefix(rev, "-") && isRevision(ctx, environ, dir, rev) {
 			return "", "", cleanup, fmt.Errorf("-against %s is ambiguous: it is both a directory and a git revision of the repository holding %s; write ./%s (or an absolute path) for the directory, or the revision's full name (refs/heads/…, refs/remotes/…, a commit id) for the revision", rev, dir, filepath.Clean(rev))
 		}
 		return rev, rev, cleanup, nil
@@ -39,23 +41,23 @@ func againstDir(ctx context.Context, env *Env, dir, rev string) (other, label st
 	if strings.HasPrefix(rev, "-") {
 		return "", "", cleanup, fmt.Errorf("-against %q is neither a directory nor a git revision", rev)
 	}
-	top, err := git(ctx, env, dir, nil, "rev-parse", "--show-toplevel")
+	top, err := git(ctx, environ, dir, nil, "rev-parse", "--show-toplevel")
 	if err != nil {
 		return "", "", cleanup, fmt.Errorf("-against %s: %s is not a directory, and %s is not in a git repository to read it as a revision from: %v", rev, rev, dir, err)
 	}
 	top = strings.TrimSpace(top)
-	prefix, err := git(ctx, env, dir, nil, "rev-parse", "--show-prefix")
+	prefix, err := git(ctx, environ, dir, nil, "rev-parse", "--show-prefix")
 	if err != nil {
 		return "", "", cleanup, fmt.Errorf("-against %s: %v", rev, err)
 	}
 	prefix = strings.TrimSuffix(strings.TrimSpace(prefix), "/")
-	if _, err := git(ctx, env, top, nil, "rev-parse", "--verify", "--quiet", rev+"^{commit}"); err != nil {
+	if _, err := git(ctx, environ, top, nil, "rev-parse", "--verify", "--quiet", rev+"^{commit}"); err != nil {
 		return "", "", cleanup, fmt.Errorf("-against %s: not a directory, and not a revision of the git repository at %s", rev, top)
 	}
 	treeish := rev
 	if prefix != "" {
 		treeish = rev + ":" + prefix
-		if _, err := git(ctx, env, top, nil, "rev-parse", "--verify", "--quiet", treeish); err != nil {
+		if _, err := git(ctx, environ, top, nil, "rev-parse", "--verify", "--quiet", treeish); err != nil {
 			return "", rev, cleanup, nil
 		}
 	}
@@ -65,7 +67,7 @@ func againstDir(ctx context.Context, env *Env, dir, rev string) (other, label st
 		return "", "", cleanup, err
 	}
 	cleanup = func() { os.RemoveAll(tmp) }
-	if err := extractTree(ctx, env, top, treeish, tmp); err != nil {
+	if err := extractTree(ctx, environ, top, treeish, tmp); err != nil {
 		cleanup()
 		return "", "", func() {}, fmt.Errorf("-against %s: %v", rev, err)
 	}
@@ -78,9 +80,11 @@ func againstDir(ctx context.Context, env *Env, dir, rev string) (other, label st
 // export-subst the repository's attributes and configuration name is
 // applied (git archive would run a filter's command). Symbolic links and
 // submodules are skipped (a spec directory needs none), and no path may
-// leave dst.
-func extractTree(ctx context.Context, env *Env, top, treeish, dst string) error {
-	list, err := git(ctx, env, top, nil, "ls-tree", "-r", "-z", treeish)
+// leave dst: every file is written through an os.Root on dst (writeFile),
+// so neither a name with ".." or a leading "/" nor a symbolic link found
+// on the way can place a file outside it.
+func extractTree(ctx context.Context, environ []string, top, treeish, dst string) error {
+	list, err := git(ctx, environ, top, nil, "ls-tree", "-r", "-z", treeish)
 	if err != nil {
 		return err
 	}
@@ -112,9 +116,14 @@ func extractTree(ctx context.Context, env *Env, top, treeish, dst string) error 
 		in.WriteString(e.oid + "\n")
 	}
 	var out bytes.Buffer
-	if _, err := gitIn(ctx, env, top, &in, &out, "cat-file", "--batch"); err != nil {
+	if _, err := gitIn(ctx, environ, top, &in, &out, "cat-file", "--batch"); err != nil {
 		return err
 	}
+	root, err := os.OpenRoot(dst)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
 	r := bufio.NewReader(&out)
 	for _, e := range files {
 		// "<object> SP blob SP <size> LF <content> LF"
@@ -130,19 +139,7 @@ func extractTree(ctx context.Context, env *Env, top, treeish, dst string) error 
 		if err != nil || size < 0 {
 			return fmt.Errorf("git cat-file: %s: bad size %q", e.name, fields[2])
 		}
-		target := filepath.Join(dst, filepath.FromSlash(e.name))
-		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-			return err
-		}
-		f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-		if err != nil {
-			return err
-		}
-		_, err = io.CopyN(f, r, size)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
+		if err := writeFile(root, e.name, r, size); err != nil {
 			return fmt.Errorf("git cat-file: %s: %v", e.name, err)
 		}
 		if b, err := r.ReadByte(); err != nil || b != '\n' {
@@ -152,14 +149,37 @@ func extractTree(ctx context.Context, env *Env, top, treeish, dst string) error 
 	return nil
 }
 
+// writeFile creates the file name (slash-separated, relative) in root,
+// with its parent directories, and copies size bytes of r into it. The
+// file must not exist. root confines every step: a name that climbs out
+// ("../x"), is absolute, or passes through a symbolic link leading out of
+// root is an error, and nothing is written outside root.
+func writeFile(root *os.Root, name string, r io.Reader, size int64) error {
+	name = filepath.FromSlash(name)
+	if dir := filepath.Dir(name); dir != "." {
+		if err := root.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+	}
+	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = io.CopyN(f, r, size)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // isRevision reports whether rev names a commit of the git repository
 // holding dir (false when dir is in none).
-func isRevision(ctx context.Context, env *Env, dir, rev string) bool {
-	top, err := git(ctx, env, dir, nil, "rev-parse", "--show-toplevel")
+func isRevision(ctx context.Context, environ []string, dir, rev string) bool {
+	top, err := git(ctx, environ, dir, nil, "rev-parse", "--show-toplevel")
 	if err != nil {
 		return false
 	}
-	_, err = git(ctx, env, strings.TrimSpace(top), nil, "rev-parse", "--verify", "--quiet", rev+"^{commit}")
+	_, err = git(ctx, environ, strings.TrimSpace(top), nil, "rev-parse", "--verify", "--quiet", rev+"^{commit}")
 	return err == nil
 }
 
@@ -177,14 +197,14 @@ func isRevision(ctx context.Context, env *Env, dir, rev string) bool {
 // protocol.*.allow in it): a lazy fetch of a missing object in a partial
 // clone would run the upload-pack command that configuration names, and
 // plan contacts no one anyway.
-func git(ctx context.Context, env *Env, dir string, out io.Writer, args ...string) (string, error) {
-	return gitIn(ctx, env, dir, nil, out, args...)
+func git(ctx context.Context, environ []string, dir string, out io.Writer, args ...string) (string, error) {
+	return gitIn(ctx, environ, dir, nil, out, args...)
 }
 
 // gitIn is git with stdin as git's standard input.
-func gitIn(ctx context.Context, env *Env, dir string, stdin io.Reader, out io.Writer, args ...string) (string, error) {
+func gitIn(ctx context.Context, environ []string, dir string, stdin io.Reader, out io.Writer, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, "git", append([]string{"-c", "safe.bareRepository=explicit", "-C", dir}, args...)...)
-	cmd.Env = append(slices.Clone(env.Environ), "GIT_ALLOW_PROTOCOL=")
+	cmd.Env = append(slices.Clone(environ), "GIT_ALLOW_PROTOCOL=")
 	cmd.Stdin = stdin
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout

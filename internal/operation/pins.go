@@ -1,4 +1,4 @@
-package command
+package operation
 
 import (
 	"fmt"
@@ -8,12 +8,12 @@ import (
 	"github.com/sbx-dev/sbx/internal/lockfiles"
 )
 
-// pinIdentity is the part of a pin that says which bytes it means, as
+// PinIdentity is the part of a pin that says which bytes it means, as
 // shown to people: a version and a digest. A Debian package's version is
 // shown as PACKAGE=VERSION, with the package its file name records: for
 // a kernel named by its meta package, the package the lock followed it
 // to.
-func pinIdentity(p *lockfiles.Pin) string {
+func PinIdentity(p *lockfiles.Pin) string {
 	var parts []string
 	if p.Version != "" {
 		v := p.Version
@@ -36,12 +36,12 @@ func pinIdentity(p *lockfiles.Pin) string {
 	return strings.Join(parts, " ")
 }
 
-// lockChangeLine renders one lock change:
+// LockChangeLine renders one lock change:
 //
 //   - image.agent artifact.claude: npm:…@2.1.332 → 2.1.332 sha512-…
 //     ~ image.agent base: alpine:3.23 sha256:aaa… → sha256:bbb…
 //   - image.agent artifact.moltnet: removed
-func lockChangeLine(c resolve.LockChange) string {
+func LockChangeLine(c resolve.LockChange) string {
 	key := c.Key
 	if key == "" {
 		key = "(image)"
@@ -49,14 +49,14 @@ func lockChangeLine(c resolve.LockChange) string {
 	head := fmt.Sprintf("image.%s %s", c.Image, key)
 	switch {
 	case c.Old == nil && c.New != nil:
-		return fmt.Sprintf("+ %s: %s → %s", head, c.New.Source, pinIdentity(c.New))
+		return fmt.Sprintf("+ %s: %s → %s", head, c.New.Source, PinIdentity(c.New))
 	case c.Old != nil && c.New == nil:
 		return fmt.Sprintf("- %s: %s removed", head, c.Old.Source)
 	case c.Old != nil && c.New != nil:
 		if c.Old.Source != c.New.Source {
-			return fmt.Sprintf("~ %s: %s %s → %s %s", head, c.Old.Source, pinIdentity(c.Old), c.New.Source, pinIdentity(c.New))
+			return fmt.Sprintf("~ %s: %s %s → %s %s", head, c.Old.Source, PinIdentity(c.Old), c.New.Source, PinIdentity(c.New))
 		}
-		return fmt.Sprintf("~ %s: %s %s → %s", head, c.New.Source, pinIdentity(c.Old), pinIdentity(c.New))
+		return fmt.Sprintf("~ %s: %s %s → %s", head, c.New.Source, PinIdentity(c.Old), PinIdentity(c.New))
 	}
 	return "  " + head
 }
