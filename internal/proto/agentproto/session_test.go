@@ -219,3 +219,57 @@ func TestOpenSession(t *testing.T) {
 		t.Error("Opens is true for a frame inside a session")
 	}
 }
+
+// FuzzSession feeds a session frames from both ends in any order: the
+// grammar never panics, every refusal is a *SessionError, a frame it
+// refuses changes nothing (the same frame is refused again), and once
+// the guest has ended the session nothing more from the guest passes.
+func FuzzSession(f *testing.F) {
+	f.Add(byte(TypeExec), byte(3), []byte{1, 0x11, 0, 1, 0x20, 1, 'x', 0, 0x21, 0, 1, 0x15})
+	f.Add(byte(TypeFileGet), byte(0), []byte{0, 0x32, 0, 0x20, 1, 'x', 0, 0x21, 1, 0, 0x33})
+	f.Add(byte(TypeFilePut), byte(0), []byte{1, 0x20, 0, 'x', 1, 0x21, 0, 0, 0x22, 0, 0, 0, 0, 1})
+	f.Fuzz(func(t *testing.T, kind, flags byte, script []byte) {
+		exec := &Exec{Stdin: flags&1 != 0}
+		if flags&2 != 0 {
+			exec.PTY = &PTY{}
+		}
+		s, err := NewSession(Type(kind), exec)
+		if err != nil {
+			return
+		}
+		// The script is a list of frames: who (bit 0 of a byte: the
+		// host), type, then a payload of up to 6 bytes, its length the
+		// next byte's low bits.
+		for len(script) >= 3 {
+			host, typ, n := script[0]&1 != 0, Type(script[1]), int(script[2]%7)
+			script = script[3:]
+			n = min(n, len(script))
+			fr := Frame{Type: typ, Stream: 9, Payload: script[:n]}
+			script = script[n:]
+			check := func() (bool, error) {
+				if host {
+					return false, s.Host(fr)
+				}
+				return s.Guest(fr)
+			}
+			ended := s.Ended()
+			end, err := check()
+			if err != nil {
+				var se *SessionError
+				if !errors.As(err, &se) || se.Stream != 9 {
+					t.Fatalf("%s refused with %v (%T), not a SessionError", typ, err, err)
+				}
+				if _, again := check(); again == nil {
+					t.Fatalf("%s refused once (%v), then accepted", typ, err)
+				}
+				continue
+			}
+			if !host && ended {
+				t.Fatalf("guest %s accepted after the session's end", typ)
+			}
+			if end != s.Ended() || end && typ != TypeExit && typ != TypeResult {
+				t.Fatalf("guest %s: end %v, Ended %v", typ, end, s.Ended())
+			}
+		}
+	})
+}
