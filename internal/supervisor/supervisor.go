@@ -33,7 +33,7 @@ const (
 	SpecFile    = "spec.json"       // what to run, written by Spawn
 	StatusFile  = "status.json"     // the supervisor's state (Status)
 	SocketFile  = "supervisor.sock" // the agent protocol, for guestconn.Dial
-	ControlFile = "control.sock"    // control lines: "stop", "status"
+	ControlFile = "control.sock"    // control lines (package proto/control): "stop", "status", "reload"
 	LogFile     = "supervisor.log"  // the detached process's output
 )
 
