@@ -16,6 +16,7 @@ import (
 
 	"github.com/sbx-dev/sbx/addrs"
 	"github.com/sbx-dev/sbx/internal/guestconn"
+	"github.com/sbx-dev/sbx/internal/hostenv"
 	"github.com/sbx-dev/sbx/lang"
 	"golang.org/x/term"
 )
@@ -280,11 +281,9 @@ func (a *guestArgs) parse(env *Env, verb, usage string, flags *flag.FlagSet, arg
 	if a.dir, a.sandbox, a.command, a.dashes, ok = sandboxCommand(env, verb, a.pos); !ok {
 		return ExitError, false
 	}
-	for _, kv := range a.env {
-		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
-			fmt.Fprintf(env.Stderr, "sbx %s: -e %q: write KEY=VALUE\n", verb, kv)
-			return ExitError, false
-		}
+	if _, err := hostenv.Parse(a.env); err != nil {
+		fmt.Fprintf(env.Stderr, "sbx %s: -e %v\n", verb, err)
+		return ExitError, false
 	}
 	return ExitOK, true
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 
+	"github.com/sbx-dev/sbx/internal/hostenv"
 	"github.com/sbx-dev/sbx/internal/pipeline"
 	"github.com/sbx-dev/sbx/internal/supervisor"
 )
@@ -54,15 +55,7 @@ type Env struct {
 	Context context.Context
 }
 
-func (e *Env) getenv(name string) (string, bool) {
-	prefix := name + "="
-	for i := len(e.Environ) - 1; i >= 0; i-- {
-		if v, ok := strings.CutPrefix(e.Environ[i], prefix); ok {
-			return v, true
-		}
-	}
-	return "", false
-}
+func (e *Env) getenv(name string) (string, bool) { return hostenv.Lookup(e.Environ, name) }
 
 // pipeline is what the lock → build → start path reads from env.
 func (e *Env) pipeline() pipeline.Env {

@@ -35,13 +35,20 @@ type Client struct {
 
 	mu      sync.Mutex
 	next    uint32
-	streams map[uint32]handler
+	streams map[uint32]stream
 	pings   map[uint64]chan struct{}
 	pingSeq uint64
 	err     error // why the connection ended, once it has
 	done    chan struct{}
 
 	grace time.Duration // CancelGrace; shorter in tests
+}
+
+// stream is one open session: its grammar, which checks the guest's
+// frames before its handler sees them, and the handler.
+type stream struct {
+	grammar *agentproto.Session
+	h       handler
 }
 
 // handler receives the frames of one session.
@@ -70,7 +77,7 @@ func DialContext(ctx context.Context, conn io.ReadWriteCloser) (*Client, error) 
 	c := &Client{
 		conn:    agentproto.NewConn(conn),
 		next:    1,
-		streams: map[uint32]handler{},
+		streams: map[uint32]stream{},
 		pings:   map[uint64]chan struct{}{},
 		done:    make(chan struct{}),
 		grace:   CancelGrace,
@@ -151,13 +158,13 @@ func (c *Client) shutdown(err error) {
 	}
 	c.err = err
 	streams := c.streams
-	c.streams = map[uint32]handler{}
+	c.streams = map[uint32]stream{}
 	c.pings = map[uint64]chan struct{}{}
 	close(c.done)
 	c.mu.Unlock()
 	c.conn.Close()
-	for _, h := range streams {
-		h.fail(err)
+	for _, st := range streams {
+		st.h.fail(err)
 	}
 }
 
@@ -199,12 +206,16 @@ func (c *Client) dispatch(f agentproto.Frame) error {
 		return nil
 	}
 	c.mu.Lock()
-	h := c.streams[f.Stream]
+	st, ok := c.streams[f.Stream]
 	c.mu.Unlock()
-	if h == nil {
+	if !ok {
 		return nil // a frame crossing the session's end
 	}
-	if err := h.handle(f); err != nil {
+	// Only this loop reads the grammar once the session is open.
+	if _, err := st.grammar.Guest(f); err != nil {
+		return fmt.Errorf("guest broke the protocol: %w", err)
+	}
+	if err := st.h.handle(f); err != nil {
 		return fmt.Errorf("guest broke the protocol on stream %d: %w", f.Stream, err)
 	}
 	return nil
@@ -213,6 +224,11 @@ func (c *Client) dispatch(f agentproto.Frame) error {
 // open registers a session and sends its request. setup, when not nil,
 // learns the session's stream id before any frame can arrive for it.
 func (c *Client) open(h handler, t agentproto.Type, req any, setup func(id uint32)) (uint32, error) {
+	exec, _ := req.(*agentproto.Exec)
+	grammar, err := agentproto.NewSession(t, exec)
+	if err != nil {
+		return 0, err
+	}
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
@@ -228,7 +244,7 @@ func (c *Client) open(h handler, t agentproto.Type, req any, setup func(id uint3
 	if setup != nil {
 		setup(id)
 	}
-	c.streams[id] = h
+	c.streams[id] = stream{grammar: grammar, h: h}
 	c.mu.Unlock()
 	if err := c.conn.WriteJSON(t, id, req); err != nil {
 		c.shutdown(err)

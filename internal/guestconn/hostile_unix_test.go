@@ -243,3 +243,57 @@ func TestGetFewerThanAnnounced(t *testing.T) {
 		t.Errorf("Get = %v", err)
 	}
 }
+
+// TestGuestOutOfOrder: a guest whose frames break the session's grammar
+// (agentproto.Session) ends the connection with the grammar's refusal,
+// the same words the router and the guest server use.
+func TestGuestOutOfOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		pty     bool
+		frame   func(g *agentproto.Conn, id uint32)
+		refusal string
+	}{
+		{"started twice", false, func(g *agentproto.Conn, id uint32) {
+			g.WriteJSON(agentproto.TypeStarted, id, &agentproto.Started{Pid: 2})
+		}, "a second started frame"},
+		{"stderr of a terminal", true, func(g *agentproto.Conn, id uint32) {
+			g.WriteData(id, agentproto.ChanStderr, []byte("x"))
+		}, "data on stderr, which the exec session does not have"},
+		{"window on stdout", false, func(g *agentproto.Conn, id uint32) {
+			g.WriteWindow(id, agentproto.ChanStdout, 1)
+		}, "window on stdout, where the host sends nothing"},
+		{"result on an exec", false, func(g *agentproto.Conn, id uint32) {
+			g.WriteJSON(agentproto.TypeResult, id, &agentproto.Result{})
+		}, "result frame on an exec session"},
+		{"output after its eof", false, func(g *agentproto.Conn, id uint32) {
+			g.WriteEOF(id, agentproto.ChanStdout)
+			g.WriteData(id, agentproto.ChanStdout, []byte("x"))
+		}, "data on stdout after its eof"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := hostileGuest(t, func(g *agentproto.Conn, f agentproto.Frame) bool {
+				if f.Type == agentproto.TypeExec {
+					g.WriteJSON(agentproto.TypeStarted, f.Stream, &agentproto.Started{Pid: 1})
+					tc.frame(g, f.Stream)
+				}
+				return true
+			})
+			cmd := Cmd{Args: []string{"x"}}
+			if tc.pty {
+				cmd.PTY = &PTY{Rows: 1, Cols: 1}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			within(t, "Exec", func() {
+				if _, err := c.Exec(ctx, cmd); err == nil || !errors.Is(err, ErrClosed) {
+					t.Errorf("Exec = %v; want the connection closed", err)
+				}
+			})
+			<-c.Done()
+			if err := c.Err(); !strings.Contains(err.Error(), "guest broke the protocol: stream 1: "+tc.refusal) {
+				t.Errorf("connection error %v; want the refusal %q", err, tc.refusal)
+			}
+		})
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/sbx-dev/sbx/internal/hostenv"
 	"github.com/sbx-dev/sbx/lang"
 )
 
@@ -100,14 +101,7 @@ type Options struct {
 	OSRelease string
 }
 
-func (o *Options) getenv(name string) string {
-	for i := len(o.Environ) - 1; i >= 0; i-- {
-		if v, ok := strings.CutPrefix(o.Environ[i], name+"="); ok {
-			return v
-		}
-	}
-	return ""
-}
+func (o *Options) getenv(name string) string { return hostenv.Get(o.Environ, name) }
 
 // Run runs every check that applies and returns their results in a fixed
 // order: the emulators, acceleration, the configuration and its sources'

@@ -4,13 +4,13 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"strings"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/sbx-dev/sbx/internal/build/fetch"
 	"github.com/sbx-dev/sbx/internal/build/resolve"
+	"github.com/sbx-dev/sbx/internal/hostenv"
 )
 
 // Env is what the pipeline reads from outside the configuration. The
@@ -41,13 +41,7 @@ func (e Env) environ() []string {
 // Getenv returns the value of the environment variable name in
 // e.Environ (the last one set wins) and whether it is set.
 func (e Env) Getenv(name string) (string, bool) {
-	env := e.environ()
-	for i := len(env) - 1; i >= 0; i-- {
-		if v, ok := strings.CutPrefix(env[i], name+"="); ok {
-			return v, true
-		}
-	}
-	return "", false
+	return hostenv.Lookup(e.environ(), name)
 }
 
 // ociOptions make registry calls use HTTPClient's transport.

@@ -2,8 +2,8 @@ package sandboxnet
 
 import (
 	"fmt"
-	"strings"
 
+	"github.com/sbx-dev/sbx/internal/hostenv"
 	"github.com/sbx-dev/sbx/policy"
 )
 
@@ -23,7 +23,7 @@ import (
 // in the spec's own environments, so a command's defaults pass.
 func CheckEnv(p policy.Sandbox, env []string) error {
 	for _, kv := range env {
-		k, _, _ := strings.Cut(kv, "=")
+		k := hostenv.Name(kv)
 		for _, s := range p.Secrets {
 			if s.Env == k {
 				return fmt.Errorf("%s carries the placeholder of secret.%s; a command cannot set it (rename the variable, or change the secret's env)", k, s.Name)

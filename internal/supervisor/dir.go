@@ -7,7 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
+
+	"github.com/sbx-dev/sbx/internal/hostenv"
 )
 
 // RuntimeBase returns the per-user directory under which supervisors keep
@@ -19,14 +20,7 @@ import (
 // the functions that use a supervisor directory check it (see secureDir),
 // since a directory in /tmp may have been made by another user.
 func RuntimeBase(environ []string) string {
-	get := func(name string) string {
-		for i := len(environ) - 1; i >= 0; i-- {
-			if v, ok := strings.CutPrefix(environ[i], name+"="); ok {
-				return v
-			}
-		}
-		return ""
-	}
+	get := func(name string) string { return hostenv.Get(environ, name) }
 	if d := get("SBX_RUNTIME_DIR"); d != "" {
 		return d
 	}

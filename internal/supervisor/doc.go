@@ -8,7 +8,8 @@
 // Run is the supervisor process itself: it boots the sandbox's machine
 // (package machine), serves a router.Router on <dir>/supervisor.sock, records
 // itself in <dir>/status.json, and stops the machine when asked on
-// <dir>/control.sock (Stop), when its context ends (SIGTERM, in the
+// <dir>/control.sock (Stop; the socket's line protocol is package
+// proto/control's, its client Stop, Reload and Inspect), when its context ends (SIGTERM, in the
 // command that calls it) or when the guest goes. Spawn starts Run in a
 // detached process, re-executing the current binary, and waits until the
 // sandbox is ready; Dial connects a guestconn.Client to a running

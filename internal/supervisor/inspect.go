@@ -1,16 +1,14 @@
 package supervisor
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
+	ctlproto "github.com/sbx-dev/sbx/internal/proto/control"
 	"golang.org/x/sys/unix"
 )
 
@@ -129,19 +127,13 @@ func askStatus(ctx context.Context, dir string) (*Status, error) {
 		return nil, err
 	}
 	defer conn.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		conn.SetDeadline(dl)
-	}
-	if _, err := io.WriteString(conn, "status\n"); err != nil {
+	line, err := ctlproto.Call(ctx, conn, ctlproto.Request{Verb: ctlproto.Status})
+	if err != nil {
 		return nil, err
 	}
-	line, err := bufio.NewReader(conn).ReadBytes('\n')
-	if err != nil {
-		return nil, fmt.Errorf("no answer: %w", err)
-	}
 	var st Status
-	if err := json.Unmarshal(line, &st); err != nil {
-		return nil, fmt.Errorf("answer %q: %w", strings.TrimSpace(string(line)), err)
+	if err := json.Unmarshal([]byte(line), &st); err != nil {
+		return nil, fmt.Errorf("answer %q: %w", line, err)
 	}
 	return &st, nil
 }

@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,13 +11,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/sbx-dev/sbx/internal/atomicfile"
 	"github.com/sbx-dev/sbx/internal/boot"
 	"github.com/sbx-dev/sbx/internal/guestconn"
+	ctlproto "github.com/sbx-dev/sbx/internal/proto/control"
 	"github.com/sbx-dev/sbx/internal/supervisor/router"
 	"github.com/sbx-dev/sbx/policy"
 )
@@ -30,11 +29,6 @@ type reloadRequest struct {
 	Policy  policy.Sandbox    `json:"policy"`
 	Secrets map[string][]byte `json:"secrets,omitempty"`
 }
-
-// maxReload bounds a reload request's line: policies are small, and a
-// client (of this user, but possibly confused) must not make the
-// supervisor hold an unbounded line.
-const maxReload = 4 << 20
 
 // reloadWait bounds how long a reload may take in the supervisor,
 // configuring the guest included.
@@ -48,42 +42,21 @@ const reloadWait = 30 * time.Second
 // environment of the commands run from then on. The machine is not
 // restarted. With no supervisor running the error is ErrNotRunning.
 func Reload(ctx context.Context, dir string, p policy.Sandbox, secrets map[string][]byte) error {
-	conn, err := dialDir(ctx, dir, ControlFile)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	defer stop()
 	b, err := json.Marshal(reloadRequest{Policy: p, Secrets: secrets})
 	if err != nil {
 		return fmt.Errorf("supervisor: reload: %w", err)
 	}
-	if len(b) >= maxReload {
-		return fmt.Errorf("supervisor: reload: the policy takes %d bytes, more than the %d a reload carries", len(b), maxReload)
+	if len(b) >= ctlproto.MaxBody {
+		return fmt.Errorf("supervisor: reload: the policy takes %d bytes, more than the %d a reload carries", len(b), ctlproto.MaxBody)
 	}
-	if _, err := conn.Write(append(append([]byte("reload\n"), b...), '\n')); err != nil {
-		return fmt.Errorf("supervisor: reloading %s: %w", dir, err)
-	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil {
-		if ctx.Err() != nil {
-			err = ctx.Err()
-		}
-		return fmt.Errorf("supervisor: reloading %s: no answer: %w", dir, err)
-	}
-	line = strings.TrimSpace(line)
-	if line == "reloaded" {
-		return nil
-	}
-	return fmt.Errorf("supervisor: reloading %s: %s", dir, strings.TrimPrefix(line, "error: "))
+	return callControl(ctx, dir, "reloading", ctlproto.Request{Verb: ctlproto.Reload, Body: b}, ctlproto.Reloaded)
 }
 
 // handleReload reads a reload request's JSON line and answers it.
 func (c *control) handleReload(conn net.Conn, br *bufio.Reader) {
 	defer conn.Close()
 	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	line, err := readLine(br, maxReload)
+	line, err := ctlproto.ReadBody(br)
 	conn.SetReadDeadline(time.Time{})
 	var req reloadRequest
 	if err == nil {
@@ -98,31 +71,10 @@ func (c *control) handleReload(conn net.Conn, br *bufio.Reader) {
 		cancel()
 	}
 	if err != nil {
-		fmt.Fprintf(conn, "error: %s\n", strings.ReplaceAll(err.Error(), "\n", " "))
+		ctlproto.Refuse(conn, err)
 		return
 	}
-	fmt.Fprintf(conn, "reloaded\n")
-}
-
-// readLine reads one line of at most max bytes, without its newline.
-func readLine(br *bufio.Reader, max int) ([]byte, error) {
-	var line []byte
-	for {
-		chunk, err := br.ReadSlice('\n')
-		line = append(line, chunk...)
-		if len(line) > max {
-			return nil, fmt.Errorf("request longer than %d bytes", max)
-		}
-		if err == nil {
-			return bytes.TrimSuffix(line, []byte("\n")), nil
-		}
-		if !errors.Is(err, bufio.ErrBufferFull) {
-			if errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
-			}
-			return nil, err
-		}
-	}
+	ctlproto.Answer(conn, ctlproto.Reloaded)
 }
 
 // reload applies a reload request in the supervisor of dir: the sandbox

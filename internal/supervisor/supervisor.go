@@ -11,7 +11,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -22,6 +21,7 @@ import (
 	"github.com/sbx-dev/sbx/internal/guestconn"
 	"github.com/sbx-dev/sbx/internal/machine"
 	"github.com/sbx-dev/sbx/internal/machine/qemu"
+	ctlproto "github.com/sbx-dev/sbx/internal/proto/control"
 	"github.com/sbx-dev/sbx/internal/sandboxfs"
 	"github.com/sbx-dev/sbx/internal/sandboxnet"
 	"github.com/sbx-dev/sbx/internal/supervisor/router"
@@ -33,7 +33,7 @@ const (
 	SpecFile    = "spec.json"       // what to run, written by Spawn
 	StatusFile  = "status.json"     // the supervisor's state (Status)
 	SocketFile  = "supervisor.sock" // the agent protocol, for guestconn.Dial
-	ControlFile = "control.sock"    // control lines: "stop", "status"
+	ControlFile = "control.sock"    // control lines (package proto/control): "stop", "status", "reload"
 	LogFile     = "supervisor.log"  // the detached process's output
 )
 
@@ -353,16 +353,16 @@ func (c *control) serve() {
 func (c *control) handle(conn net.Conn) {
 	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	br := bufio.NewReader(conn)
-	line, err := br.ReadString('\n')
+	verb, err := ctlproto.ReadVerb(br)
 	if err != nil {
 		conn.Close()
 		return
 	}
 	conn.SetReadDeadline(time.Time{})
-	switch strings.TrimSpace(line) {
-	case "reload":
+	switch verb {
+	case ctlproto.Reload:
 		c.handleReload(conn, br)
-	case "stop":
+	case ctlproto.Stop:
 		c.mu.Lock()
 		if c.done {
 			c.mu.Unlock()
@@ -372,7 +372,7 @@ func (c *control) handle(conn net.Conn) {
 		c.waiters = append(c.waiters, conn)
 		c.mu.Unlock()
 		c.once.Do(func() { close(c.stop) })
-	case "status":
+	case ctlproto.Status:
 		st := c.status()
 		if st.State == StateRunning && c.ping != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), agentPingTimeout)
@@ -384,10 +384,10 @@ func (c *control) handle(conn net.Conn) {
 			cancel()
 		}
 		b, _ := json.Marshal(st)
-		conn.Write(append(b, '\n'))
+		ctlproto.Answer(conn, string(b))
 		conn.Close()
 	default:
-		fmt.Fprintf(conn, "error: unknown request %q\n", strings.TrimSpace(line))
+		ctlproto.Refuse(conn, ctlproto.Unknown(verb))
 		conn.Close()
 	}
 }
@@ -432,9 +432,9 @@ func (c *control) finish(err error) {
 
 func answerStop(conn net.Conn, err error) {
 	if err != nil {
-		fmt.Fprintf(conn, "error: %s\n", strings.ReplaceAll(err.Error(), "\n", " "))
+		ctlproto.Refuse(conn, err)
 	} else {
-		fmt.Fprintf(conn, "stopped\n")
+		ctlproto.Answer(conn, ctlproto.Stopped)
 	}
 	conn.Close()
 }
@@ -444,28 +444,26 @@ func answerStop(conn net.Conn, err error) {
 // is ErrNotRunning; a directory or supervisor that another user could
 // control is refused as by Dial.
 func Stop(ctx context.Context, dir string) error {
+	return callControl(ctx, dir, "stopping", ctlproto.Request{Verb: ctlproto.Stop}, ctlproto.Stopped)
+}
+
+// callControl makes a request on the control socket of the supervisor
+// serving dir (dialDir) and checks that the answer is want; doing names
+// the request in errors ("stopping").
+func callControl(ctx context.Context, dir, doing string, req ctlproto.Request, want string) error {
 	conn, err := dialDir(ctx, dir, ControlFile)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	defer stop()
-	if _, err := conn.Write([]byte("stop\n")); err != nil {
-		return fmt.Errorf("supervisor: stopping %s: %w", dir, err)
-	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
+	answer, err := ctlproto.Call(ctx, conn, req)
 	if err != nil {
-		if ctx.Err() != nil {
-			err = ctx.Err()
-		}
-		return fmt.Errorf("supervisor: stopping %s: no answer: %w", dir, err)
+		return fmt.Errorf("supervisor: %s %s: %w", doing, dir, err)
 	}
-	line = strings.TrimSpace(line)
-	if line == "stopped" {
-		return nil
+	if answer != want {
+		return fmt.Errorf("supervisor: %s %s: %s", doing, dir, answer)
 	}
-	return fmt.Errorf("supervisor: stopping %s: %s", dir, strings.TrimPrefix(line, "error: "))
+	return nil
 }
 
 // Dial connects to the supervisor serving dir and returns a client of the

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/sbx-dev/sbx/internal/hostenv"
 	"github.com/sbx-dev/sbx/lang"
 )
 
@@ -48,7 +49,7 @@ const ProjectEnvVar = "SBX_NPMRC_ENV"
 // naming the file, line and variable: the project chooses the registry,
 // and a value expanded into its credentials would be sent there.
 func loadConfig(dir string, environ []string) (*config, error) {
-	env := envMap(environ)
+	env := hostenv.Map(environ)
 	c := &config{values: map[string]string{}, origin: map[string]string{}}
 
 	userrc := envLookupFold(env, "npm_config_userconfig")
@@ -270,13 +271,13 @@ func (c *config) authHeader(u *url.URL) (string, error) {
 // .npmrc itself, with none of loadConfig's rules.
 func defaultRegistry(ctx context.Context, environ []string) (string, error) {
 	hint := "set NPM_CONFIG_REGISTRY or add registry=URL to .npmrc"
-	bin, err := lookPathIn("npm", envMap(environ)["PATH"])
+	bin, err := lookPathIn("npm", hostenv.Get(environ, "PATH"))
 	if err != nil {
 		return "", fmt.Errorf("no npm registry is configured and npm is not installed to ask for its default: %s", hint)
 	}
 	cmd := exec.CommandContext(ctx, bin, "config", "get", "registry")
 	cmd.Dir = "/"
-	if home := envMap(environ)["HOME"]; filepath.IsAbs(home) {
+	if home := hostenv.Get(environ, "HOME"); filepath.IsAbs(home) {
 		cmd.Dir = home
 	}
 	cmd.Env = environ
@@ -307,17 +308,6 @@ func lookPathIn(file, path string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%s not found in PATH", file)
-}
-
-// envMap turns KEY=VALUE pairs into a map; later pairs win.
-func envMap(environ []string) map[string]string {
-	m := make(map[string]string, len(environ))
-	for _, kv := range environ {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			m[k] = v
-		}
-	}
-	return m
 }
 
 // envLookupFold returns the value of the variable whose name equals name

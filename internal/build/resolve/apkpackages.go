@@ -19,6 +19,7 @@ import (
 	"github.com/sbx-dev/sbx/internal/build/apkrepo"
 	"github.com/sbx-dev/sbx/internal/build/archive"
 	"github.com/sbx-dev/sbx/internal/build/cache"
+	"github.com/sbx-dev/sbx/internal/hostenv"
 	"github.com/sbx-dev/sbx/internal/lockfiles"
 	"github.com/sbx-dev/sbx/lang"
 )
@@ -448,13 +449,7 @@ func (s *Set) apkClient(arch string, keys apkrepo.Keys) (*apkrepo.Client, error)
 	}
 	c.Arch, c.Keys = arch, keys
 	if c.Cache == nil {
-		root := ""
-		for _, kv := range s.environ {
-			if v, ok := strings.CutPrefix(kv, cache.EnvRoot+"="); ok {
-				root = v
-			}
-		}
-		ch, err := cache.Open(root)
+		ch, err := cache.Open(hostenv.Get(s.environ, cache.EnvRoot))
 		if err != nil {
 			return nil, err
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sbx-dev/sbx/internal/build/cache"
 	"github.com/sbx-dev/sbx/internal/build/debrepo"
+	"github.com/sbx-dev/sbx/internal/hostenv"
 	"github.com/sbx-dev/sbx/internal/lockfiles"
 	"github.com/sbx-dev/sbx/lang"
 )
@@ -189,13 +190,7 @@ func (s *Set) debClient(arch string) (*debrepo.Client, error) {
 		c.Arch = arch
 	}
 	if c.Cache == nil {
-		root := ""
-		for _, kv := range s.environ {
-			if v, ok := strings.CutPrefix(kv, cache.EnvRoot+"="); ok {
-				root = v
-			}
-		}
-		ch, err := cache.Open(root)
+		ch, err := cache.Open(hostenv.Get(s.environ, cache.EnvRoot))
 		if err != nil {
 			return nil, err
 		}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/sbx-dev/sbx/internal/build/fetch"
 	"github.com/sbx-dev/sbx/internal/build/layers"
 	"github.com/sbx-dev/sbx/internal/diags"
+	"github.com/sbx-dev/sbx/internal/hostenv"
 	"github.com/sbx-dev/sbx/internal/proto/imageinfo"
 	"github.com/sbx-dev/sbx/internal/recipe"
 	"github.com/sbx-dev/sbx/lang"
@@ -298,12 +298,7 @@ func configEnv(path string) ([]string, error) {
 // mergeEnv overlays the spec's environment on the base image's KEY=VALUE
 // list. Entries of the base without "=" are dropped.
 func mergeEnv(base []string, spec map[string]string) map[string]string {
-	env := map[string]string{}
-	for _, kv := range base {
-		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
-			env[k] = v
-		}
-	}
+	env := hostenv.Map(base)
 	for k, v := range spec {
 		env[k] = v
 	}

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sbx-dev/sbx/internal/hostenv"
 	"github.com/sbx-dev/sbx/internal/termtext"
 )
 
@@ -121,15 +122,7 @@ func fromEnv(name string, environ []string) ([]byte, error) {
 	if environ == nil {
 		environ = os.Environ()
 	}
-	var (
-		val   string
-		found bool
-	)
-	for _, kv := range environ {
-		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
-			val, found = v, true
-		}
-	}
+	val, found := hostenv.Lookup(environ, name)
 	if !found {
 		return nil, fmt.Errorf("%s is not set", name)
 	}

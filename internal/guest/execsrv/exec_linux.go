@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sbx-dev/sbx/internal/hostenv"
 	"github.com/sbx-dev/sbx/internal/proto/agentproto"
 	"golang.org/x/sys/unix"
 )
@@ -380,7 +381,7 @@ func (e *execSession) command() (cmd *exec.Cmd, closeAfterStart, closeAfterExit 
 		defaults = e.s.opts.Configurer.Env()
 	}
 	env := environ(u, defaults, req)
-	path, err := lookPath(req.Args[0], getenv(env, "PATH"))
+	path, err := lookPath(req.Args[0], hostenv.Get(env, "PATH"))
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -483,29 +484,7 @@ func environ(u User, defaults []string, req agentproto.Exec) []string {
 	}
 	env = append(env, defaults...)
 	env = append(env, req.Env...)
-	// Keep the last entry of each key, in first-seen order.
-	last := map[string]int{}
-	for i, kv := range env {
-		k, _, _ := strings.Cut(kv, "=")
-		last[k] = i
-	}
-	out := env[:0:0]
-	for i, kv := range env {
-		k, _, _ := strings.Cut(kv, "=")
-		if last[k] == i {
-			out = append(out, kv)
-		}
-	}
-	return out
-}
-
-func getenv(env []string, key string) string {
-	for i := len(env) - 1; i >= 0; i-- {
-		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
-			return v
-		}
-	}
-	return ""
+	return hostenv.Merge(env)
 }
 
 // lookPath finds an executable in the process's PATH (not the agent's).

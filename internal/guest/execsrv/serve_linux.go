@@ -56,7 +56,7 @@ func Serve(ctx context.Context, conn io.ReadWriteCloser, opts Options) error {
 		conn:     agentproto.NewConn(conn),
 		opts:     opts,
 		log:      opts.Logger,
-		sessions: map[uint32]session{},
+		sessions: map[uint32]running{},
 	}
 	stopWatch := context.AfterFunc(ctx, func() { conn.Close() })
 	err := s.loop()
@@ -74,6 +74,13 @@ type session interface {
 	handle(f agentproto.Frame) error
 }
 
+// running is a session open: the grammar its host frames are checked
+// against before the session sees them, and the session.
+type running struct {
+	grammar *agentproto.Session
+	sess    session
+}
+
 type server struct {
 	ctx  context.Context
 	conn *agentproto.Conn
@@ -81,7 +88,7 @@ type server struct {
 	log  *slog.Logger
 
 	mu       sync.Mutex
-	sessions map[uint32]session
+	sessions map[uint32]running
 	wg       sync.WaitGroup
 }
 
@@ -197,19 +204,22 @@ func (s *server) dispatch(f agentproto.Frame) error {
 		}
 		return protocolf("%s frame on stream 0", f.Type)
 	}
-	switch f.Type {
-	case agentproto.TypeExec, agentproto.TypeFilePut, agentproto.TypeFileGet, agentproto.TypeConfigure:
+	if agentproto.Opens(f.Type) {
 		return s.open(f)
 	}
 	s.mu.Lock()
-	sess := s.sessions[f.Stream]
+	o, ok := s.sessions[f.Stream]
 	s.mu.Unlock()
-	if sess == nil {
+	if !ok {
 		// The session ended while this frame was on its way; or the
 		// frame type is one a later version added.
 		return nil
 	}
-	return sess.handle(f)
+	// Only this loop reads the grammar once the session is open.
+	if err := o.grammar.Host(f); err != nil {
+		return protocolf("%v", err)
+	}
+	return o.sess.handle(f)
 }
 
 // open starts the session a request frame asks for.
@@ -224,6 +234,7 @@ func (s *server) open(f agentproto.Frame) error {
 	var (
 		sess session
 		run  func()
+		exec *agentproto.Exec
 	)
 	switch f.Type {
 	case agentproto.TypeExec:
@@ -234,6 +245,7 @@ func (s *server) open(f agentproto.Frame) error {
 		if busy {
 			return s.refuse(f, agentproto.TypeExit, &agentproto.Exit{Code: -1, Error: s.busyError()})
 		}
+		exec = &req
 		e := newExecSession(s, f.Stream, req)
 		sess, run = e, e.run
 	case agentproto.TypeFilePut:
@@ -265,8 +277,12 @@ func (s *server) open(f agentproto.Frame) error {
 		c := newConfigureSession(s, f.Stream, f.Payload)
 		sess, run = c, c.run
 	}
+	grammar, err := agentproto.NewSession(f.Type, exec)
+	if err != nil {
+		return protocolf("stream %d: %v", f.Stream, err)
+	}
 	s.mu.Lock()
-	s.sessions[f.Stream] = sess
+	s.sessions[f.Stream] = running{grammar: grammar, sess: sess}
 	s.mu.Unlock()
 	s.wg.Add(1)
 	go func() {

@@ -898,3 +898,63 @@ func TestCommandNotRunnable(t *testing.T) {
 		t.Errorf("the executable script: %v", st)
 	}
 }
+
+// TestHostOutOfOrder: a host whose frames break the session's grammar
+// (agentproto.Session) is refused with the grammar's words, in an error
+// frame that ends the connection.
+func TestHostOutOfOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		open    func(c *agentproto.Conn)
+		frame   func(c *agentproto.Conn)
+		refusal string
+	}{
+		{"stdin nobody asked for",
+			func(c *agentproto.Conn) {
+				c.WriteJSON(agentproto.TypeExec, 1, &agentproto.Exec{Args: []string{"sleep", "100"}})
+			},
+			func(c *agentproto.Conn) { c.WriteEOF(1, agentproto.ChanStdin) },
+			"stream 1: eof on stdin, where the session takes no data"},
+		{"stdin after its eof",
+			func(c *agentproto.Conn) {
+				c.WriteJSON(agentproto.TypeExec, 1, &agentproto.Exec{Args: []string{"sleep", "100"}, Stdin: true})
+			},
+			func(c *agentproto.Conn) {
+				c.WriteEOF(1, agentproto.ChanStdin)
+				c.WriteData(1, agentproto.ChanStdin, []byte("x"))
+			},
+			"stream 1: data on stdin after its eof"},
+		{"stderr window on a terminal",
+			func(c *agentproto.Conn) {
+				c.WriteJSON(agentproto.TypeExec, 1, &agentproto.Exec{Args: []string{"sleep", "100"}, PTY: &agentproto.PTY{}})
+			},
+			func(c *agentproto.Conn) { c.WriteWindow(1, agentproto.ChanStderr, 1) },
+			"stream 1: window on stderr, where the session sends nothing"},
+		{"signal to a file put",
+			func(c *agentproto.Conn) {
+				c.WriteJSON(agentproto.TypeFilePut, 1, &agentproto.FilePut{Path: "/tmp/never"})
+			},
+			func(c *agentproto.Conn) { c.WriteJSON(agentproto.TypeSignal, 1, &agentproto.Signal{Signal: "SIGTERM"}) },
+			"stream 1: signal frame on a file-put session"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := dialRaw(t, execsrv.Options{Root: t.TempDir()})
+			tc.open(r.conn)
+			if tc.name != "signal to a file put" {
+				if f := r.read(); f.Type != agentproto.TypeStarted {
+					t.Fatalf("got %v, want started", f.Type)
+				}
+			}
+			tc.frame(r.conn)
+			var last agentproto.Frame
+			for _, f := range r.frames(2 * time.Second) {
+				last = f
+			}
+			var e agentproto.Error
+			agentproto.ParseJSON(last.Type, last.Payload, &e)
+			if last.Type != agentproto.TypeError || e.Code != agentproto.CodeProtocol || e.Message != tc.refusal {
+				t.Errorf("last frame %v %+v; want a protocol error %q", last.Type, e, tc.refusal)
+			}
+		})
+	}
+}

@@ -1,6 +1,6 @@
 package qemu
 
-import "strings"
+import "github.com/sbx-dev/sbx/internal/hostenv"
 
 // environKeep are the variables of the user's environment QEMU is given:
 // PATH and HOME, which programs expect to find, and TMPDIR, where QEMU
@@ -16,11 +16,8 @@ var environKeep = []string{"PATH", "HOME", "TMPDIR"}
 func Environment(environ []string) []string {
 	var env []string
 	for _, name := range environKeep {
-		for i := len(environ) - 1; i >= 0; i-- {
-			if v, ok := strings.CutPrefix(environ[i], name+"="); ok {
-				env = append(env, name+"="+v)
-				break
-			}
+		if v, ok := hostenv.Lookup(environ, name); ok {
+			env = append(env, name+"="+v)
 		}
 	}
 	return append(env, "LC_ALL=C")

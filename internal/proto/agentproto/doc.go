@@ -75,7 +75,13 @@
 // (a Hello listing the versions it speaks), the guest answers TypeHello
 // with the version chosen, or TypeError and closes.
 //
-// The entry points are Conn (framing), the message types, Credit and
-// Inbox; Configure.Validate is the one check both ends make of a
-// configure request.
+// Session holds these rules as a state machine: what each end may send
+// on a session's stream, on which channels, in what order. The host's
+// client checks the guest's frames with it, the guest's server the
+// host's, and the supervisor's router both, so a peer that breaks the
+// order meets the same refusal wherever it is caught.
+//
+// The entry points are Conn (framing), the message types, Session,
+// Credit and Inbox; Configure.Validate is the one check both ends make of
+// a configure request.
 package agentproto

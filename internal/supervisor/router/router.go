@@ -73,6 +73,10 @@ type Options struct {
 // guest connection the others share. When a client goes, the router
 // cancels its sessions in the guest.
 //
+// The order of a session's frames both ways is agentproto.Session's,
+// which the guest server and guestconn check too; the router adds the
+// credit each channel has on both of its sides.
+//
 // The guest is not trusted either: the router checks each of its frames
 // and ends the guest connection (Err wraps ErrGuestProtocol; the
 // supervisor then stops the sandbox) when one breaks the protocol:
@@ -117,33 +121,16 @@ type Router struct {
 
 // session is one exec or file transfer opened by a client.
 type session struct {
-	gid  uint32
-	c    *client // nil once the client has gone
-	cid  uint32
-	kind agentproto.Type // TypeExec, TypeFilePut or TypeFileGet
-	// stdin says the client may send data on ChanStdin.
-	stdin bool
+	gid uint32
+	c   *client // nil once the client has gone
+	cid uint32
+	// grammar is the order of the session's frames, checked both ways.
+	grammar *agentproto.Session
 	// inCredit is how many stdin bytes the guest will still take.
 	inCredit int64
 	// outRoom is, per channel, how many bytes the client will still
 	// take: InitialWindow less what was sent, plus what it granted.
 	outRoom [3]int64
-	// pty says the exec has a terminal, hence no stderr.
-	pty bool
-	// started, info and eof record the guest's frames seen once.
-	started, info bool
-	eof           [3]bool
-}
-
-// sends reports whether the guest sends data on ch in the session.
-func (s *session) sends(ch agentproto.Channel) bool {
-	switch s.kind {
-	case agentproto.TypeExec:
-		return ch == agentproto.ChanStdout || ch == agentproto.ChanStderr && !s.pty
-	case agentproto.TypeFileGet:
-		return ch == agentproto.ChanStdout
-	}
-	return false
 }
 
 // pingRoute is where a guest pong goes back to.
@@ -485,84 +472,38 @@ func (r *Router) route(c *client, f agentproto.Frame) error {
 	return r.toGuest(f.Type, gid, f.Payload)
 }
 
-// check validates a client frame for the session and accounts for its
-// credit. It is called with Router.mu held.
+// check validates a client frame for the session (agentproto.Session)
+// and accounts for its credit. It is called with Router.mu held.
 func (s *session) check(f agentproto.Frame) error {
+	if err := s.grammar.Host(f); err != nil {
+		return clientErrorf("%v", err)
+	}
 	switch f.Type {
 	case agentproto.TypeData:
-		ch, data, err := agentproto.ParseData(f.Payload)
-		if err != nil {
-			return clientErrorf("stream %d: %v", f.Stream, err)
-		}
-		if ch != agentproto.ChanStdin || !s.stdin {
-			return clientErrorf("stream %d: data on %s, where the session takes none", f.Stream, ch)
-		}
+		_, data, _ := agentproto.ParseData(f.Payload) // checked by Host
 		if int64(len(data)) > s.inCredit {
 			return clientErrorf("stream %d: %v", f.Stream, agentproto.ErrWindow)
 		}
 		s.inCredit -= int64(len(data))
-	case agentproto.TypeEOF:
-		ch, err := agentproto.ParseEOF(f.Payload)
-		if err != nil {
-			return clientErrorf("stream %d: %v", f.Stream, err)
-		}
-		if ch != agentproto.ChanStdin {
-			return clientErrorf("stream %d: eof on %s", f.Stream, ch)
-		}
 	case agentproto.TypeWindow:
-		ch, n, err := agentproto.ParseWindow(f.Payload)
-		if err != nil {
-			return clientErrorf("stream %d: %v", f.Stream, err)
-		}
-		if !s.sends(ch) {
-			return clientErrorf("stream %d: window on %s, where the session sends nothing", f.Stream, ch)
-		}
+		ch, n, _ := agentproto.ParseWindow(f.Payload)
 		if s.outRoom[ch]+int64(n) > agentproto.InitialWindow {
 			return clientErrorf("stream %d: window grants more %s credit than the bytes received", f.Stream, ch)
 		}
 		s.outRoom[ch] += int64(n)
-	case agentproto.TypeSignal, agentproto.TypeResize:
-		if s.kind != agentproto.TypeExec {
-			return clientErrorf("stream %d: %s frame on a file transfer", f.Stream, f.Type)
-		}
-		var err error
-		if f.Type == agentproto.TypeSignal {
-			err = agentproto.ParseJSON(f.Type, f.Payload, &agentproto.Signal{})
-		} else {
-			err = agentproto.ParseJSON(f.Type, f.Payload, &agentproto.Resize{})
-		}
-		if err != nil {
-			return clientErrorf("stream %d: %v", f.Stream, err)
-		}
-	case agentproto.TypeCancel:
-	default:
-		return clientErrorf("stream %d: %s frame from the host side", f.Stream, f.Type)
 	}
 	return nil
 }
 
 // open starts a session for a client's request frame.
 func (r *Router) open(c *client, f agentproto.Frame) error {
-	s := &session{c: c, cid: f.Stream, kind: f.Type, inCredit: agentproto.InitialWindow}
+	grammar, err := agentproto.OpenSession(f)
+	if err != nil {
+		return clientErrorf("%v", err)
+	}
+	s := &session{c: c, cid: f.Stream, grammar: grammar, inCredit: agentproto.InitialWindow}
 	for i := range s.outRoom {
 		s.outRoom[i] = agentproto.InitialWindow
-	}
-	var err error
-	switch f.Type {
-	case agentproto.TypeExec:
-		var m agentproto.Exec
-		err = agentproto.ParseJSON(f.Type, f.Payload, &m)
-		s.stdin, s.pty = m.Stdin, m.PTY != nil
-	case agentproto.TypeFilePut:
-		err = agentproto.ParseJSON(f.Type, f.Payload, &agentproto.FilePut{})
-		s.stdin = true
-	case agentproto.TypeFileGet:
-		err = agentproto.ParseJSON(f.Type, f.Payload, &agentproto.FileGet{})
-	case agentproto.TypeConfigure:
-		err = agentproto.ParseJSON(f.Type, f.Payload, &agentproto.Configure{})
-	}
-	if err != nil {
-		return clientErrorf("stream %d: %v", f.Stream, err)
 	}
 	r.mu.Lock()
 	if r.err != nil {
@@ -793,79 +734,30 @@ func (s *session) fromGuest(f agentproto.Frame) (fwd bool, payload []byte, err e
 	return err == nil, payload, err
 }
 
-// checkGuest checks the frame's type, channel and credit.
+// checkGuest checks the frame's place in the session
+// (agentproto.Session) and its credit.
 func (s *session) checkGuest(f agentproto.Frame) (fwd bool, err error) {
+	if _, err := s.grammar.Guest(f); err != nil {
+		return false, guestErrorf("%v", err)
+	}
 	switch f.Type {
 	case agentproto.TypeData:
-		ch, data, err := agentproto.ParseData(f.Payload)
-		if err != nil {
-			return false, guestErrorf("stream %d: %v", f.Stream, err)
-		}
-		if !s.sends(ch) {
-			return false, guestErrorf("stream %d: data on %s, which the %s session does not have", f.Stream, ch, s.kind)
-		}
-		if s.eof[ch] {
-			return false, guestErrorf("stream %d: data on %s after its eof", f.Stream, ch)
-		}
+		ch, data, _ := agentproto.ParseData(f.Payload) // checked by Guest
 		if int64(len(data)) > s.outRoom[ch] {
 			return false, guestErrorf("stream %d: %d bytes of %s beyond the %d bytes of credit the client granted: %v",
 				f.Stream, len(data), ch, s.outRoom[ch], agentproto.ErrWindow)
 		}
 		s.outRoom[ch] -= int64(len(data))
 		return len(data) > 0, nil
-	case agentproto.TypeEOF:
-		ch, err := agentproto.ParseEOF(f.Payload)
-		if err != nil {
-			return false, guestErrorf("stream %d: %v", f.Stream, err)
-		}
-		if !s.sends(ch) || s.eof[ch] {
-			return false, guestErrorf("stream %d: eof on %s, which the %s session does not have or has ended", f.Stream, ch, s.kind)
-		}
-		s.eof[ch] = true
-		return true, nil
 	case agentproto.TypeWindow:
-		ch, n, err := agentproto.ParseWindow(f.Payload)
-		if err != nil {
-			return false, guestErrorf("stream %d: %v", f.Stream, err)
-		}
-		if ch != agentproto.ChanStdin || !s.stdin {
-			return false, guestErrorf("stream %d: window on %s, where the host sends nothing", f.Stream, ch)
-		}
+		_, n, _ := agentproto.ParseWindow(f.Payload)
 		if s.inCredit+int64(n) > agentproto.InitialWindow {
 			return false, guestErrorf("stream %d: window grants more stdin credit than the bytes received", f.Stream)
 		}
 		s.inCredit += int64(n)
 		return n > 0, nil
-	case agentproto.TypeStarted:
-		if s.kind != agentproto.TypeExec {
-			return false, guestErrorf("stream %d: started frame on a file transfer", f.Stream)
-		}
-		if s.started {
-			return false, guestErrorf("stream %d: a second started frame", f.Stream)
-		}
-		s.started = true
-		return true, nil
-	case agentproto.TypeExit:
-		if s.kind != agentproto.TypeExec {
-			return false, guestErrorf("stream %d: exit frame on a file transfer", f.Stream)
-		}
-		return true, nil
-	case agentproto.TypeFileInfo:
-		if s.kind != agentproto.TypeFileGet {
-			return false, guestErrorf("stream %d: file-info frame on a %s session", f.Stream, s.kind)
-		}
-		if s.info {
-			return false, guestErrorf("stream %d: a second file-info frame", f.Stream)
-		}
-		s.info = true
-		return true, nil
-	case agentproto.TypeResult:
-		if s.kind == agentproto.TypeExec {
-			return false, guestErrorf("stream %d: result frame on an exec session", f.Stream)
-		}
-		return true, nil
 	}
-	return false, guestErrorf("stream %d: %s frame from the guest side", f.Stream, f.Type)
+	return true, nil
 }
 
 // guestControl decodes a guest control payload into v, a pointer to its

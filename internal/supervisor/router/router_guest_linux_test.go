@@ -87,6 +87,21 @@ func (g *fakeGuest) await(t *testing.T, typ agentproto.Type) agentproto.Frame {
 	}
 }
 
+// next returns the next frame the router sent the guest.
+func (g *fakeGuest) next(t *testing.T) agentproto.Frame {
+	t.Helper()
+	select {
+	case f, ok := <-g.frames:
+		if !ok {
+			t.Fatal("the router closed the guest connection")
+		}
+		return f
+	case <-time.After(10 * time.Second):
+		t.Fatal("no frame reached the guest")
+	}
+	panic("unreachable")
+}
+
 // flood writes frame n times, in large writes, until a write fails (the
 // router hung up).
 func (g *fakeGuest) flood(frame []byte, n int) (sent int) {
@@ -659,5 +674,70 @@ func TestGuestControlCutDown(t *testing.T) {
 				t.Errorf("started cut down to %+v", m)
 			}
 		}
+	}
+}
+
+// TestClientOutOfOrder: a client whose frames break the session's
+// grammar (agentproto.Session) is refused with the grammar's words, the
+// same the guest server uses, and disconnected; the frame never reaches
+// the guest, whose connection carries on.
+func TestClientOutOfOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		exec    agentproto.Exec
+		frame   func(c *rawClient)
+		refusal string
+		never   agentproto.Type // the type of the frame that breaks the order
+	}{
+		{"stdin nobody asked for", agentproto.Exec{},
+			func(c *rawClient) { c.WriteEOF(1, agentproto.ChanStdin) },
+			"stream 1: eof on stdin, where the session takes no data", agentproto.TypeEOF},
+		{"stdin after its eof", agentproto.Exec{Stdin: true},
+			func(c *rawClient) {
+				c.WriteEOF(1, agentproto.ChanStdin)
+				c.WriteData(1, agentproto.ChanStdin, []byte("x"))
+			},
+			"stream 1: data on stdin after its eof", agentproto.TypeData},
+		{"stderr window on a terminal", agentproto.Exec{PTY: &agentproto.PTY{}},
+			func(c *rawClient) { c.WriteWindow(1, agentproto.ChanStderr, 1) },
+			"stream 1: window on stderr, where the session sends nothing", agentproto.TypeWindow},
+		{"a frame only the guest sends", agentproto.Exec{},
+			func(c *rawClient) { c.WriteJSON(agentproto.TypeExit, 1, &agentproto.Exit{}) },
+			"stream 1: exit frame from the host side", agentproto.TypeExit},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, g := newGuestRouter(t, nil)
+			c := dialRouter(t, r)
+			req := tc.exec
+			req.Args = []string{"sleep", "1000"}
+			if err := c.WriteJSON(agentproto.TypeExec, 1, &req); err != nil {
+				t.Fatal(err)
+			}
+			exec := g.await(t, agentproto.TypeExec)
+			tc.frame(c)
+			var e agentproto.Error
+			if !c.readUntil(t, func(f agentproto.Frame) bool {
+				return f.Type == agentproto.TypeError && agentproto.ParseJSON(f.Type, f.Payload, &e) == nil
+			}) {
+				t.Fatal("the router hung up without saying why")
+			}
+			if e.Code != agentproto.CodeProtocol || e.Message != tc.refusal {
+				t.Errorf("refused with %+v; want %q", e, tc.refusal)
+			}
+			// The guest sees the session cancelled, and the frame that
+			// broke the order never.
+			for {
+				f := g.next(t)
+				if f.Type == tc.never {
+					t.Fatalf("the router passed the guest the %s frame that broke the order", f.Type)
+				}
+				if f.Type == agentproto.TypeCancel && f.Stream == exec.Stream {
+					break
+				}
+			}
+			if err := r.Err(); err != nil {
+				t.Errorf("the guest connection ended: %v", err)
+			}
+		})
 	}
 }
