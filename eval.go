@@ -6,8 +6,8 @@ import (
 
 	"github.com/sbx-dev/sbx/internal/fanout"
 	"github.com/sbx-dev/sbx/internal/pipeline"
-	"github.com/sbx-dev/sbx/internal/sandboxfs"
-	"github.com/sbx-dev/sbx/internal/sandboxnet"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxfs"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxnet"
 )
 
 // EvalRun is what one finished run of an eval did: its status, exit

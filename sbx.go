@@ -20,7 +20,7 @@ import (
 	"github.com/sbx-dev/sbx/internal/lockfiles"
 	"github.com/sbx-dev/sbx/internal/machine"
 	"github.com/sbx-dev/sbx/internal/pipeline"
-	"github.com/sbx-dev/sbx/internal/sandboxnet"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxnet"
 	"github.com/sbx-dev/sbx/lang"
 )
 

@@ -15,14 +15,14 @@ import (
 	"time"
 
 	"github.com/sbx-dev/sbx/bench/internal/vmbench"
-	"github.com/sbx-dev/sbx/internal/boot"
 	"github.com/sbx-dev/sbx/internal/build/image"
 	"github.com/sbx-dev/sbx/internal/egress/ca"
 	"github.com/sbx-dev/sbx/internal/guestconn"
 	"github.com/sbx-dev/sbx/internal/machine"
 	"github.com/sbx-dev/sbx/internal/machine/qemu"
 	"github.com/sbx-dev/sbx/internal/proto/agentproto"
-	"github.com/sbx-dev/sbx/internal/sandboxnet"
+	"github.com/sbx-dev/sbx/internal/sandbox"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxnet"
 	"github.com/sbx-dev/sbx/policy"
 )
 
@@ -228,7 +228,7 @@ func (b *bench) startSandbox(ctx context.Context, img *image.Result, host *qemu.
 	b.log.Printf("booting the guest on the sandbox network")
 	// The audit log is written as a supervisor writes it: it is part of
 	// what each connection costs.
-	sb, err := boot.Start(ctx, boot.Options{
+	sb, err := sandbox.Start(ctx, sandbox.Options{
 		Machine: machine.Options{Name: "netbench-sandbox", Image: img, Host: host, Dir: b.base, CPUs: 1, Memory: machineMemory},
 		Net:     sandboxnet.Options{Sandbox: "netbench", Policy: pol, AuditDir: audit, CA: auth},
 	})

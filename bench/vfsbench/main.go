@@ -17,15 +17,15 @@ import (
 	"time"
 
 	"github.com/sbx-dev/sbx/bench/internal/vmbench"
-	"github.com/sbx-dev/sbx/internal/boot"
 	"github.com/sbx-dev/sbx/internal/build/image"
 	"github.com/sbx-dev/sbx/internal/egress/ca"
 	"github.com/sbx-dev/sbx/internal/guestconn"
 	"github.com/sbx-dev/sbx/internal/machine"
 	"github.com/sbx-dev/sbx/internal/machine/qemu"
 	"github.com/sbx-dev/sbx/internal/proto/vfsproto"
-	"github.com/sbx-dev/sbx/internal/sandboxfs"
-	"github.com/sbx-dev/sbx/internal/sandboxnet"
+	"github.com/sbx-dev/sbx/internal/sandbox"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxfs"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxnet"
 	"github.com/sbx-dev/sbx/policy"
 )
 
@@ -128,7 +128,7 @@ type bench struct {
 
 	base string // short: the machine's directory and the host tree
 	tree string // the host tree both 9p servers export
-	sb   *boot.Sandbox
+	sb   *sandbox.Sandbox
 }
 
 // target is one file system the guest measures.
@@ -235,7 +235,7 @@ func (b *bench) measure(ctx context.Context, img *image.Result, res *results) er
 	// the host's owner (root here) and the guest measures as root.
 	mount := policy.Mount{Guest: sbxMount, Host: b.tree, Access: policy.ReadWrite,
 		Hide: []string{".env", "**/*.pem"}, Owner: "root"}
-	b.sb, err = boot.Start(startCtx, boot.Options{
+	b.sb, err = sandbox.Start(startCtx, sandbox.Options{
 		Machine: machine.Options{Name: "vfsbench", Image: img, Host: &host, Dir: b.base, CPUs: 1, Memory: machineMemory, VirtFS: b.tree},
 		Net:     sandboxnet.Options{Sandbox: "vfsbench", CA: auth},
 		Mounts:  []sandboxfs.Mount{{Policy: mount, HostDir: b.tree}},

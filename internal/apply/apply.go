@@ -14,7 +14,7 @@ import (
 	"github.com/sbx-dev/sbx/addrs"
 	"github.com/sbx-dev/sbx/internal/build/image"
 	"github.com/sbx-dev/sbx/internal/plan"
-	"github.com/sbx-dev/sbx/internal/sandboxnet"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxnet"
 	"github.com/sbx-dev/sbx/internal/state"
 	"github.com/sbx-dev/sbx/internal/supervisor"
 	"github.com/sbx-dev/sbx/lang"

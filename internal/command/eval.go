@@ -16,8 +16,8 @@ import (
 	"github.com/sbx-dev/sbx/internal/machine"
 	"github.com/sbx-dev/sbx/internal/machine/qemu"
 	"github.com/sbx-dev/sbx/internal/pipeline"
-	"github.com/sbx-dev/sbx/internal/sandboxfs"
-	"github.com/sbx-dev/sbx/internal/sandboxnet"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxfs"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxnet"
 )
 
 const evalUsage = `

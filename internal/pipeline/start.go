@@ -9,11 +9,11 @@ import (
 	"slices"
 	"time"
 
-	"github.com/sbx-dev/sbx/internal/boot"
 	"github.com/sbx-dev/sbx/internal/build/image"
 	"github.com/sbx-dev/sbx/internal/machine"
-	"github.com/sbx-dev/sbx/internal/sandboxfs"
-	"github.com/sbx-dev/sbx/internal/sandboxnet"
+	"github.com/sbx-dev/sbx/internal/sandbox"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxfs"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxnet"
 	"github.com/sbx-dev/sbx/lang"
 )
 
@@ -65,7 +65,7 @@ func Start(ctx context.Context, cfg *lang.Config, sb *lang.Sandbox, img *image.R
 	if err := replaceMountDirs(mounts, opts.MountDirs); err != nil {
 		return nil, err
 	}
-	s, err := boot.Start(ctx, boot.Options{
+	s, err := sandbox.Start(ctx, sandbox.Options{
 		Machine: machine.Options{
 			Name:        sb.Name,
 			Image:       img,

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/sbx-dev/sbx/internal/atomicfile"
-	"github.com/sbx-dev/sbx/internal/boot"
 	"github.com/sbx-dev/sbx/internal/guestconn"
+	"github.com/sbx-dev/sbx/internal/sandbox"
 	"github.com/sbx-dev/sbx/internal/supervisor/router"
 	"github.com/sbx-dev/sbx/policy"
 )
@@ -129,7 +129,7 @@ func readLine(br *bufio.Reader, max int) ([]byte, error) {
 // network takes the new policy, the guest is configured again when the
 // environment of its commands changes, and the spec file records the
 // policy now enforced.
-func reload(ctx context.Context, dir string, r *router.Router, sb *boot.Sandbox, req reloadRequest, log *slog.Logger) error {
+func reload(ctx context.Context, dir string, r *router.Router, sb *sandbox.Sandbox, req reloadRequest, log *slog.Logger) error {
 	again, err := sb.Net.Update(req.Policy, req.Secrets)
 	if err != nil {
 		return err
@@ -156,7 +156,7 @@ func reload(ctx context.Context, dir string, r *router.Router, sb *boot.Sandbox,
 
 // configure tells the guest the sandbox's configuration again, through a
 // client of the router's that may configure.
-func configure(ctx context.Context, r *router.Router, sb *boot.Sandbox) error {
+func configure(ctx context.Context, r *router.Router, sb *sandbox.Sandbox) error {
 	host, sup, err := connPair()
 	if err != nil {
 		return err

@@ -16,7 +16,7 @@ import (
 
 	"github.com/sbx-dev/sbx/internal/atomicfile"
 	"github.com/sbx-dev/sbx/internal/build/image"
-	"github.com/sbx-dev/sbx/internal/sandboxfs"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxfs"
 	"github.com/sbx-dev/sbx/lang"
 )
 

@@ -17,13 +17,13 @@ import (
 	"time"
 
 	"github.com/sbx-dev/sbx/internal/atomicfile"
-	"github.com/sbx-dev/sbx/internal/boot"
 	"github.com/sbx-dev/sbx/internal/build/image"
 	"github.com/sbx-dev/sbx/internal/guestconn"
 	"github.com/sbx-dev/sbx/internal/machine"
 	"github.com/sbx-dev/sbx/internal/machine/qemu"
-	"github.com/sbx-dev/sbx/internal/sandboxfs"
-	"github.com/sbx-dev/sbx/internal/sandboxnet"
+	"github.com/sbx-dev/sbx/internal/sandbox"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxfs"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxnet"
 	"github.com/sbx-dev/sbx/internal/supervisor/router"
 	"github.com/sbx-dev/sbx/policy"
 )
@@ -171,7 +171,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 		}
 	}()
 
-	sb, err := boot.Start(ctx, boot.Options{
+	sb, err := sandbox.Start(ctx, sandbox.Options{
 		Machine: machine.Options{
 			Name:        opts.Spec.Name,
 			Image:       opts.Spec.Image,

@@ -1,4 +1,4 @@
-package boot_test
+package sandbox_test
 
 import (
 	"bytes"
@@ -9,13 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbx-dev/sbx/internal/boot"
 	"github.com/sbx-dev/sbx/internal/egress/ca"
 	"github.com/sbx-dev/sbx/internal/guestconn"
 	"github.com/sbx-dev/sbx/internal/machine"
 	"github.com/sbx-dev/sbx/internal/machine/machinetest"
-	"github.com/sbx-dev/sbx/internal/sandboxfs"
-	"github.com/sbx-dev/sbx/internal/sandboxnet"
+	"github.com/sbx-dev/sbx/internal/sandbox"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxfs"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxnet"
 	"github.com/sbx-dev/sbx/policy"
 )
 
@@ -61,7 +61,7 @@ func TestWorkspaceMount(t *testing.T) {
 	defer os.RemoveAll(mdir)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	sb, err := boot.Start(ctx, boot.Options{
+	sb, err := sandbox.Start(ctx, sandbox.Options{
 		Machine: machine.Options{Name: "fs", Image: img, Memory: 512 << 20, Dir: mdir},
 		Net:     sandboxnet.Options{Sandbox: "fs", CA: auth},
 		Mounts:  []sandboxfs.Mount{{Policy: mount, HostDir: host, UID: machinetest.UID, GID: machinetest.UID}},

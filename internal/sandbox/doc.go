@@ -3,4 +3,4 @@
 // its workspace mounts' file servers (package sandboxfs), and the guest
 // told about both before anything runs there. The supervisor and
 // pipeline.Start (sbx run, the Go API) both start sandboxes through it.
-package boot
+package sandbox

@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbx-dev/sbx/internal/boot"
 	"github.com/sbx-dev/sbx/internal/build/image"
 	"github.com/sbx-dev/sbx/internal/egress/ca"
 	"github.com/sbx-dev/sbx/internal/guestconn"
 	"github.com/sbx-dev/sbx/internal/machine"
-	"github.com/sbx-dev/sbx/internal/sandboxnet"
+	"github.com/sbx-dev/sbx/internal/sandbox"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxnet"
 	"github.com/sbx-dev/sbx/policy"
 )
 
@@ -61,7 +61,7 @@ func bootVM(t *testing.T, img *image.Result, name string, timeout time.Duration,
 	t.Cleanup(func() { os.RemoveAll(mdir) })
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	t.Cleanup(cancel)
-	sb, err := boot.Start(ctx, boot.Options{
+	sb, err := sandbox.Start(ctx, sandbox.Options{
 		Machine: machine.Options{Name: name, Image: img, Memory: 512 << 20, Dir: mdir},
 		Net:     sandboxnet.Options{Sandbox: name, Policy: pol, Secrets: secrets, AuditDir: auditDir, CA: auth},
 	})

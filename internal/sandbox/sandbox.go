@@ -1,4 +1,4 @@
-package boot
+package sandbox
 
 import (
 	"context"
@@ -7,8 +7,8 @@ import (
 
 	"github.com/sbx-dev/sbx/internal/machine"
 	"github.com/sbx-dev/sbx/internal/proto/agentproto"
-	"github.com/sbx-dev/sbx/internal/sandboxfs"
-	"github.com/sbx-dev/sbx/internal/sandboxnet"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxfs"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxnet"
 )
 
 // Options configure Start.
