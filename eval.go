@@ -6,7 +6,6 @@ import (
 
 	"github.com/sbx-dev/sbx/internal/fanout"
 	"github.com/sbx-dev/sbx/internal/pipeline"
-	"github.com/sbx-dev/sbx/internal/sandbox/sandboxfs"
 	"github.com/sbx-dev/sbx/internal/sandbox/sandboxnet"
 )
 
@@ -109,7 +108,7 @@ func Eval(ctx context.Context, cfg *Config, name string, opts EvalOptions) (*Eva
 	if err := sandboxnet.CheckEnv(sb.Policy, opts.Cmd.Env); err != nil {
 		return nil, err
 	}
-	mounts, err := sandboxfs.Resolve(cfg.Lang, sb)
+	mounts, err := pipeline.Mounts(cfg.Lang, sb)
 	if err != nil {
 		return nil, err
 	}
@@ -124,11 +123,11 @@ func Eval(ctx context.Context, cfg *Config, name string, opts EvalOptions) (*Eva
 	fo.Start = func(ctx context.Context, _ int, dirs map[string]string, auditDir string) (fanout.Sandbox, error) {
 		so := opts.Start
 		so.MountDirs, so.AuditDir = dirs, auditDir
-		m, err := pipeline.Start(ctx, cfg.Lang, sb, img, so)
+		s, err := pipeline.Start(ctx, cfg.Lang, sb, img, so)
 		if err != nil {
 			return nil, err
 		}
-		return &Sandbox{Name: sb.Name, spec: sb, env: env, m: m}, nil
+		return &Sandbox{Name: sb.Name, spec: sb, env: env, m: s.Machine(), sb: s}, nil
 	}
 	return fanout.Execute(ctx, fo)
 }

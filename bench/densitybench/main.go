@@ -25,6 +25,7 @@ import (
 	"github.com/sbx-dev/sbx/internal/machine"
 	"github.com/sbx-dev/sbx/internal/machine/machinetest"
 	"github.com/sbx-dev/sbx/internal/machine/qemu"
+	"github.com/sbx-dev/sbx/internal/pipeline"
 	"github.com/sbx-dev/sbx/internal/supervisor"
 	"github.com/sbx-dev/sbx/lang"
 )
@@ -324,7 +325,7 @@ func (b *bench) sample(ctx context.Context, v variant, round int) (s sample, err
 	b.logf("round %d: booting the %s machine (%d MiB)", round, what, b.memory>>20)
 	m, err := machine.Start(ctx, machine.Options{
 		Name: "density", Image: b.img, Memory: b.memory, Host: &b.host,
-		Dir: b.base, BootTimeout: bootLimit, Legacy: v.legacy, TCGBufferMiB: v.buffer,
+		Dir: b.base, BootTimeout: bootLimit, Bench: machine.Bench{Legacy: v.legacy, TCGBufferMiB: v.buffer},
 	})
 	if err != nil {
 		return s, fmt.Errorf("%s machine: %w", what, err)
@@ -564,7 +565,7 @@ func (b *bench) spawn(ctx context.Context, name string) (*sandbox, error) {
 	b.mu.Lock()
 	b.sups = append(b.sups, s)
 	b.mu.Unlock()
-	spec, err := supervisor.SandboxSpec(b.cfg, b.sb, b.img)
+	spec, err := pipeline.SandboxSpec(b.cfg, b.sb, b.img)
 	if err != nil {
 		return nil, err
 	}

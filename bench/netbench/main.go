@@ -110,8 +110,8 @@ type bench struct {
 type netPath struct {
 	name string
 	m    *machine.Machine
-	n    *sandboxnet.Net // the sandbox network; nil for the user-mode one
-	url  string          // the server's root as the guest names it
+	sb   *sandbox.Sandbox // the sandbox m is the machine of; nil for the user-mode network's
+	url  string           // the server's root as the guest names it
 	res  *pathResult
 }
 
@@ -228,15 +228,13 @@ func (b *bench) startSandbox(ctx context.Context, img *image.Result, host *qemu.
 	b.log.Printf("booting the guest on the sandbox network")
 	// The audit log is written as a supervisor writes it: it is part of
 	// what each connection costs.
-	sb, err := sandbox.Start(ctx, sandbox.Options{
-		Machine: machine.Options{Name: "netbench-sandbox", Image: img, Host: host, Dir: b.base, CPUs: 1, Memory: machineMemory},
-		Net:     sandboxnet.Options{Sandbox: "netbench", Policy: pol, AuditDir: audit, CA: auth},
-	})
+	sb, err := sandbox.Start(ctx,
+		sandbox.Spec{Name: "netbench-sandbox", Image: img, CPUs: 1, Memory: machineMemory, Policy: pol},
+		sandbox.Options{Host: host, Dir: b.base, AuditDir: audit, CA: auth})
 	if err != nil {
 		return nil, err
 	}
-	m, n := sb.Machine, sb.Net
-	p := &netPath{name: "sandbox network", m: m, n: n, url: "http://" + benchHost, res: &pathResult{name: "sandbox network"}}
+	p := &netPath{name: "sandbox network", m: sb.Machine(), sb: sb, url: "http://" + benchHost, res: &pathResult{name: "sandbox network"}}
 	b.paths = append(b.paths, p)
 	return p, nil
 }
@@ -247,7 +245,7 @@ func (b *bench) startBaseline(ctx context.Context, img *image.Result, host *qemu
 	ctx, cancel := context.WithTimeout(ctx, startLimit)
 	defer cancel()
 	b.log.Printf("booting the guest on QEMU's user-mode network")
-	m, err := machine.Start(ctx, machine.Options{Name: "netbench-user", Image: img, Host: host, Dir: b.base, CPUs: 1, Memory: machineMemory, UserNetwork: true})
+	m, err := machine.Start(ctx, machine.Options{Name: "netbench-user", Image: img, Host: host, Dir: b.base, CPUs: 1, Memory: machineMemory, Bench: machine.Bench{UserNetwork: true}})
 	if err != nil {
 		return nil, err
 	}
@@ -316,15 +314,14 @@ func (b *bench) cleanup() error {
 	var errs []error
 	for _, p := range b.paths {
 		ctx, cancel := context.WithTimeout(context.Background(), stopLimit)
-		if err := p.m.Stop(ctx); err != nil {
+		stop := p.m.Stop
+		if p.sb != nil {
+			stop = p.sb.Stop
+		}
+		if err := stop(ctx); err != nil {
 			errs = append(errs, err)
 		}
 		cancel()
-		if p.n != nil {
-			if err := p.n.Close(); err != nil {
-				errs = append(errs, err)
-			}
-		}
 	}
 	if b.srv != nil {
 		if err := b.srv.close(); err != nil {

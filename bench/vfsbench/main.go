@@ -25,7 +25,6 @@ import (
 	"github.com/sbx-dev/sbx/internal/proto/vfsproto"
 	"github.com/sbx-dev/sbx/internal/sandbox"
 	"github.com/sbx-dev/sbx/internal/sandbox/sandboxfs"
-	"github.com/sbx-dev/sbx/internal/sandbox/sandboxnet"
 	"github.com/sbx-dev/sbx/policy"
 )
 
@@ -235,11 +234,11 @@ func (b *bench) measure(ctx context.Context, img *image.Result, res *results) er
 	// the host's owner (root here) and the guest measures as root.
 	mount := policy.Mount{Guest: sbxMount, Host: b.tree, Access: policy.ReadWrite,
 		Hide: []string{".env", "**/*.pem"}, Owner: "root"}
-	b.sb, err = sandbox.Start(startCtx, sandbox.Options{
-		Machine: machine.Options{Name: "vfsbench", Image: img, Host: &host, Dir: b.base, CPUs: 1, Memory: machineMemory, VirtFS: b.tree},
-		Net:     sandboxnet.Options{Sandbox: "vfsbench", CA: auth},
-		Mounts:  []sandboxfs.Mount{{Policy: mount, HostDir: b.tree}},
-	})
+	b.sb, err = sandbox.Start(startCtx,
+		sandbox.Spec{Name: "vfsbench", Image: img, CPUs: 1, Memory: machineMemory,
+			Policy: policy.Sandbox{Mounts: []policy.Mount{mount}},
+			Mounts: []sandboxfs.Mount{{Policy: mount, HostDir: b.tree}}},
+		sandbox.Options{Host: &host, Dir: b.base, CA: auth, Bench: machine.Bench{VirtFS: b.tree}})
 	cancel()
 	if err != nil {
 		return err
@@ -380,7 +379,7 @@ func (b *bench) timed(ctx context.Context, limit time.Duration, cmd, check strin
 // its standard output; a failure is an error quoting its output.
 func (b *bench) sh(ctx context.Context, limit time.Duration, script string, args ...string) (string, error) {
 	argv := append([]string{"sh", "-c", script, "vfsbench"}, args...)
-	out, _, err := vmbench.Exec(ctx, b.sb.Machine, limit, guestconn.Cmd{Args: argv, User: "root"})
+	out, _, err := vmbench.Exec(ctx, b.sb.Machine(), limit, guestconn.Cmd{Args: argv, User: "root"})
 	return out, err
 }
 
@@ -390,9 +389,8 @@ func (b *bench) cleanup() error {
 	var errs []error
 	if b.sb != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), stopLimit)
-		errs = append(errs, b.sb.Machine.Stop(ctx))
+		errs = append(errs, b.sb.Stop(ctx))
 		cancel()
-		errs = append(errs, b.sb.Close())
 		b.sb = nil
 	}
 	if b.base != "" {

@@ -16,7 +16,6 @@ import (
 	"github.com/sbx-dev/sbx/internal/machine"
 	"github.com/sbx-dev/sbx/internal/machine/qemu"
 	"github.com/sbx-dev/sbx/internal/pipeline"
-	"github.com/sbx-dev/sbx/internal/sandbox/sandboxfs"
 	"github.com/sbx-dev/sbx/internal/sandbox/sandboxnet"
 )
 
@@ -138,7 +137,7 @@ func runEval(ctx context.Context, env *Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "sbx eval: %s\n", quoteErr(err))
 		return ExitError
 	}
-	mounts, err := sandboxfs.Resolve(cfg, sb)
+	mounts, err := pipeline.Mounts(cfg, sb)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "sbx eval: %s: %s\n", sb.Addr(), quoteErr(err))
 		return ExitError
@@ -170,12 +169,13 @@ func runEval(ctx context.Context, env *Env, args []string) int {
 
 	var noted sync.Once
 	opts.Start = func(ctx context.Context, run int, dirs map[string]string, auditDir string) (fanout.Sandbox, error) {
-		m, err := pipeline.Start(ctx, cfg, sb, img, pipeline.StartOptions{
+		s, err := pipeline.Start(ctx, cfg, sb, img, pipeline.StartOptions{
 			BootTimeout: a.bootTimeout, Environ: env.Environ, AuditDir: auditDir, MountDirs: dirs,
 		})
 		if err != nil {
 			return nil, err
 		}
+		m := s.Machine()
 		if m.Accel() == qemu.AccelTCG {
 			noted.Do(func() {
 				note := m.Host().Note
@@ -185,7 +185,7 @@ func runEval(ctx context.Context, env *Env, args []string) int {
 				fmt.Fprintf(env.Stderr, "sbx eval: note: %s (commands run slower).\n", note)
 			})
 		}
-		return m, nil
+		return s, nil
 	}
 	opts.OnRun = func(r fanout.Run) {
 		fmt.Fprintf(env.Stderr, "sbx eval: run %d: %s\n", r.Run, runSummary(r))

@@ -129,7 +129,7 @@ func runRun(ctx context.Context, env *Env, args []string) int {
 		return failedOrInterrupted(ctx, env, "no VM was started")
 	}
 
-	m, err := pipeline.Start(ctx, cfg, sb, img, pipeline.StartOptions{BootTimeout: a.bootTimeout, Environ: env.Environ})
+	s, err := pipeline.Start(ctx, cfg, sb, img, pipeline.StartOptions{BootTimeout: a.bootTimeout, Environ: env.Environ})
 	if err != nil {
 		if ctx.Err() != nil {
 			return interrupted(env, fmt.Sprintf("%s was stopped while it was booting", sb.Addr()))
@@ -139,8 +139,9 @@ func runRun(ctx context.Context, env *Env, args []string) int {
 	}
 	// The VM is stopped whatever happens, also after an interrupt: Stop
 	// must not inherit the cancelled context.
+	m := s.Machine()
 	defer func() {
-		if err := m.Stop(context.WithoutCancel(ctx)); err != nil {
+		if err := s.Stop(context.WithoutCancel(ctx)); err != nil {
 			fmt.Fprintf(env.Stderr, "sbx run: %s\n", quoteErr(err))
 		}
 	}()

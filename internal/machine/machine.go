@@ -98,10 +98,27 @@ type Options struct {
 	// of the machine's own, which reads and drops every frame so that
 	// the guest has a device and no network.
 	Network Network
+	// Bench holds knobs for benchmarks only; sandboxes leave it zero.
+	Bench Bench
+	// Ports are further virtio-serial ports, by the name the guest finds
+	// them under (bootproto.PortsDir), each served on the host by its
+	// Port from the start of the boot until the machine stops: a
+	// workspace mount's file server, for one. Names are "sbx." and
+	// lower-case letters, digits, dots and dashes, and not the agent's
+	// own ports.
+	Ports map[string]Port
+}
+
+// Bench are a machine's settings for comparisons: each one gives up
+// something a sandbox needs (its policy, its memory returned to the
+// host), so that a benchmark can measure what that costs. Only bench/
+// and this package's tests set them (docs/architecture.md, "sandbox");
+// internal/sandbox passes them through from its own Options.Bench.
+type Bench struct {
 	// UserNetwork gives the network device QEMU's own user-mode network
 	// instead of Network, for comparisons only: it gives the guest the
 	// host's network with no policy; sandboxes never use it. Setting
-	// both is an error.
+	// both it and Options.Network is an error.
 	UserNetwork bool
 	// VirtFS, when set, is a host directory QEMU exports with its own 9p
 	// server ("-virtfs local", tag qemu.VirtFSTag), for comparisons only:
@@ -120,13 +137,6 @@ type Options struct {
 	// under TCG; zero means qemu.TCGBufferMiB, which sandboxes use.
 	// Benchmarks set it to measure what the size costs.
 	TCGBufferMiB int
-	// Ports are further virtio-serial ports, by the name the guest finds
-	// them under (bootproto.PortsDir), each served on the host by its
-	// Port from the start of the boot until the machine stops: a
-	// workspace mount's file server, for one. Names are "sbx." and
-	// lower-case letters, digits, dots and dashes, and not the agent's
-	// own ports.
-	Ports map[string]Port
 }
 
 // Port serves one of a machine's extra virtio-serial ports. Serve is given
@@ -195,7 +205,7 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 		name = opts.Image.Image
 	}
 	where := fmt.Sprintf("sandbox %s", name)
-	if opts.UserNetwork && opts.Network != nil {
+	if opts.Bench.UserNetwork && opts.Network != nil {
 		return nil, fmt.Errorf("%s: a Network and the user-mode network both asked for", where)
 	}
 	if len(opts.Ports) > maxPorts {
@@ -257,12 +267,12 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 			m.kill()
 		}
 	}()
-	if m.network == nil && !opts.UserNetwork {
+	if m.network == nil && !opts.Bench.UserNetwork {
 		m.network = new(Sink)
 	}
 	// QEMU connects the guest's network device to this socket as it
 	// starts, so it must be listening first.
-	if !opts.UserNetwork {
+	if !opts.Bench.UserNetwork {
 		m.net, err = listenNet(filepath.Join(dir, NetSocket), m.network)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", where, err)
@@ -312,10 +322,10 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 		QMPSocket:     filepath.Join(dir, QMPSocket),
 		AgentSocket:   filepath.Join(dir, AgentSocket),
 		Ports:         portSockets(dir, opts.Ports),
-		UserNetwork:   opts.UserNetwork,
-		VirtFS:        opts.VirtFS,
-		Legacy:        opts.Legacy,
-		TCGBufferMiB:  opts.TCGBufferMiB,
+		UserNetwork:   opts.Bench.UserNetwork,
+		VirtFS:        opts.Bench.VirtFS,
+		Legacy:        opts.Bench.Legacy,
+		TCGBufferMiB:  opts.Bench.TCGBufferMiB,
 		QEMULog:       filepath.Join(dir, QEMULogFile),
 	}
 	if m.net != nil {

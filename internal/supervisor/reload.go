@@ -18,6 +18,7 @@ import (
 
 	"github.com/sbx-dev/sbx/internal/atomicfile"
 	"github.com/sbx-dev/sbx/internal/guestconn"
+	"github.com/sbx-dev/sbx/internal/proto/agentproto"
 	"github.com/sbx-dev/sbx/internal/sandbox"
 	"github.com/sbx-dev/sbx/internal/supervisor/router"
 	"github.com/sbx-dev/sbx/policy"
@@ -126,18 +127,12 @@ func readLine(br *bufio.Reader, max int) ([]byte, error) {
 }
 
 // reload applies a reload request in the supervisor of dir: the sandbox
-// network takes the new policy, the guest is configured again when the
-// environment of its commands changes, and the spec file records the
-// policy now enforced.
-func reload(ctx context.Context, dir string, r *router.Router, sb *sandbox.Sandbox, req reloadRequest, log *slog.Logger) error {
-	again, err := sb.Net.Update(req.Policy, req.Secrets)
-	if err != nil {
+// takes the new policy (sandbox.Sandbox.Update, which configures the
+// guest again through the router when the environment of its commands
+// changes), and the spec file records the policy now enforced.
+func reload(ctx context.Context, dir string, sb *sandbox.Sandbox, req reloadRequest, log *slog.Logger) error {
+	if err := sb.Update(ctx, req.Policy, req.Secrets); err != nil {
 		return err
-	}
-	if again {
-		if err := configure(ctx, r, sb); err != nil {
-			return fmt.Errorf("the new policy is enforced, but the guest's environment could not be updated: %w", err)
-		}
 	}
 	spec, err := ReadSpec(dir)
 	if err == nil {
@@ -150,25 +145,25 @@ func reload(ctx context.Context, dir string, r *router.Router, sb *sandbox.Sandb
 	if err != nil {
 		log.Warn("the reloaded policy is enforced but not recorded in the spec file", "error", err)
 	}
-	log.Info("policy reloaded", "reconfigured", again)
+	log.Info("policy reloaded")
 	return nil
 }
 
-// configure tells the guest the sandbox's configuration again, through a
-// client of the router's that may configure.
-func configure(ctx context.Context, r *router.Router, sb *sandbox.Sandbox) error {
+// configure tells the guest c through a client of the router's that may
+// configure.
+func configure(ctx context.Context, r *router.Router, c agentproto.Configure) error {
 	host, sup, err := connPair()
 	if err != nil {
 		return err
 	}
 	go r.ServeConfigurer(sup)
-	c, err := guestconn.DialContext(ctx, host)
+	gc, err := guestconn.DialContext(ctx, host)
 	if err != nil {
 		host.Close()
 		return err
 	}
-	defer c.Close()
-	return c.Configure(ctx, sb.Configure())
+	defer gc.Close()
+	return gc.Configure(ctx, c)
 }
 
 // secretsFDEnv names the variable that tells a supervisor process which
