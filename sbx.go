@@ -184,7 +184,7 @@ func Start(ctx context.Context, cfg *Config, name string, opts StartOptions) (*S
 // cmd applies the sandbox's defaults to c: its user when c names none,
 // and its environment under c's.
 func (s *Sandbox) cmd(c Cmd) (Cmd, error) {
-	if err := sandboxnet.CheckEnv(s.spec.Policy, c.Env); err != nil {
+	if err := sandboxnet.CheckEnv(s.policy(), c.Env); err != nil {
 		return c, err
 	}
 	if c.User == "" {
