@@ -6,6 +6,7 @@ import (
 
 	"github.com/sbx-dev/sbx/internal/fanout"
 	"github.com/sbx-dev/sbx/internal/pipeline"
+	"github.com/sbx-dev/sbx/internal/sandbox"
 	"github.com/sbx-dev/sbx/internal/sandbox/sandboxnet"
 )
 
@@ -108,26 +109,16 @@ func Eval(ctx context.Context, cfg *Config, name string, opts EvalOptions) (*Eva
 	if err := sandboxnet.CheckEnv(sb.Policy, opts.Cmd.Env); err != nil {
 		return nil, err
 	}
-	mounts, err := pipeline.Mounts(cfg.Lang, sb)
-	if err != nil {
+	if fo.Mounts, err = pipeline.EvalMounts(cfg.Lang, sb); err != nil {
 		return nil, err
-	}
-	for _, m := range mounts {
-		fo.Mounts = append(fo.Mounts, fanout.Mount{Policy: m.Policy, HostDir: m.HostDir})
 	}
 	img, err := cfg.Build(ctx, sb.Image)
 	if err != nil {
 		return nil, err
 	}
 	env := cfg.Lang.CommandEnv(sb)
-	fo.Start = func(ctx context.Context, _ int, dirs map[string]string, auditDir string) (fanout.Sandbox, error) {
-		so := opts.Start
-		so.MountDirs, so.AuditDir = dirs, auditDir
-		s, err := pipeline.Start(ctx, cfg.Lang, sb, img, so)
-		if err != nil {
-			return nil, err
-		}
-		return &Sandbox{Name: sb.Name, spec: sb, env: env, m: s.Machine(), sb: s}, nil
-	}
+	fo.Start = pipeline.EvalStart(cfg.Lang, sb, img, opts.Start, func(_ int, s *sandbox.Sandbox) fanout.Sandbox {
+		return &Sandbox{Name: sb.Name, spec: sb, env: env, m: s.Machine(), sb: s}
+	})
 	return fanout.Execute(ctx, fo)
 }
