@@ -14,11 +14,11 @@ import (
 	"time"
 
 	"github.com/sbx-dev/sbx/internal/build/image"
-	"github.com/sbx-dev/sbx/internal/build/qcow2"
 	"github.com/sbx-dev/sbx/internal/guestconn"
 	"github.com/sbx-dev/sbx/internal/machine/consolelog"
 	"github.com/sbx-dev/sbx/internal/machine/qemu"
 	"github.com/sbx-dev/sbx/internal/proto/bootproto"
+	"github.com/sbx-dev/sbx/internal/qcow2"
 	"github.com/sbx-dev/sbx/platform"
 )
 
