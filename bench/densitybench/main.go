@@ -26,6 +26,7 @@ import (
 	"github.com/sbx-dev/sbx/internal/machine/machinetest"
 	"github.com/sbx-dev/sbx/internal/machine/qemu"
 	"github.com/sbx-dev/sbx/internal/pipeline"
+	startsandbox "github.com/sbx-dev/sbx/internal/sandbox"
 	"github.com/sbx-dev/sbx/internal/supervisor"
 	"github.com/sbx-dev/sbx/lang"
 )
@@ -323,8 +324,12 @@ func gofmtSources(ctx context.Context) ([]string, error) {
 func (b *bench) sample(ctx context.Context, v variant, round int) (s sample, err error) {
 	what := v.name
 	b.logf("round %d: booting the %s machine (%d MiB)", round, what, b.memory>>20)
+	boot, err := startsandbox.BootFiles(b.img)
+	if err != nil {
+		return s, err
+	}
 	m, err := machine.Start(ctx, machine.Options{
-		Name: "density", Image: b.img, Memory: b.memory, Host: &b.host,
+		Name: "density", Boot: boot, Memory: b.memory, Host: &b.host,
 		Dir: b.base, BootTimeout: bootLimit, Bench: machine.Bench{Legacy: v.legacy, TCGBufferMiB: v.buffer},
 	})
 	if err != nil {

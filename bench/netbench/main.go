@@ -245,7 +245,11 @@ func (b *bench) startBaseline(ctx context.Context, img *image.Result, host *qemu
 	ctx, cancel := context.WithTimeout(ctx, startLimit)
 	defer cancel()
 	b.log.Printf("booting the guest on QEMU's user-mode network")
-	m, err := machine.Start(ctx, machine.Options{Name: "netbench-user", Image: img, Host: host, Dir: b.base, CPUs: 1, Memory: machineMemory, Bench: machine.Bench{UserNetwork: true}})
+	boot, err := sandbox.BootFiles(img)
+	if err != nil {
+		return nil, err
+	}
+	m, err := machine.Start(ctx, machine.Options{Name: "netbench-user", Boot: boot, Host: host, Dir: b.base, CPUs: 1, Memory: machineMemory, Bench: machine.Bench{UserNetwork: true}})
 	if err != nil {
 		return nil, err
 	}

@@ -11,5 +11,5 @@
 //
 // The entry points are Reader and Writer, and ReaderAt and WriterAt for
 // the random-access reads and writes of disk images (builders/ext4,
-// builders/qcow2).
+// internal/qcow2).
 package ctxio

@@ -9,11 +9,11 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/sbx-dev/sbx/internal/build/image"
 	"github.com/sbx-dev/sbx/internal/guestconn"
 	"github.com/sbx-dev/sbx/internal/machine/consolelog"
 	"github.com/sbx-dev/sbx/internal/machine/qemu"
@@ -57,8 +57,9 @@ type Options struct {
 	// Name names the machine (the sandbox's name): QEMU's process title,
 	// the guest's host name when Hostname is empty, and messages.
 	Name string
-	// Image is the built image to boot: its kernel, initramfs and disk.
-	Image *image.Result
+	// Boot is what to boot: the kernel, initramfs and root disk, the
+	// platform and kernel parameters they need.
+	Boot BootFiles
 	// CPUs and Memory size the machine; zero means DefaultCPUs and
 	// DefaultMemory. Memory is rounded up to a whole MiB.
 	CPUs   int
@@ -139,6 +140,27 @@ type Bench struct {
 	TCGBufferMiB int
 }
 
+// BootFiles are what a machine boots, as plain files on the host: the
+// machine knows nothing of how they were built (package sandbox makes
+// them from a built image).
+type BootFiles struct {
+	// Name names what is booted (the image's name): the machine's name
+	// when Options.Name is empty, and messages.
+	Name string
+	// Kernel and Initrd are the kernel and initramfs files.
+	Kernel string
+	Initrd string
+	// Disk is the root disk, a qcow2 image: the backing file of the
+	// machine's own copy-on-write overlay, never written.
+	Disk string
+	// Platform is the guest's platform (its architecture picks QEMU's
+	// system emulator).
+	Platform platform.Platform
+	// Cmdline holds the kernel parameters the files need (the image's
+	// root= and console=); the machine adds its own after them.
+	Cmdline []string
+}
+
 // Port serves one of a machine's extra virtio-serial ports. Serve is given
 // the host's end of the port once QEMU listens on it; what it writes the
 // guest reads from the port's device, and the other way round. It must
@@ -192,17 +214,18 @@ type Machine struct {
 	portsGroup sync.WaitGroup
 }
 
-// Start boots a machine from opts.Image and returns it once the guest
+// Start boots a machine from opts.Boot and returns it once the guest
 // agent answers on its port. ctx bounds the start only; the machine runs
 // until Stop. On any failure nothing is left running or on disk.
 func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 	begin := time.Now()
-	if opts.Image == nil {
-		return nil, errors.New("machine: no image to boot")
+	boot := opts.Boot
+	if boot.Kernel == "" || boot.Initrd == "" || boot.Disk == "" {
+		return nil, errors.New("machine: no kernel, initramfs or disk to boot")
 	}
 	name := opts.Name
 	if name == "" {
-		name = opts.Image.Image
+		name = boot.Name
 	}
 	where := fmt.Sprintf("sandbox %s", name)
 	if opts.Bench.UserNetwork && opts.Network != nil {
@@ -216,18 +239,9 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
 	}
-	for _, out := range []string{image.OutputKernel, image.OutputInitramfs, image.OutputDisk} {
-		if _, ok := opts.Image.Outputs[out]; !ok {
-			return nil, fmt.Errorf("%s: image %s has no %s output", where, opts.Image.Image, out)
-		}
-	}
-	manifest, err := image.ReadManifest(opts.Image.Manifest)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", where, err)
-	}
-	platform, err := platform.Parse(manifest.Platform)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %s: %w", where, opts.Image.Manifest, err)
+	platform := boot.Platform
+	if platform.Architecture == "" {
+		return nil, fmt.Errorf("%s: no platform to boot", where)
 	}
 	cpus := opts.CPUs
 	if cpus <= 0 {
@@ -287,7 +301,7 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 	}
 
 	overlay := filepath.Join(dir, OverlayFile)
-	backing, err := filepath.Abs(opts.Image.Outputs[image.OutputDisk].Path)
+	backing, err := filepath.Abs(boot.Disk)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
@@ -305,8 +319,7 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 	if cfg.Hostname == "" && bootproto.CheckHostname(name) == nil {
 		cfg.Hostname = name
 	}
-	params := strings.Fields(manifest.Cmdline)
-	params = append(params, "quiet")
+	params := append(slices.Clone(boot.Cmdline), "quiet")
 	params = append(params, cfg.Params()...)
 
 	spec := qemu.VMSpec{
@@ -314,8 +327,8 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 		Platform:      platform,
 		CPUs:          cpus,
 		MemoryBytes:   memory,
-		Kernel:        opts.Image.Outputs[image.OutputKernel].Path,
-		Initrd:        opts.Image.Outputs[image.OutputInitramfs].Path,
+		Kernel:        boot.Kernel,
+		Initrd:        boot.Initrd,
 		Cmdline:       params,
 		RootDisk:      overlay,
 		ConsoleSocket: m.console.path,

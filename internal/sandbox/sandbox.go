@@ -73,8 +73,9 @@ type Sandbox struct {
 // running. The sandbox runs until Stop or until its machine ends; then
 // the host's servers are closed and Done is closed.
 func Start(ctx context.Context, spec Spec, opts Options) (*Sandbox, error) {
-	if spec.Image == nil {
-		return nil, fmt.Errorf("sandbox %s: no image to boot", spec.Name)
+	boot, err := BootFiles(spec.Image)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %s: %w", spec.Name, err)
 	}
 	fs, err := sandboxfs.Open(spec.Mounts, opts.Logger)
 	if err != nil {
@@ -93,7 +94,7 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Sandbox, error) {
 	}
 	m, err := machine.Start(ctx, machine.Options{
 		Name:        spec.Name,
-		Image:       spec.Image,
+		Boot:        boot,
 		CPUs:        spec.CPUs,
 		Memory:      spec.Memory,
 		Dir:         opts.Dir,

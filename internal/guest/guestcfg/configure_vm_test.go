@@ -17,6 +17,7 @@ import (
 	"github.com/sbx-dev/sbx/internal/machine/machinetest"
 	"github.com/sbx-dev/sbx/internal/proto/agentproto"
 	"github.com/sbx-dev/sbx/internal/proto/netstream"
+	"github.com/sbx-dev/sbx/internal/sandbox"
 )
 
 // The VM test boots the machinetest sandbox (the real Debian kernel and
@@ -173,7 +174,11 @@ func TestConfigureVM(t *testing.T) {
 	sb := cfg.Sandboxes[machinetest.Sandbox]
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	m, err := machine.Start(ctx, machine.Options{Name: sb.Name, Image: img, CPUs: sb.CPUs, Memory: sb.Memory, Network: gw})
+	boot, err := sandbox.BootFiles(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := machine.Start(ctx, machine.Options{Name: sb.Name, Boot: boot, CPUs: sb.CPUs, Memory: sb.Memory, Network: gw})
 	if err != nil {
 		t.Fatal(err)
 	}
