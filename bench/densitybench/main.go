@@ -26,7 +26,6 @@ import (
 	"github.com/sbx-dev/sbx/internal/machine/machinetest"
 	"github.com/sbx-dev/sbx/internal/machine/qemu"
 	"github.com/sbx-dev/sbx/internal/pipeline"
-	startsandbox "github.com/sbx-dev/sbx/internal/sandbox"
 	"github.com/sbx-dev/sbx/internal/supervisor"
 	"github.com/sbx-dev/sbx/lang"
 )
@@ -324,7 +323,7 @@ func gofmtSources(ctx context.Context) ([]string, error) {
 func (b *bench) sample(ctx context.Context, v variant, round int) (s sample, err error) {
 	what := v.name
 	b.logf("round %d: booting the %s machine (%d MiB)", round, what, b.memory>>20)
-	boot, err := startsandbox.BootFiles(b.img)
+	boot, err := pipeline.BootFiles(b.img)
 	if err != nil {
 		return s, err
 	}

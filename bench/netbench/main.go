@@ -20,6 +20,7 @@ import (
 	"github.com/sbx-dev/sbx/internal/guestconn"
 	"github.com/sbx-dev/sbx/internal/machine"
 	"github.com/sbx-dev/sbx/internal/machine/qemu"
+	"github.com/sbx-dev/sbx/internal/pipeline"
 	"github.com/sbx-dev/sbx/internal/proto/agentproto"
 	"github.com/sbx-dev/sbx/internal/sandbox"
 	"github.com/sbx-dev/sbx/internal/sandbox/sandboxnet"
@@ -228,8 +229,12 @@ func (b *bench) startSandbox(ctx context.Context, img *image.Result, host *qemu.
 	b.log.Printf("booting the guest on the sandbox network")
 	// The audit log is written as a supervisor writes it: it is part of
 	// what each connection costs.
+	si, err := pipeline.SandboxImage(img)
+	if err != nil {
+		return nil, err
+	}
 	sb, err := sandbox.Start(ctx,
-		sandbox.Spec{Name: "netbench-sandbox", Image: img, CPUs: 1, Memory: machineMemory, Policy: pol},
+		sandbox.Spec{Name: "netbench-sandbox", Image: si, CPUs: 1, Memory: machineMemory, Policy: pol},
 		sandbox.Options{Host: host, Dir: b.base, AuditDir: audit, CA: auth})
 	if err != nil {
 		return nil, err
@@ -245,7 +250,7 @@ func (b *bench) startBaseline(ctx context.Context, img *image.Result, host *qemu
 	ctx, cancel := context.WithTimeout(ctx, startLimit)
 	defer cancel()
 	b.log.Printf("booting the guest on QEMU's user-mode network")
-	boot, err := sandbox.BootFiles(img)
+	boot, err := pipeline.BootFiles(img)
 	if err != nil {
 		return nil, err
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/sbx-dev/sbx/internal/guestconn"
 	"github.com/sbx-dev/sbx/internal/machine"
 	"github.com/sbx-dev/sbx/internal/machine/qemu"
+	"github.com/sbx-dev/sbx/internal/pipeline"
 	"github.com/sbx-dev/sbx/internal/proto/vfsproto"
 	"github.com/sbx-dev/sbx/internal/sandbox"
 	"github.com/sbx-dev/sbx/internal/sandbox/sandboxfs"
@@ -234,8 +235,13 @@ func (b *bench) measure(ctx context.Context, img *image.Result, res *results) er
 	// the host's owner (root here) and the guest measures as root.
 	mount := policy.Mount{Guest: sbxMount, Host: b.tree, Access: policy.ReadWrite,
 		Hide: []string{".env", "**/*.pem"}, Owner: "root"}
+	si, err := pipeline.SandboxImage(img)
+	if err != nil {
+		cancel()
+		return err
+	}
 	b.sb, err = sandbox.Start(startCtx,
-		sandbox.Spec{Name: "vfsbench", Image: img, CPUs: 1, Memory: machineMemory,
+		sandbox.Spec{Name: "vfsbench", Image: si, CPUs: 1, Memory: machineMemory,
 			Policy: policy.Sandbox{Mounts: []policy.Mount{mount}},
 			Mounts: []sandboxfs.Mount{{Policy: mount, HostDir: b.tree}}},
 		sandbox.Options{Host: &host, Dir: b.base, CA: auth, Bench: machine.Bench{VirtFS: b.tree}})

@@ -21,8 +21,8 @@ import (
 	"github.com/sbx-dev/sbx/internal/machine"
 	"github.com/sbx-dev/sbx/internal/machine/machinetest"
 	"github.com/sbx-dev/sbx/internal/machine/qemu"
+	"github.com/sbx-dev/sbx/internal/pipeline"
 	"github.com/sbx-dev/sbx/internal/proto/bootproto"
-	"github.com/sbx-dev/sbx/internal/sandbox"
 )
 
 // The tests boot real VMs (TCG on this kind of machine) from an image the
@@ -326,10 +326,11 @@ func TestStopUnresponsive(t *testing.T) {
 	checkGone(t, pid, dir)
 }
 
-// bootFiles is what a machine boots of img, as a sandbox boots it.
+// bootFiles is what a machine boots of img, as a sandbox boots it
+// (pipeline.BootFiles).
 func bootFiles(t testing.TB, img *image.Result) machine.BootFiles {
 	t.Helper()
-	b, err := sandbox.BootFiles(img)
+	b, err := pipeline.BootFiles(img)
 	if err != nil {
 		t.Fatal(err)
 	}

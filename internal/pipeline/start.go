@@ -20,10 +20,14 @@ import (
 // image img (sandbox.Start, directly or in a supervisor): the sandbox's
 // name, CPUs and memory, its policy and mounts (Mounts), and the
 // defaults of the commands run in it (its user, and the image's then the
-// sandbox's environment). A mount whose owner is not a user of the image
-// is an error.
+// sandbox's environment). A mount whose owner is not a user of the image,
+// or an image whose manifest cannot be read (SandboxImage), is an error.
 func SandboxSpec(cfg *lang.Config, sb *lang.Sandbox, img *image.Result) (sandbox.Spec, error) {
 	mounts, err := Mounts(cfg, sb)
+	if err != nil {
+		return sandbox.Spec{}, fmt.Errorf("sandbox.%s: %w", sb.Name, err)
+	}
+	si, err := SandboxImage(img)
 	if err != nil {
 		return sandbox.Spec{}, fmt.Errorf("sandbox.%s: %w", sb.Name, err)
 	}
@@ -32,7 +36,7 @@ func SandboxSpec(cfg *lang.Config, sb *lang.Sandbox, img *image.Result) (sandbox
 		Mounts:    mounts,
 		Name:      sb.Name,
 		ConfigDir: cfg.Dir,
-		Image:     img,
+		Image:     si,
 		CPUs:      sb.CPUs,
 		Memory:    sb.Memory,
 		User:      sb.User,

@@ -4,10 +4,14 @@
 // built image to boot, CPUs and memory, the defaults of its commands
 // (user, environment), its timeouts, its policy (egress, secrets,
 // mounts) and its mounts as they are served (host directories absolute,
-// owners as numbers). It holds no configuration (package lang): the
-// layer above turns a configuration's sandbox into one
-// (pipeline.SandboxSpec), and a supervisor keeps it as JSON in its
-// spec.json, whose field names are therefore a contract. Options are what
+// owners as numbers). It names no type of the configuration (package
+// lang) or of the image builder (internal/build): its Image has the JSON
+// of the builder's result plus the manifest's platform and kernel
+// parameters, and BootFiles turns it into the machine's plain
+// machine.BootFiles. The layer above makes a Spec (pipeline.SandboxSpec,
+// pipeline.SandboxImage), and a supervisor keeps it as JSON in its
+// spec.json, whose field names are therefore a contract. So neither the
+// supervisor nor the machine links the language or the builders. Options are what
 // belongs to the host and this start instead: where the machine's
 // directory goes, the secrets' values, the audit directory, the logger,
 // the probed host, the CA.

@@ -8,8 +8,6 @@ import (
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/sbx-dev/sbx/internal/build/image"
 )
 
 // TestSpecReadsOldSpecFiles: testdata/spec-v1.json is what a supervisor
@@ -33,7 +31,7 @@ func TestSpecReadsOldSpecFiles(t *testing.T) {
 		t.Errorf("the sandbox's fields: %+v", s)
 	}
 	if s.Image == nil || s.Image.Image != "agent" || s.Image.Manifest != "/c/image.json" ||
-		s.Image.Outputs[image.OutputDisk].Path != "/c/root.qcow2" || s.Image.Outputs[image.OutputKernel].Digest != "sha256:01" {
+		s.Image.Outputs[OutputDisk].Path != "/c/root.qcow2" || s.Image.Outputs[OutputKernel].Digest != "sha256:01" {
 		t.Errorf("the image: %+v", s.Image)
 	}
 	if len(s.Policy.Allow) != 1 || s.Policy.Allow[0].Pattern.String() != "api.example.com" || len(s.Policy.Mounts) != 1 {

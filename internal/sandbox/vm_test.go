@@ -12,6 +12,7 @@ import (
 	"github.com/sbx-dev/sbx/internal/egress/ca"
 	"github.com/sbx-dev/sbx/internal/guestconn"
 	"github.com/sbx-dev/sbx/internal/machine/machinetest"
+	"github.com/sbx-dev/sbx/internal/pipeline"
 	"github.com/sbx-dev/sbx/internal/sandbox"
 	"github.com/sbx-dev/sbx/internal/sandbox/sandboxfs"
 	"github.com/sbx-dev/sbx/policy"
@@ -59,8 +60,12 @@ func TestWorkspaceMount(t *testing.T) {
 	defer os.RemoveAll(mdir)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	si, err := pipeline.SandboxImage(img)
+	if err != nil {
+		t.Fatal(err)
+	}
 	sb, err := sandbox.Start(ctx, sandbox.Spec{
-		Name: "fs", Image: img, Memory: 512 << 20,
+		Name: "fs", Image: si, Memory: 512 << 20,
 		Policy: policy.Sandbox{Mounts: []policy.Mount{mount}},
 		Mounts: []sandboxfs.Mount{{Policy: mount, HostDir: host, UID: machinetest.UID, GID: machinetest.UID}},
 	}, sandbox.Options{Dir: mdir, CA: auth})

@@ -17,7 +17,7 @@ import (
 	"github.com/sbx-dev/sbx/internal/guestconn"
 	"github.com/sbx-dev/sbx/internal/machine"
 	"github.com/sbx-dev/sbx/internal/machine/machinetest"
-	"github.com/sbx-dev/sbx/internal/sandbox"
+	"github.com/sbx-dev/sbx/internal/pipeline"
 )
 
 func TestMain(m *testing.M) {
@@ -84,7 +84,7 @@ func TestLinuxGuest(t *testing.T) {
 	sb := cfg.Sandboxes[machinetest.Sandbox]
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	boot, err := sandbox.BootFiles(img)
+	boot, err := pipeline.BootFiles(img)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,9 +15,9 @@ import (
 	"github.com/sbx-dev/sbx/internal/guestconn"
 	"github.com/sbx-dev/sbx/internal/machine"
 	"github.com/sbx-dev/sbx/internal/machine/machinetest"
+	"github.com/sbx-dev/sbx/internal/pipeline"
 	"github.com/sbx-dev/sbx/internal/proto/agentproto"
 	"github.com/sbx-dev/sbx/internal/proto/netstream"
-	"github.com/sbx-dev/sbx/internal/sandbox"
 )
 
 // The VM test boots the machinetest sandbox (the real Debian kernel and
@@ -174,7 +174,7 @@ func TestConfigureVM(t *testing.T) {
 	sb := cfg.Sandboxes[machinetest.Sandbox]
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	boot, err := sandbox.BootFiles(img)
+	boot, err := pipeline.BootFiles(img)
 	if err != nil {
 		t.Fatal(err)
 	}

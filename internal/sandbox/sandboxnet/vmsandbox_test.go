@@ -16,6 +16,7 @@ import (
 	"github.com/sbx-dev/sbx/internal/egress/ca"
 	"github.com/sbx-dev/sbx/internal/guestconn"
 	"github.com/sbx-dev/sbx/internal/machine"
+	"github.com/sbx-dev/sbx/internal/pipeline"
 	"github.com/sbx-dev/sbx/internal/sandbox"
 	"github.com/sbx-dev/sbx/internal/sandbox/sandboxnet"
 	"github.com/sbx-dev/sbx/policy"
@@ -61,7 +62,11 @@ func bootVM(t *testing.T, img *image.Result, name string, timeout time.Duration,
 	t.Cleanup(func() { os.RemoveAll(mdir) })
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	t.Cleanup(cancel)
-	sb, err := sandbox.Start(ctx, sandbox.Spec{Name: name, Image: img, Memory: 512 << 20, Policy: pol},
+	si, err := pipeline.SandboxImage(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := sandbox.Start(ctx, sandbox.Spec{Name: name, Image: si, Memory: 512 << 20, Policy: pol},
 		sandbox.Options{Dir: mdir, Secrets: secrets, AuditDir: auditDir, CA: auth})
 	if err != nil {
 		t.Fatal(err)
