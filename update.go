@@ -26,7 +26,8 @@ func (s *Sandbox) Update(ctx context.Context, p policy.Sandbox, environ []string
 	if err != nil {
 		return err
 	}
-	return s.sb.Update(ctx, p, secrets)
+	_, err = s.sb.Update(ctx, p, secrets)
+	return err
 }
 
 // policy is the policy the sandbox enforces now.

@@ -169,11 +169,12 @@ func (s *Sandbox) ConfigureThrough(f func(context.Context, agentproto.Configure)
 // with no change in the guest). When the environment of the guest's
 // commands changes (a secret added), the guest is configured again. The
 // machine is not restarted, and its mounts are not changed: their
-// rules are served as the sandbox started.
-func (s *Sandbox) Update(ctx context.Context, p policy.Sandbox, secrets map[string][]byte) error {
+// rules are served as the sandbox started. It reports whether the guest
+// was configured again.
+func (s *Sandbox) Update(ctx context.Context, p policy.Sandbox, secrets map[string][]byte) (reconfigured bool, err error) {
 	again, err := s.net.Update(p, secrets)
 	if err != nil {
-		return err
+		return false, err
 	}
 	s.mu.Lock()
 	s.spec.Policy = p
@@ -181,10 +182,10 @@ func (s *Sandbox) Update(ctx context.Context, p policy.Sandbox, secrets map[stri
 	s.mu.Unlock()
 	if again {
 		if err := configure(ctx, s.Configure()); err != nil {
-			return fmt.Errorf("the new policy is enforced, but the guest's environment could not be updated: %w", err)
+			return false, fmt.Errorf("the new policy is enforced, but the guest's environment could not be updated: %w", err)
 		}
 	}
-	return nil
+	return again, nil
 }
 
 // Stop stops the machine (machine.Machine.Stop) and closes what the host

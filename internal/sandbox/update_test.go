@@ -42,8 +42,8 @@ func TestUpdate(t *testing.T) {
 	ctx := t.Context()
 
 	allow := policy.Sandbox{Allow: []policy.AllowRule{{Pattern: policy.MustHostPattern("example.com")}}}
-	if err := s.Update(ctx, allow, nil); err != nil {
-		t.Fatal(err)
+	if again, err := s.Update(ctx, allow, nil); err != nil || again {
+		t.Fatal(again, err)
 	}
 	if len(told) != 0 {
 		t.Errorf("the guest was configured again with no change to its environment: %+v", told)
@@ -54,14 +54,14 @@ func TestUpdate(t *testing.T) {
 
 	withSecret := allow
 	withSecret.Secrets = []policy.SecretBinding{{Name: "token", Env: "API_TOKEN", Hosts: []policy.HostPattern{policy.MustHostPattern("example.com")}, Source: "env:API_TOKEN"}}
-	if err := s.Update(ctx, withSecret, nil); err == nil {
+	if _, err := s.Update(ctx, withSecret, nil); err == nil {
 		t.Error("a secret without its value was taken")
 	}
 	if got := s.Spec().Policy; len(got.Secrets) != 0 {
 		t.Errorf("a refused policy was recorded: %+v", got)
 	}
-	if err := s.Update(ctx, withSecret, map[string][]byte{"token": []byte("sk-live-0123456789")}); err != nil {
-		t.Fatal(err)
+	if again, err := s.Update(ctx, withSecret, map[string][]byte{"token": []byte("sk-live-0123456789")}); err != nil || !again {
+		t.Fatal(again, err)
 	}
 	if len(told) != 1 || len(told[0].Env) != 1 || !strings.HasPrefix(told[0].Env[0], "API_TOKEN=") || strings.Contains(told[0].Env[0], "sk-live-0123456789") {
 		t.Errorf("the guest told of the added secret: %+v", told)

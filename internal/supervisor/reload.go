@@ -131,7 +131,8 @@ func readLine(br *bufio.Reader, max int) ([]byte, error) {
 // guest again through the router when the environment of its commands
 // changes), and the spec file records the policy now enforced.
 func reload(ctx context.Context, dir string, sb *sandbox.Sandbox, req reloadRequest, log *slog.Logger) error {
-	if err := sb.Update(ctx, req.Policy, req.Secrets); err != nil {
+	again, err := sb.Update(ctx, req.Policy, req.Secrets)
+	if err != nil {
 		return err
 	}
 	spec, err := ReadSpec(dir)
@@ -145,7 +146,7 @@ func reload(ctx context.Context, dir string, sb *sandbox.Sandbox, req reloadRequ
 	if err != nil {
 		log.Warn("the reloaded policy is enforced but not recorded in the spec file", "error", err)
 	}
-	log.Info("policy reloaded")
+	log.Info("policy reloaded", "reconfigured", again)
 	return nil
 }
 
