@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"log/slog"
 	"sync"
 
@@ -52,10 +54,10 @@ type Options struct {
 // (its network and its mounts' file servers). Its methods are safe for
 // concurrent use.
 type Sandbox struct {
-	spec Spec
-	m    *machine.Machine
-	net  *sandboxnet.Net
-	fs   *sandboxfs.Set
+	spec  Spec
+	m     *machine.Machine
+	net   *sandboxnet.Net
+	files *sandboxfs.Set
 
 	mu        sync.Mutex
 	configure func(context.Context, agentproto.Configure) error
@@ -77,7 +79,7 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Sandbox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %s: %w", spec.Name, err)
 	}
-	fs, err := sandboxfs.Open(spec.Mounts, opts.Logger)
+	files, err := sandboxfs.Open(spec.Mounts, opts.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +92,7 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Sandbox, error) {
 		Logger:   opts.Logger,
 	})
 	if err != nil {
-		return nil, errors.Join(err, fs.Close())
+		return nil, errors.Join(err, files.Close())
 	}
 	m, err := machine.Start(ctx, machine.Options{
 		Name:        spec.Name,
@@ -103,13 +105,13 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Sandbox, error) {
 		StopTimeout: spec.StopTimeout,
 		KeepConsole: opts.KeepConsole,
 		Network:     n.Network(),
-		Ports:       fs.Ports(),
+		Ports:       files.Ports(),
 		Bench:       opts.Bench,
 	})
 	if err != nil {
-		return nil, errors.Join(err, n.Close(), fs.Close())
+		return nil, errors.Join(err, n.Close(), files.Close())
 	}
-	s := &Sandbox{spec: spec, m: m, net: n, fs: fs, configure: m.Client().Configure, done: make(chan struct{})}
+	s := &Sandbox{spec: spec, m: m, net: n, files: files, configure: m.Client().Configure, done: make(chan struct{})}
 	go func() {
 		<-m.Done()
 		s.close()
@@ -137,8 +139,10 @@ func (s *Sandbox) Machine() *machine.Machine { return s.m }
 // Net returns the sandbox's network: its CA, placeholders and counters.
 func (s *Sandbox) Net() *sandboxnet.Net { return s.net }
 
-// Client returns the machine's own client of the guest agent (nil once
-// ConfigureThrough took the agent over).
+// Client returns the machine's own client of the guest agent, which
+// Exec, Put and Get use. A supervisor closes it when it takes the agent's
+// port over (and says so with ConfigureThrough); its clients go through
+// the supervisor's router instead.
 func (s *Sandbox) Client() *guestconn.Client { return s.m.Client() }
 
 // Exec runs a command in the guest and waits for it (guestconn.Client.Exec).
@@ -146,10 +150,20 @@ func (s *Sandbox) Exec(ctx context.Context, cmd guestconn.Cmd) (*guestconn.ExitS
 	return s.m.Exec(ctx, cmd)
 }
 
+// Put writes r's content to the guest file dest (guestconn.Client.Put).
+func (s *Sandbox) Put(ctx context.Context, r io.Reader, dest string, mode fs.FileMode, owner *guestconn.Owner) error {
+	return s.m.Put(ctx, r, dest, mode, owner)
+}
+
+// Get writes the content of the guest file path to w (guestconn.Client.Get).
+func (s *Sandbox) Get(ctx context.Context, path string, w io.Writer) (*guestconn.FileInfo, error) {
+	return s.m.Get(ctx, path, w)
+}
+
 // Configure is everything the guest agent must be told.
 func (s *Sandbox) Configure() agentproto.Configure {
 	c := s.net.Configure()
-	c.Mounts = s.fs.Guest()
+	c.Mounts = s.files.Guest()
 	return c
 }
 
@@ -204,6 +218,6 @@ func (s *Sandbox) Done() <-chan struct{} { return s.done }
 // close releases what the host served the sandbox, once.
 func (s *Sandbox) close() {
 	s.closeOnce.Do(func() {
-		s.closeErr = errors.Join(s.net.Close(), s.fs.Close())
+		s.closeErr = errors.Join(s.net.Close(), s.files.Close())
 	})
 }

@@ -27,11 +27,11 @@ func TestUpdate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	fs, err := sandboxfs.Open(nil, nil)
+	files, err := sandboxfs.Open(nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Sandbox{net: n, fs: fs, configure: func(context.Context, agentproto.Configure) error {
+	s := &Sandbox{net: n, files: files, configure: func(context.Context, agentproto.Configure) error {
 		return errors.New("the machine's own client is not the one to use")
 	}}
 	var told []agentproto.Configure
