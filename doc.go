@@ -14,9 +14,9 @@
 // inputs into sbx.lock.hcl (builders/resolve), pipeline.Build builds an
 // image into the content-addressed cache (internal/build/image) with the same
 // options sbx build reads from the environment, so both make the same
-// bytes from the same spec and lock, and pipeline.Start boots a
-// sandbox's VM (machine, through providers/qemu), whose agent is reached
-// through guestconn. Programs that need more control use those packages
+// bytes from the same spec and lock, and pipeline.Start starts a
+// sandbox (internal/sandbox: its VM, network and file servers), whose
+// agent is reached through guestconn. Programs that need more control use those packages
 // directly.
 //
 // Like the other library packages, sbx never prints and never exits;
