@@ -25,7 +25,9 @@
 // supervisor's reload does), Stop stops the machine and closes the
 // servers, Done says it has ended. Every way a sandbox starts goes
 // through it: the supervisor (sbx apply), pipeline.Start (sbx run, sbx
-// eval, the Go API) and the benchmarks.
+// eval, the Go API) and the benchmarks, but for the two that measure the
+// bare machine against it (netbench's user-mode network, densitybench's
+// machine before decision 0009), which call machine.Start.
 //
 // Options.Bench carries the machine's benchmark-only settings
 // (machine.Bench: QEMU's user-mode network, its own 9p export, the
