@@ -65,7 +65,7 @@ func TestCodexInVM(t *testing.T) {
 			// fake got, which must reach the guest as the placeholder.
 			// The fake does not echo the key on the WebSocket; echoes in
 			// frames are masked too, which internal/egress and
-			// internal/sandboxnet test (docs/security.md).
+			// internal/sandbox/sandboxnet test (docs/security.md).
 			fake.echoPost.Store(c.refuseWS)
 			before := len(fake.turnsSoFar())
 			hostFile := filepath.Join(a.Work, codexFile)

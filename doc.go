@@ -14,8 +14,8 @@
 // Config.Lock pins their inputs into sbx.lock.hcl, Config.Build builds
 // an image into the content-addressed cache with the same options sbx
 // build reads from the environment, so both make the same bytes from
-// the same spec and lock, and Start boots a sandbox's VM and reaches
-// its guest agent.
+// the same spec and lock, and Start starts a sandbox (internal/sandbox: its VM, network and file
+// servers) and reaches its guest agent.
 //
 // Every type this package exports is its own (Cmd, ExitStatus, Process,
 // Image, Lock, EvalRun, …) or one of the public vocabulary packages

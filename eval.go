@@ -7,8 +7,8 @@ import (
 	"github.com/sbx-dev/sbx/internal/fanout"
 	"github.com/sbx-dev/sbx/internal/guestconn"
 	"github.com/sbx-dev/sbx/internal/pipeline"
-	"github.com/sbx-dev/sbx/internal/sandboxfs"
-	"github.com/sbx-dev/sbx/internal/sandboxnet"
+	"github.com/sbx-dev/sbx/internal/sandbox"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxnet"
 )
 
 // EvalRun is what one finished run of an eval did: its status, exit
@@ -220,27 +220,17 @@ func Eval(ctx context.Context, cfg *Config, name string, opts EvalOptions) (*Eva
 	if err := sandboxnet.CheckEnv(sb.Policy, opts.Cmd.Env); err != nil {
 		return nil, err
 	}
-	mounts, err := sandboxfs.Resolve(cfg.Lang, sb)
-	if err != nil {
+	if fo.Mounts, err = pipeline.EvalMounts(cfg.Lang, sb); err != nil {
 		return nil, err
-	}
-	for _, m := range mounts {
-		fo.Mounts = append(fo.Mounts, fanout.Mount{Policy: m.Policy, HostDir: m.HostDir})
 	}
 	img, err := cfg.build(ctx, sb.Image)
 	if err != nil {
 		return nil, err
 	}
 	env := cfg.Lang.CommandEnv(sb)
-	fo.Start = func(ctx context.Context, _ int, dirs map[string]string, auditDir string) (fanout.Sandbox, error) {
-		so := opts.Start.internal()
-		so.MountDirs, so.AuditDir = dirs, auditDir
-		m, err := pipeline.Start(ctx, cfg.Lang, sb, img, so)
-		if err != nil {
-			return nil, err
-		}
-		return evalSandbox{&Sandbox{Name: sb.Name, spec: sb, env: env, m: m}}, nil
-	}
+	fo.Start = pipeline.EvalStart(cfg.Lang, sb, img, opts.Start.internal(), func(_ int, s *sandbox.Sandbox) fanout.Sandbox {
+		return evalSandbox{&Sandbox{Name: sb.Name, spec: sb, env: env, m: s.Machine(), sb: s}}
+	})
 	res, err := fanout.Execute(ctx, fo)
 	return evalResult(res), err
 }

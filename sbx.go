@@ -21,7 +21,8 @@ import (
 	"github.com/sbx-dev/sbx/internal/lockfiles"
 	"github.com/sbx-dev/sbx/internal/machine"
 	"github.com/sbx-dev/sbx/internal/pipeline"
-	"github.com/sbx-dev/sbx/internal/sandboxnet"
+	"github.com/sbx-dev/sbx/internal/sandbox"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxnet"
 	"github.com/sbx-dev/sbx/lang"
 )
 
@@ -162,6 +163,7 @@ type Sandbox struct {
 	spec *lang.Sandbox
 	env  []string
 	m    *machine.Machine
+	sb   *sandbox.Sandbox
 }
 
 // Start builds the image of the sandbox named name (see Config.Build),
@@ -180,17 +182,17 @@ func Start(ctx context.Context, cfg *Config, name string, opts StartOptions) (*S
 	if err != nil {
 		return nil, err
 	}
-	m, err := pipeline.Start(ctx, cfg.Lang, sb, r, opts.internal())
+	s, err := pipeline.Start(ctx, cfg.Lang, sb, r, opts.internal())
 	if err != nil {
 		return nil, err
 	}
-	return &Sandbox{Name: sb.Name, spec: sb, env: cfg.Lang.CommandEnv(sb), m: m}, nil
+	return &Sandbox{Name: sb.Name, spec: sb, env: cfg.Lang.CommandEnv(sb), m: s.Machine(), sb: s}, nil
 }
 
 // cmd applies the sandbox's defaults to c: its user when c names none,
 // and its environment under c's.
 func (s *Sandbox) cmd(c guestconn.Cmd) (guestconn.Cmd, error) {
-	if err := sandboxnet.CheckEnv(s.spec.Policy, c.Env); err != nil {
+	if err := sandboxnet.CheckEnv(s.policy(), c.Env); err != nil {
 		return c, err
 	}
 	if c.User == "" {
@@ -260,7 +262,8 @@ func (s *Sandbox) Console() []byte { return s.m.Console() }
 
 // Stop powers the VM off (killing it if it does not go within the
 // machine's stop timeout) and removes its files. It waits for QEMU to
-// exit; a ctx that has already ended makes it kill at once.
+// exit and for the host's network and file servers to close; a ctx that
+// has already ended makes it kill at once.
 func (s *Sandbox) Stop(ctx context.Context) error {
-	return s.m.Stop(ctx)
+	return s.sb.Stop(ctx)
 }

@@ -6,7 +6,7 @@
 // It makes the hermetic sandbox of package internal/machine/machinetest (the
 // Debian kernel, busybox and a guest agent built from this tree, in a
 // private cache) and, for each of -n rounds, boots the old machine
-// (machine.Options.Legacy) and then the new one, one at a time, each with
+// (machine.Bench.Legacy) and then the new one, one at a time, each with
 // -memory of guest RAM and one vCPU, and:
 //
 //   - lets it idle, then reads QEMU's /proc/PID/smaps. The overhead is

@@ -25,6 +25,7 @@ import (
 	"github.com/sbx-dev/sbx/internal/machine"
 	"github.com/sbx-dev/sbx/internal/machine/machinetest"
 	"github.com/sbx-dev/sbx/internal/machine/qemu"
+	"github.com/sbx-dev/sbx/internal/pipeline"
 	"github.com/sbx-dev/sbx/internal/supervisor"
 	"github.com/sbx-dev/sbx/lang"
 )
@@ -322,9 +323,13 @@ func gofmtSources(ctx context.Context) ([]string, error) {
 func (b *bench) sample(ctx context.Context, v variant, round int) (s sample, err error) {
 	what := v.name
 	b.logf("round %d: booting the %s machine (%d MiB)", round, what, b.memory>>20)
+	boot, err := pipeline.BootFiles(b.img)
+	if err != nil {
+		return s, err
+	}
 	m, err := machine.Start(ctx, machine.Options{
-		Name: "density", Image: b.img, Memory: b.memory, Host: &b.host,
-		Dir: b.base, BootTimeout: bootLimit, Legacy: v.legacy, TCGBufferMiB: v.buffer,
+		Name: "density", Boot: boot, Memory: b.memory, Host: &b.host,
+		Dir: b.base, BootTimeout: bootLimit, Bench: machine.Bench{Legacy: v.legacy, TCGBufferMiB: v.buffer},
 	})
 	if err != nil {
 		return s, fmt.Errorf("%s machine: %w", what, err)
@@ -564,7 +569,7 @@ func (b *bench) spawn(ctx context.Context, name string) (*sandbox, error) {
 	b.mu.Lock()
 	b.sups = append(b.sups, s)
 	b.mu.Unlock()
-	spec, err := supervisor.SandboxSpec(b.cfg, b.sb, b.img)
+	spec, err := pipeline.SandboxSpec(b.cfg, b.sb, b.img)
 	if err != nil {
 		return nil, err
 	}

@@ -63,7 +63,7 @@ func (r *results) print(w io.Writer) {
 	if r.host.Note != "" {
 		fmt.Fprintf(w, "%s.\n", r.host.Note)
 	}
-	fmt.Fprintf(w, "Old: the machine before decision 0009 (machine.Options.Legacy). New: what sandboxes run (TCG buffer %d MiB, balloon with free page reporting).\n\n", qemu.TCGBufferMiB)
+	fmt.Fprintf(w, "Old: the machine before decision 0009 (machine.Bench.Legacy). New: what sandboxes run (TCG buffer %d MiB, balloon with free page reporting).\n\n", qemu.TCGBufferMiB)
 	if len(r.samples) >= 2 && len(r.samples[0]) > 0 && len(r.samples[1]) > 0 {
 		r.printMemory(w)
 		r.printTimes(w)

@@ -18,9 +18,9 @@ import (
 	"github.com/sbx-dev/sbx/internal/build/ext4"
 	"github.com/sbx-dev/sbx/internal/build/fetch"
 	"github.com/sbx-dev/sbx/internal/build/image"
-	"github.com/sbx-dev/sbx/internal/build/qcow2"
 	"github.com/sbx-dev/sbx/internal/build/rootfs"
 	"github.com/sbx-dev/sbx/internal/pipeline"
+	"github.com/sbx-dev/sbx/internal/qcow2"
 	"github.com/sbx-dev/sbx/lang"
 )
 

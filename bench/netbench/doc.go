@@ -11,7 +11,7 @@
 //   - one on the sandbox network (package sandboxnet, as a supervisor
 //     runs it), with a policy that allows one name and maps it to the
 //     server with a hosts entry; the guest fetches http://bench.test/;
-//   - one on QEMU's user-mode network (machine.Options.UserNetwork, which
+//   - one on QEMU's user-mode network (machine.Bench.UserNetwork, which
 //     only comparisons use), configured with QEMU's default addresses;
 //     the guest fetches the server through 10.0.2.2, the host's loopback.
 //

@@ -15,14 +15,15 @@ import (
 	"time"
 
 	"github.com/sbx-dev/sbx/bench/internal/vmbench"
-	"github.com/sbx-dev/sbx/internal/boot"
 	"github.com/sbx-dev/sbx/internal/build/image"
 	"github.com/sbx-dev/sbx/internal/egress/ca"
 	"github.com/sbx-dev/sbx/internal/guestconn"
 	"github.com/sbx-dev/sbx/internal/machine"
 	"github.com/sbx-dev/sbx/internal/machine/qemu"
+	"github.com/sbx-dev/sbx/internal/pipeline"
 	"github.com/sbx-dev/sbx/internal/proto/agentproto"
-	"github.com/sbx-dev/sbx/internal/sandboxnet"
+	"github.com/sbx-dev/sbx/internal/sandbox"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxnet"
 	"github.com/sbx-dev/sbx/policy"
 )
 
@@ -110,8 +111,8 @@ type bench struct {
 type netPath struct {
 	name string
 	m    *machine.Machine
-	n    *sandboxnet.Net // the sandbox network; nil for the user-mode one
-	url  string          // the server's root as the guest names it
+	sb   *sandbox.Sandbox // the sandbox m is the machine of; nil for the user-mode network's
+	url  string           // the server's root as the guest names it
 	res  *pathResult
 }
 
@@ -228,15 +229,17 @@ func (b *bench) startSandbox(ctx context.Context, img *image.Result, host *qemu.
 	b.log.Printf("booting the guest on the sandbox network")
 	// The audit log is written as a supervisor writes it: it is part of
 	// what each connection costs.
-	sb, err := boot.Start(ctx, boot.Options{
-		Machine: machine.Options{Name: "netbench-sandbox", Image: img, Host: host, Dir: b.base, CPUs: 1, Memory: machineMemory},
-		Net:     sandboxnet.Options{Sandbox: "netbench", Policy: pol, AuditDir: audit, CA: auth},
-	})
+	si, err := pipeline.SandboxImage(img)
 	if err != nil {
 		return nil, err
 	}
-	m, n := sb.Machine, sb.Net
-	p := &netPath{name: "sandbox network", m: m, n: n, url: "http://" + benchHost, res: &pathResult{name: "sandbox network"}}
+	sb, err := sandbox.Start(ctx,
+		sandbox.Spec{Name: "netbench-sandbox", Image: si, CPUs: 1, Memory: machineMemory, Policy: pol},
+		sandbox.Options{Host: host, Dir: b.base, AuditDir: audit, CA: auth})
+	if err != nil {
+		return nil, err
+	}
+	p := &netPath{name: "sandbox network", m: sb.Machine(), sb: sb, url: "http://" + benchHost, res: &pathResult{name: "sandbox network"}}
 	b.paths = append(b.paths, p)
 	return p, nil
 }
@@ -247,7 +250,11 @@ func (b *bench) startBaseline(ctx context.Context, img *image.Result, host *qemu
 	ctx, cancel := context.WithTimeout(ctx, startLimit)
 	defer cancel()
 	b.log.Printf("booting the guest on QEMU's user-mode network")
-	m, err := machine.Start(ctx, machine.Options{Name: "netbench-user", Image: img, Host: host, Dir: b.base, CPUs: 1, Memory: machineMemory, UserNetwork: true})
+	boot, err := pipeline.BootFiles(img)
+	if err != nil {
+		return nil, err
+	}
+	m, err := machine.Start(ctx, machine.Options{Name: "netbench-user", Boot: boot, Host: host, Dir: b.base, CPUs: 1, Memory: machineMemory, Bench: machine.Bench{UserNetwork: true}})
 	if err != nil {
 		return nil, err
 	}
@@ -316,15 +323,14 @@ func (b *bench) cleanup() error {
 	var errs []error
 	for _, p := range b.paths {
 		ctx, cancel := context.WithTimeout(context.Background(), stopLimit)
-		if err := p.m.Stop(ctx); err != nil {
+		stop := p.m.Stop
+		if p.sb != nil {
+			stop = p.sb.Stop
+		}
+		if err := stop(ctx); err != nil {
 			errs = append(errs, err)
 		}
 		cancel()
-		if p.n != nil {
-			if err := p.n.Close(); err != nil {
-				errs = append(errs, err)
-			}
-		}
 	}
 	if b.srv != nil {
 		if err := b.srv.close(); err != nil {

@@ -66,7 +66,7 @@ func TestTinyRun(t *testing.T) {
 	}
 
 	sandbox, user := b.paths[0], b.paths[1]
-	if sandbox.n == nil || user.n != nil {
+	if sandbox.sb == nil || user.sb != nil {
 		t.Fatal("the paths are not the sandbox network's then the user-mode network's")
 	}
 	port := strconv.Itoa(b.srv.port())

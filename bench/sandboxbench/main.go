@@ -24,6 +24,7 @@ import (
 	"github.com/sbx-dev/sbx/internal/guestconn"
 	"github.com/sbx-dev/sbx/internal/machine/machinetest"
 	"github.com/sbx-dev/sbx/internal/machine/qemu"
+	"github.com/sbx-dev/sbx/internal/pipeline"
 	"github.com/sbx-dev/sbx/internal/proto/bootproto"
 	"github.com/sbx-dev/sbx/internal/supervisor"
 	"github.com/sbx-dev/sbx/lang"
@@ -407,7 +408,7 @@ func (b *bench) spawn(ctx context.Context, name string) (*sandbox, error) {
 	b.mu.Unlock()
 	b.log.Printf("starting supervised sandbox %s", name)
 	start := time.Now()
-	spec, err := supervisor.SandboxSpec(b.cfg, b.sb, b.img)
+	spec, err := pipeline.SandboxSpec(b.cfg, b.sb, b.img)
 	if err != nil {
 		return nil, err
 	}

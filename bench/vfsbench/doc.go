@@ -13,7 +13,7 @@
 //     serves it: 9P2000.L over a virtio-serial port, with the hide rules
 //     a workspace has), at /mnt/sbx;
 //   - through QEMU's export of the same directory
-//     (machine.Options.VirtFS, which only comparisons use), mounted with
+//     (machine.Bench.VirtFS, which only comparisons use), mounted with
 //     the same msize and cache mode, at /mnt/virtfs;
 //
 // and copies the repository to its own disk. After one warm-up round,
@@ -36,6 +36,6 @@
 //
 //	go run ./bench/vfsbench [-size 256MiB] [-files 2000] [-gitfiles 10000] [-n 3] [-work DIR]
 //
-// Booting is package boot's and serving the mount package sandboxfs's;
+// Booting is package sandbox's and serving the mount package sandboxfs's;
 // this program only drives and times them.
 package main

@@ -17,15 +17,15 @@ import (
 	"time"
 
 	"github.com/sbx-dev/sbx/bench/internal/vmbench"
-	"github.com/sbx-dev/sbx/internal/boot"
 	"github.com/sbx-dev/sbx/internal/build/image"
 	"github.com/sbx-dev/sbx/internal/egress/ca"
 	"github.com/sbx-dev/sbx/internal/guestconn"
 	"github.com/sbx-dev/sbx/internal/machine"
 	"github.com/sbx-dev/sbx/internal/machine/qemu"
+	"github.com/sbx-dev/sbx/internal/pipeline"
 	"github.com/sbx-dev/sbx/internal/proto/vfsproto"
-	"github.com/sbx-dev/sbx/internal/sandboxfs"
-	"github.com/sbx-dev/sbx/internal/sandboxnet"
+	"github.com/sbx-dev/sbx/internal/sandbox"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxfs"
 	"github.com/sbx-dev/sbx/policy"
 )
 
@@ -128,7 +128,7 @@ type bench struct {
 
 	base string // short: the machine's directory and the host tree
 	tree string // the host tree both 9p servers export
-	sb   *boot.Sandbox
+	sb   *sandbox.Sandbox
 }
 
 // target is one file system the guest measures.
@@ -235,11 +235,16 @@ func (b *bench) measure(ctx context.Context, img *image.Result, res *results) er
 	// the host's owner (root here) and the guest measures as root.
 	mount := policy.Mount{Guest: sbxMount, Host: b.tree, Access: policy.ReadWrite,
 		Hide: []string{".env", "**/*.pem"}, Owner: "root"}
-	b.sb, err = boot.Start(startCtx, boot.Options{
-		Machine: machine.Options{Name: "vfsbench", Image: img, Host: &host, Dir: b.base, CPUs: 1, Memory: machineMemory, VirtFS: b.tree},
-		Net:     sandboxnet.Options{Sandbox: "vfsbench", CA: auth},
-		Mounts:  []sandboxfs.Mount{{Policy: mount, HostDir: b.tree}},
-	})
+	si, err := pipeline.SandboxImage(img)
+	if err != nil {
+		cancel()
+		return err
+	}
+	b.sb, err = sandbox.Start(startCtx,
+		sandbox.Spec{Name: "vfsbench", Image: si, CPUs: 1, Memory: machineMemory,
+			Policy: policy.Sandbox{Mounts: []policy.Mount{mount}},
+			Mounts: []sandboxfs.Mount{{Policy: mount, HostDir: b.tree}}},
+		sandbox.Options{Host: &host, Dir: b.base, CA: auth, Bench: machine.Bench{VirtFS: b.tree}})
 	cancel()
 	if err != nil {
 		return err
@@ -380,7 +385,7 @@ func (b *bench) timed(ctx context.Context, limit time.Duration, cmd, check strin
 // its standard output; a failure is an error quoting its output.
 func (b *bench) sh(ctx context.Context, limit time.Duration, script string, args ...string) (string, error) {
 	argv := append([]string{"sh", "-c", script, "vfsbench"}, args...)
-	out, _, err := vmbench.Exec(ctx, b.sb.Machine, limit, guestconn.Cmd{Args: argv, User: "root"})
+	out, _, err := vmbench.Exec(ctx, b.sb.Machine(), limit, guestconn.Cmd{Args: argv, User: "root"})
 	return out, err
 }
 
@@ -390,9 +395,8 @@ func (b *bench) cleanup() error {
 	var errs []error
 	if b.sb != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), stopLimit)
-		errs = append(errs, b.sb.Machine.Stop(ctx))
+		errs = append(errs, b.sb.Stop(ctx))
 		cancel()
-		errs = append(errs, b.sb.Close())
 		b.sb = nil
 	}
 	if b.base != "" {

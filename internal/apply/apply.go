@@ -13,8 +13,9 @@ import (
 
 	"github.com/sbx-dev/sbx/addrs"
 	"github.com/sbx-dev/sbx/internal/build/image"
+	"github.com/sbx-dev/sbx/internal/pipeline"
 	"github.com/sbx-dev/sbx/internal/plan"
-	"github.com/sbx-dev/sbx/internal/sandboxnet"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxnet"
 	"github.com/sbx-dev/sbx/internal/state"
 	"github.com/sbx-dev/sbx/internal/supervisor"
 	"github.com/sbx-dev/sbx/lang"
@@ -414,7 +415,7 @@ func (a *applier) spawn(ctx context.Context, c *plan.ResourceChange) (*state.Run
 	}
 	spawn := a.opts.Spawn
 	spawn.Secrets = secrets
-	spec, err := supervisor.SandboxSpec(a.opts.Config, sb, img)
+	spec, err := pipeline.SandboxSpec(a.opts.Config, sb, img)
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/sbx-dev/sbx/addrs"
-	"github.com/sbx-dev/sbx/internal/build/image"
+	"github.com/sbx-dev/sbx/internal/sandbox"
 	"github.com/sbx-dev/sbx/internal/state"
 	"github.com/sbx-dev/sbx/internal/supervisor"
 )
@@ -45,7 +45,7 @@ func leaveSandboxDir(t *testing.T, f *fixture, configDir, name string, pid int) 
 	t.Helper()
 	dir := sandboxDirFor(t, f, configDir, name)
 	abs, _ := filepath.Abs(configDir)
-	spec, err := json.Marshal(supervisor.Spec{Name: name, ConfigDir: abs, Image: &image.Result{Image: "agent"}, CPUs: 1})
+	spec, err := json.Marshal(supervisor.Spec{Name: name, ConfigDir: abs, Image: &sandbox.Image{Image: "agent"}, CPUs: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

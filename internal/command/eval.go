@@ -16,8 +16,8 @@ import (
 	"github.com/sbx-dev/sbx/internal/machine"
 	"github.com/sbx-dev/sbx/internal/machine/qemu"
 	"github.com/sbx-dev/sbx/internal/pipeline"
-	"github.com/sbx-dev/sbx/internal/sandboxfs"
-	"github.com/sbx-dev/sbx/internal/sandboxnet"
+	"github.com/sbx-dev/sbx/internal/sandbox"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxnet"
 )
 
 const evalUsage = `
@@ -138,14 +138,12 @@ func runEval(ctx context.Context, env *Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "sbx eval: %s\n", quoteErr(err))
 		return ExitError
 	}
-	mounts, err := sandboxfs.Resolve(cfg, sb)
+	mounts, err := pipeline.EvalMounts(cfg, sb)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "sbx eval: %s: %s\n", sb.Addr(), quoteErr(err))
 		return ExitError
 	}
-	for _, m := range mounts {
-		opts.Mounts = append(opts.Mounts, fanout.Mount{Policy: m.Policy, HostDir: m.HostDir})
-	}
+	opts.Mounts = mounts
 	if a.stdin {
 		data, err := io.ReadAll(io.LimitReader(env.Stdin, maxEvalStdin+1))
 		if err != nil {
@@ -169,13 +167,9 @@ func runEval(ctx context.Context, env *Env, args []string) int {
 	}
 
 	var noted sync.Once
-	opts.Start = func(ctx context.Context, run int, dirs map[string]string, auditDir string) (fanout.Sandbox, error) {
-		m, err := pipeline.Start(ctx, cfg, sb, img, pipeline.StartOptions{
-			BootTimeout: a.bootTimeout, Environ: env.Environ, AuditDir: auditDir, MountDirs: dirs,
-		})
-		if err != nil {
-			return nil, err
-		}
+	so := pipeline.StartOptions{BootTimeout: a.bootTimeout, Environ: env.Environ}
+	opts.Start = pipeline.EvalStart(cfg, sb, img, so, func(_ int, s *sandbox.Sandbox) fanout.Sandbox {
+		m := s.Machine()
 		if m.Accel() == qemu.AccelTCG {
 			noted.Do(func() {
 				note := m.Host().Note
@@ -185,8 +179,8 @@ func runEval(ctx context.Context, env *Env, args []string) int {
 				fmt.Fprintf(env.Stderr, "sbx eval: note: %s (commands run slower).\n", note)
 			})
 		}
-		return m, nil
-	}
+		return s
+	})
 	opts.OnRun = func(r fanout.Run) {
 		fmt.Fprintf(env.Stderr, "sbx eval: run %d: %s\n", r.Run, runSummary(r))
 	}

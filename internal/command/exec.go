@@ -11,7 +11,7 @@ import (
 	"syscall"
 
 	"github.com/sbx-dev/sbx/internal/guestconn"
-	"github.com/sbx-dev/sbx/internal/sandboxnet"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxnet"
 	"github.com/sbx-dev/sbx/internal/supervisor"
 )
 

@@ -15,8 +15,8 @@ import (
 
 	"github.com/sbx-dev/sbx/internal/socketpair"
 
-	"github.com/sbx-dev/sbx/internal/build/image"
 	"github.com/sbx-dev/sbx/internal/guest/execsrv"
+	"github.com/sbx-dev/sbx/internal/sandbox"
 	"github.com/sbx-dev/sbx/internal/supervisor"
 )
 
@@ -93,7 +93,7 @@ func execGuest(t *testing.T, spec supervisor.Spec) (configDir string, environ []
 		t.Fatal(err)
 	}
 	if spec.Image == nil {
-		spec.Image = &image.Result{Image: spec.Name}
+		spec.Image = &sandbox.Image{Image: spec.Name}
 	}
 	b, _ := json.Marshal(spec)
 	if err := os.WriteFile(filepath.Join(dir, supervisor.SpecFile), b, 0o600); err != nil {

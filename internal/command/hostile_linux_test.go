@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbx-dev/sbx/internal/build/image"
 	"github.com/sbx-dev/sbx/internal/proto/agentproto"
+	"github.com/sbx-dev/sbx/internal/sandbox"
 	"github.com/sbx-dev/sbx/internal/supervisor"
 )
 
@@ -42,7 +42,7 @@ func hostileSandbox(t *testing.T, respond func(g *agentproto.Conn, f agentproto.
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	b, _ := json.Marshal(supervisor.Spec{Name: "box", Image: &image.Result{Image: "box"}})
+	b, _ := json.Marshal(supervisor.Spec{Name: "box", Image: &sandbox.Image{Image: "box"}})
 	if err := os.WriteFile(filepath.Join(dir, supervisor.SpecFile), b, 0o600); err != nil {
 		t.Fatal(err)
 	}

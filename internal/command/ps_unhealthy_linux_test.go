@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/sbx-dev/sbx/addrs"
-	"github.com/sbx-dev/sbx/internal/build/image"
+	"github.com/sbx-dev/sbx/internal/sandbox"
 	"github.com/sbx-dev/sbx/internal/state"
 	"github.com/sbx-dev/sbx/internal/supervisor"
 )
@@ -44,7 +44,7 @@ func TestPsShowsAnUnhealthySandbox(t *testing.T) {
 	} else if err := os.WriteFile(filepath.Join(sdir, supervisor.StatusFile), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	spec, _ := json.Marshal(supervisor.Spec{Name: "box", ConfigDir: configDir, Image: &image.Result{}})
+	spec, _ := json.Marshal(supervisor.Spec{Name: "box", ConfigDir: configDir, Image: &sandbox.Image{}})
 	if err := os.WriteFile(filepath.Join(sdir, supervisor.SpecFile), spec, 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/sbx-dev/sbx/internal/machine"
 	"github.com/sbx-dev/sbx/internal/machine/qemu"
 	"github.com/sbx-dev/sbx/internal/pipeline"
-	"github.com/sbx-dev/sbx/internal/sandboxnet"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxnet"
 	"github.com/sbx-dev/sbx/lang"
 )
 
@@ -134,7 +134,7 @@ func runRun(ctx context.Context, env *Env, args []string) int {
 		return failedOrInterrupted(ctx, env, "no VM was started")
 	}
 
-	m, err := pipeline.Start(ctx, cfg, sb, img, pipeline.StartOptions{BootTimeout: a.bootTimeout, Environ: env.Environ})
+	s, err := pipeline.Start(ctx, cfg, sb, img, pipeline.StartOptions{BootTimeout: a.bootTimeout, Environ: env.Environ})
 	if err != nil {
 		if ctx.Err() != nil {
 			return interrupted(env, fmt.Sprintf("%s was stopped while it was booting", sb.Addr()))
@@ -144,8 +144,9 @@ func runRun(ctx context.Context, env *Env, args []string) int {
 	}
 	// The VM is stopped whatever happens, also after an interrupt: Stop
 	// must not inherit the cancelled context.
+	m := s.Machine()
 	defer func() {
-		if err := m.Stop(context.WithoutCancel(ctx)); err != nil {
+		if err := s.Stop(context.WithoutCancel(ctx)); err != nil {
 			fmt.Fprintf(env.Stderr, "sbx run: %s\n", quoteErr(err))
 		}
 	}()

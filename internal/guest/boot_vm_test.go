@@ -16,9 +16,9 @@ import (
 	"github.com/sbx-dev/sbx/internal/build/initramfs"
 	"github.com/sbx-dev/sbx/internal/build/kernel"
 	"github.com/sbx-dev/sbx/internal/build/kernel/kerneltest"
-	"github.com/sbx-dev/sbx/internal/build/qcow2"
 	"github.com/sbx-dev/sbx/internal/machine/qemu/qemutest"
 	"github.com/sbx-dev/sbx/internal/proto/bootproto"
+	"github.com/sbx-dev/sbx/internal/qcow2"
 	"github.com/sbx-dev/sbx/lang"
 )
 

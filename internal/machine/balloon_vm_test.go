@@ -70,7 +70,7 @@ func TestFreedMemoryReturns(t *testing.T) {
 	const fill = 512 << 20
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	m, err := machine.Start(ctx, machine.Options{Name: sb.Name, Image: img, CPUs: 1, Memory: memory})
+	m, err := machine.Start(ctx, machine.Options{Name: sb.Name, Boot: bootFiles(t, img), CPUs: 1, Memory: memory})
 	if err != nil {
 		t.Fatal(err)
 	}

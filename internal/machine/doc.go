@@ -1,8 +1,9 @@
 // Package machine starts and stops one sandbox's virtual machine on this
 // host and reaches the guest agent inside it.
 //
-// Start takes a built image (the kernel, initramfs and root disk of
-// package internal/build/image) and the machine's size, and:
+// Start takes plain boot files (BootFiles: a kernel, an initramfs, a
+// qcow2 root disk, their platform and kernel parameters; package sandbox
+// makes them from a built image) and the machine's size, and:
 //
 //   - makes a private directory for the machine: a qcow2 copy-on-write
 //     overlay over the image's disk (the image itself is never written),
@@ -43,12 +44,17 @@
 // Serve, moves the console's log to Options.KeepConsole when set, and
 // removes the machine's directory, sockets and overlay included.
 //
-// Package machine does not build images (internal/build/image), render QEMU's
+// Package machine does not build images or know how they are built (it
+// imports nothing of internal/build; the qcow2 overlay is written with
+// internal/qcow2), render QEMU's
 // command line or speak QMP (internal/machine/qemu), speak the agent protocol
 // itself (guestconn), or read the network device's framing itself
 // (machine/netstream). It serves no network and shares no files: the
 // host's network stack (package egress) is to be given to it as
 // Options.Network, and file sharing (vfs) wired in here.
+//
+// Options.Bench (Bench) holds settings for benchmarks only, each giving
+// up something a sandbox needs; sandboxes leave it zero.
 //
 // The entry point is Start.
 package machine

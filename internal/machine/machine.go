@@ -9,16 +9,16 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/sbx-dev/sbx/internal/build/image"
-	"github.com/sbx-dev/sbx/internal/build/qcow2"
 	"github.com/sbx-dev/sbx/internal/guestconn"
 	"github.com/sbx-dev/sbx/internal/machine/consolelog"
 	"github.com/sbx-dev/sbx/internal/machine/qemu"
 	"github.com/sbx-dev/sbx/internal/proto/bootproto"
+	"github.com/sbx-dev/sbx/internal/qcow2"
 	"github.com/sbx-dev/sbx/platform"
 )
 
@@ -57,8 +57,9 @@ type Options struct {
 	// Name names the machine (the sandbox's name): QEMU's process title,
 	// the guest's host name when Hostname is empty, and messages.
 	Name string
-	// Image is the built image to boot: its kernel, initramfs and disk.
-	Image *image.Result
+	// Boot is what to boot: the kernel, initramfs and root disk, the
+	// platform and kernel parameters they need.
+	Boot BootFiles
 	// CPUs and Memory size the machine; zero means DefaultCPUs and
 	// DefaultMemory. Memory is rounded up to a whole MiB.
 	CPUs   int
@@ -98,10 +99,27 @@ type Options struct {
 	// of the machine's own, which reads and drops every frame so that
 	// the guest has a device and no network.
 	Network Network
+	// Bench holds knobs for benchmarks only; sandboxes leave it zero.
+	Bench Bench
+	// Ports are further virtio-serial ports, by the name the guest finds
+	// them under (bootproto.PortsDir), each served on the host by its
+	// Port from the start of the boot until the machine stops: a
+	// workspace mount's file server, for one. Names are "sbx." and
+	// lower-case letters, digits, dots and dashes, and not the agent's
+	// own ports.
+	Ports map[string]Port
+}
+
+// Bench are a machine's settings for comparisons: each one gives up
+// something a sandbox needs (its policy, its memory returned to the
+// host), so that a benchmark can measure what that costs. Only bench/
+// and this package's tests set them (docs/architecture.md, "sandbox");
+// internal/sandbox passes them through from its own Options.Bench.
+type Bench struct {
 	// UserNetwork gives the network device QEMU's own user-mode network
 	// instead of Network, for comparisons only: it gives the guest the
 	// host's network with no policy; sandboxes never use it. Setting
-	// both is an error.
+	// both it and Options.Network is an error.
 	UserNetwork bool
 	// VirtFS, when set, is a host directory QEMU exports with its own 9p
 	// server ("-virtfs local", tag qemu.VirtFSTag), for comparisons only:
@@ -120,13 +138,27 @@ type Options struct {
 	// under TCG; zero means qemu.TCGBufferMiB, which sandboxes use.
 	// Benchmarks set it to measure what the size costs.
 	TCGBufferMiB int
-	// Ports are further virtio-serial ports, by the name the guest finds
-	// them under (bootproto.PortsDir), each served on the host by its
-	// Port from the start of the boot until the machine stops: a
-	// workspace mount's file server, for one. Names are "sbx." and
-	// lower-case letters, digits, dots and dashes, and not the agent's
-	// own ports.
-	Ports map[string]Port
+}
+
+// BootFiles are what a machine boots, as plain files on the host: the
+// machine knows nothing of how they were built (package sandbox makes
+// them from a built image).
+type BootFiles struct {
+	// Name names what is booted (the image's name): the machine's name
+	// when Options.Name is empty, and messages.
+	Name string
+	// Kernel and Initrd are the kernel and initramfs files.
+	Kernel string
+	Initrd string
+	// Disk is the root disk, a qcow2 image: the backing file of the
+	// machine's own copy-on-write overlay, never written.
+	Disk string
+	// Platform is the guest's platform (its architecture picks QEMU's
+	// system emulator).
+	Platform platform.Platform
+	// Cmdline holds the kernel parameters the files need (the image's
+	// root= and console=); the machine adds its own after them.
+	Cmdline []string
 }
 
 // Port serves one of a machine's extra virtio-serial ports. Serve is given
@@ -182,20 +214,21 @@ type Machine struct {
 	portsGroup sync.WaitGroup
 }
 
-// Start boots a machine from opts.Image and returns it once the guest
+// Start boots a machine from opts.Boot and returns it once the guest
 // agent answers on its port. ctx bounds the start only; the machine runs
 // until Stop. On any failure nothing is left running or on disk.
 func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 	begin := time.Now()
-	if opts.Image == nil {
-		return nil, errors.New("machine: no image to boot")
+	boot := opts.Boot
+	if boot.Kernel == "" || boot.Initrd == "" || boot.Disk == "" {
+		return nil, errors.New("machine: no kernel, initramfs or disk to boot")
 	}
 	name := opts.Name
 	if name == "" {
-		name = opts.Image.Image
+		name = boot.Name
 	}
 	where := fmt.Sprintf("sandbox %s", name)
-	if opts.UserNetwork && opts.Network != nil {
+	if opts.Bench.UserNetwork && opts.Network != nil {
 		return nil, fmt.Errorf("%s: a Network and the user-mode network both asked for", where)
 	}
 	if len(opts.Ports) > maxPorts {
@@ -206,18 +239,9 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
 	}
-	for _, out := range []string{image.OutputKernel, image.OutputInitramfs, image.OutputDisk} {
-		if _, ok := opts.Image.Outputs[out]; !ok {
-			return nil, fmt.Errorf("%s: image %s has no %s output", where, opts.Image.Image, out)
-		}
-	}
-	manifest, err := image.ReadManifest(opts.Image.Manifest)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", where, err)
-	}
-	platform, err := platform.Parse(manifest.Platform)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %s: %w", where, opts.Image.Manifest, err)
+	platform := boot.Platform
+	if platform.Architecture == "" {
+		return nil, fmt.Errorf("%s: no platform to boot", where)
 	}
 	cpus := opts.CPUs
 	if cpus <= 0 {
@@ -257,12 +281,12 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 			m.kill()
 		}
 	}()
-	if m.network == nil && !opts.UserNetwork {
+	if m.network == nil && !opts.Bench.UserNetwork {
 		m.network = new(Sink)
 	}
 	// QEMU connects the guest's network device to this socket as it
 	// starts, so it must be listening first.
-	if !opts.UserNetwork {
+	if !opts.Bench.UserNetwork {
 		m.net, err = listenNet(filepath.Join(dir, NetSocket), m.network)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", where, err)
@@ -277,7 +301,7 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 	}
 
 	overlay := filepath.Join(dir, OverlayFile)
-	backing, err := filepath.Abs(opts.Image.Outputs[image.OutputDisk].Path)
+	backing, err := filepath.Abs(boot.Disk)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
@@ -295,8 +319,7 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 	if cfg.Hostname == "" && bootproto.CheckHostname(name) == nil {
 		cfg.Hostname = name
 	}
-	params := strings.Fields(manifest.Cmdline)
-	params = append(params, "quiet")
+	params := append(slices.Clone(boot.Cmdline), "quiet")
 	params = append(params, cfg.Params()...)
 
 	spec := qemu.VMSpec{
@@ -304,18 +327,18 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 		Platform:      platform,
 		CPUs:          cpus,
 		MemoryBytes:   memory,
-		Kernel:        opts.Image.Outputs[image.OutputKernel].Path,
-		Initrd:        opts.Image.Outputs[image.OutputInitramfs].Path,
+		Kernel:        boot.Kernel,
+		Initrd:        boot.Initrd,
 		Cmdline:       params,
 		RootDisk:      overlay,
 		ConsoleSocket: m.console.path,
 		QMPSocket:     filepath.Join(dir, QMPSocket),
 		AgentSocket:   filepath.Join(dir, AgentSocket),
 		Ports:         portSockets(dir, opts.Ports),
-		UserNetwork:   opts.UserNetwork,
-		VirtFS:        opts.VirtFS,
-		Legacy:        opts.Legacy,
-		TCGBufferMiB:  opts.TCGBufferMiB,
+		UserNetwork:   opts.Bench.UserNetwork,
+		VirtFS:        opts.Bench.VirtFS,
+		Legacy:        opts.Bench.Legacy,
+		TCGBufferMiB:  opts.Bench.TCGBufferMiB,
 		QEMULog:       filepath.Join(dir, QEMULogFile),
 	}
 	if m.net != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/sbx-dev/sbx/internal/machine"
 	"github.com/sbx-dev/sbx/internal/machine/machinetest"
 	"github.com/sbx-dev/sbx/internal/machine/qemu"
+	"github.com/sbx-dev/sbx/internal/pipeline"
 	"github.com/sbx-dev/sbx/internal/proto/bootproto"
 )
 
@@ -40,7 +41,7 @@ func start(t testing.TB, opts machine.Options) *machine.Machine {
 	_, cfg, img := machinetest.Require(t)
 	sb := cfg.Sandboxes[machinetest.Sandbox]
 	opts.Name = sb.Name
-	opts.Image = img
+	opts.Boot = bootFiles(t, img)
 	opts.CPUs, opts.Memory = sb.CPUs, sb.Memory
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -259,25 +260,28 @@ func TestNeverReady(t *testing.T) {
 	for _, c := range []struct {
 		name    string
 		opts    machine.Options
+		image   *image.Result // nil: the fixture's
 		within  time.Duration
 		wantErr []string
 	}{
 		// The agent prints its ready line and powers off.
-		{"ready-poweroff", machine.Options{Mode: bootproto.ModeReadyPowerOff, BootTimeout: 2 * time.Minute}, 2 * time.Minute,
+		{"ready-poweroff", machine.Options{Mode: bootproto.ModeReadyPowerOff, BootTimeout: 2 * time.Minute}, nil, 2 * time.Minute,
 			[]string{"the guest stopped before its agent answered", bootproto.ReadyPrefix}},
 		// No /init: the kernel panics, and the machine cannot reboot.
-		{"corrupt-initramfs", machine.Options{Image: &corrupt, BootTimeout: 2 * time.Minute}, 2 * time.Minute,
+		{"corrupt-initramfs", machine.Options{BootTimeout: 2 * time.Minute}, &corrupt, 2 * time.Minute,
 			[]string{"the guest stopped before its agent answered", "Kernel panic"}},
 		// Still booting when the time is up.
-		{"timeout", machine.Options{BootTimeout: 1500 * time.Millisecond}, 10 * time.Second,
+		{"timeout", machine.Options{BootTimeout: 1500 * time.Millisecond}, nil, 10 * time.Second,
 			[]string{"the guest agent did not answer within 1.5s"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			opts := c.opts
 			opts.Name, opts.CPUs, opts.Memory, opts.Host, opts.Dir = sb.Name, sb.CPUs, sb.Memory, &host, parent
-			if opts.Image == nil {
-				opts.Image = img
+			im := c.image
+			if im == nil {
+				im = img
 			}
+			opts.Boot = bootFiles(t, im)
 			begin := time.Now()
 			m, err := machine.Start(context.Background(), opts)
 			took := time.Since(begin)
@@ -320,4 +324,15 @@ func TestStopUnresponsive(t *testing.T) {
 		t.Errorf("Stop took %v", took)
 	}
 	checkGone(t, pid, dir)
+}
+
+// bootFiles is what a machine boots of img, as a sandbox boots it
+// (pipeline.BootFiles).
+func bootFiles(t testing.TB, img *image.Result) machine.BootFiles {
+	t.Helper()
+	b, err := pipeline.BootFiles(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -48,7 +48,7 @@ exec 3<>$dev; echo hello >&3; head -c 6 <&3`
 
 	_, _, img := machinetest.Require(t)
 	for _, bad := range []string{"sbx.agent", "other", "sbx.UPPER", "sbx."} {
-		_, err := machine.Start(context.Background(), machine.Options{Image: img, Ports: map[string]machine.Port{bad: u}})
+		_, err := machine.Start(context.Background(), machine.Options{Boot: bootFiles(t, img), Ports: map[string]machine.Port{bad: u}})
 		if err == nil || !strings.Contains(err.Error(), "port") {
 			t.Errorf("port name %q: %v; want it refused", bad, err)
 		}

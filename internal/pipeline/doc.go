@@ -6,7 +6,7 @@
 //
 //	Lock   sbx.lock.hcl brought up to date (resolve), or checked (read-only)
 //	Build  one image as the lock pins it (internal/build/image), with ImageOptions
-//	Start  one sandbox's VM from its built image (machine)
+//	Start  one sandbox from its built image (SandboxSpec, then sandbox.Start)
 //
 // Env is everything the three read from outside the configuration: the
 // environment (SOURCE_DATE_EPOCH, SBX_CACHE_DIR, SBX_GUEST_AGENT, npm and

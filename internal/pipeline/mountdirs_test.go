@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sbx-dev/sbx/internal/sandboxfs"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxfs"
 	"github.com/sbx-dev/sbx/policy"
 )
 

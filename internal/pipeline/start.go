@@ -9,13 +9,40 @@ import (
 	"slices"
 	"time"
 
-	"github.com/sbx-dev/sbx/internal/boot"
 	"github.com/sbx-dev/sbx/internal/build/image"
-	"github.com/sbx-dev/sbx/internal/machine"
-	"github.com/sbx-dev/sbx/internal/sandboxfs"
-	"github.com/sbx-dev/sbx/internal/sandboxnet"
+	"github.com/sbx-dev/sbx/internal/sandbox"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxfs"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxnet"
 	"github.com/sbx-dev/sbx/lang"
 )
+
+// SandboxSpec is what starts sandbox sb of cfg booted from its built
+// image img (sandbox.Start, directly or in a supervisor): the sandbox's
+// name, CPUs and memory, its policy and mounts (Mounts), and the
+// defaults of the commands run in it (its user, and the image's then the
+// sandbox's environment). A mount whose owner is not a user of the image,
+// or an image whose manifest cannot be read (SandboxImage), is an error.
+func SandboxSpec(cfg *lang.Config, sb *lang.Sandbox, img *image.Result) (sandbox.Spec, error) {
+	mounts, err := Mounts(cfg, sb)
+	if err != nil {
+		return sandbox.Spec{}, fmt.Errorf("sandbox.%s: %w", sb.Name, err)
+	}
+	si, err := SandboxImage(img)
+	if err != nil {
+		return sandbox.Spec{}, fmt.Errorf("sandbox.%s: %w", sb.Name, err)
+	}
+	return sandbox.Spec{
+		Policy:    sb.Policy,
+		Mounts:    mounts,
+		Name:      sb.Name,
+		ConfigDir: cfg.Dir,
+		Image:     si,
+		CPUs:      sb.CPUs,
+		Memory:    sb.Memory,
+		User:      sb.User,
+		Env:       cfg.CommandEnv(sb),
+	}, nil
+}
 
 // StartOptions configure Start.
 type StartOptions struct {
@@ -40,16 +67,13 @@ type StartOptions struct {
 	MountDirs map[string]string
 }
 
-// Start boots a VM of sandbox sb of cfg from its built image img, with
-// the sandbox's name, CPUs and memory, and its egress policy enforced on
-// the host: the secrets' values are read here (a missing one is an error
-// before anything boots), the VM's network device is served by the
-// sandbox's network (package sandboxnet), its workspace mounts by their
-// file servers (package sandboxfs), and the guest agent is told its
-// address, the CA to trust, the secrets' placeholders and the mounts
-// before Start returns (package boot). The VM is not stopped when ctx ends: Stop it; its
-// network ends with it.
-func Start(ctx context.Context, cfg *lang.Config, sb *lang.Sandbox, img *image.Result, opts StartOptions) (*machine.Machine, error) {
+// Start starts sandbox sb of cfg from its built image img in this
+// process: its spec (SandboxSpec) with the secrets' values read here (a
+// missing one is an error before anything boots) and opts.MountDirs
+// applied, through sandbox.Start, which enforces its egress policy on
+// the VM's network, serves its mounts and configures the guest before
+// it returns. The sandbox is not stopped when ctx ends: Stop it.
+func Start(ctx context.Context, cfg *lang.Config, sb *lang.Sandbox, img *image.Result, opts StartOptions) (*sandbox.Sandbox, error) {
 	environ := opts.Environ
 	if environ == nil {
 		environ = os.Environ()
@@ -58,39 +82,20 @@ func Start(ctx context.Context, cfg *lang.Config, sb *lang.Sandbox, img *image.R
 	if err != nil {
 		return nil, err
 	}
-	mounts, err := sandboxfs.Resolve(cfg, sb)
+	spec, err := SandboxSpec(cfg, sb, img)
 	if err != nil {
 		return nil, err
 	}
-	if err := replaceMountDirs(mounts, opts.MountDirs); err != nil {
+	if err := replaceMountDirs(spec.Mounts, opts.MountDirs); err != nil {
 		return nil, err
 	}
-	s, err := boot.Start(ctx, boot.Options{
-		Machine: machine.Options{
-			Name:        sb.Name,
-			Image:       img,
-			CPUs:        sb.CPUs,
-			Memory:      sb.Memory,
-			BootTimeout: opts.BootTimeout,
-			Dir:         opts.Dir,
-		},
-		Net: sandboxnet.Options{
-			Sandbox:  sb.Name,
-			Policy:   sb.Policy,
-			Secrets:  secrets,
-			AuditDir: opts.AuditDir,
-			Logger:   opts.Logger,
-		},
-		Mounts: mounts,
+	spec.BootTimeout = opts.BootTimeout
+	return sandbox.Start(ctx, spec, sandbox.Options{
+		Dir:      opts.Dir,
+		Secrets:  secrets,
+		AuditDir: opts.AuditDir,
+		Logger:   opts.Logger,
 	})
-	if err != nil {
-		return nil, err
-	}
-	go func() {
-		<-s.Machine.Done()
-		s.Close()
-	}()
-	return s.Machine, nil
 }
 
 // replaceMountDirs points the mounts named in dirs (by guest path) at

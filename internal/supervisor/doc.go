@@ -5,9 +5,10 @@
 // connection is package router; this package is the process around it:
 // its life, its directory, its sockets and who may use them.
 //
-// Run is the supervisor process itself: it boots the sandbox's machine
-// (package machine), serves a router.Router on <dir>/supervisor.sock, records
-// itself in <dir>/status.json, and stops the machine when asked on
+// Run is the supervisor process itself: it starts the Spec it is given
+// (a sandbox.Spec, kept in <dir>/spec.json) through sandbox.Start,
+// serves a router.Router on <dir>/supervisor.sock, records itself in
+// <dir>/status.json, and stops the sandbox when asked on
 // <dir>/control.sock (Stop; the socket's line protocol is package
 // proto/control's, its client Stop, Reload and Inspect), when its context ends (SIGTERM, in the
 // command that calls it) or when the guest goes. Spawn starts Run in a
@@ -49,10 +50,12 @@
 // before they send it anything (SO_PEERCRED, LOCAL_PEERCRED; other
 // systems refuse every peer).
 //
-// It does not build images (internal/build/image), boot QEMU itself (machine,
-// internal/machine/qemu), speak the guest's side of the protocol
-// (guest/execsrv) or record sandboxes in the configuration's state
-// (state). It never prints; Run logs to the slog.Logger it is given.
+// It does not read configurations (the layer above turns one into a
+// Spec: pipeline.SandboxSpec), build images (internal/build/image),
+// start the sandbox's machine, network or file servers itself
+// (sandbox), speak the guest's side of the protocol (guest/execsrv) or
+// record sandboxes in the configuration's state (state). It never
+// prints; Run logs to the slog.Logger it is given.
 //
 // The entry points are Spawn, Dial and Stop for a sandbox's supervisor
 // process, and Run for the process itself.

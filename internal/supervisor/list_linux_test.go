@@ -8,7 +8,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/sbx-dev/sbx/internal/build/image"
+	"github.com/sbx-dev/sbx/internal/sandbox"
 )
 
 // writeSpec writes the spec Spawn would write in dir.
@@ -38,7 +38,7 @@ func TestListConfigGoesByTheDirectory(t *testing.T) {
 		}
 		return dir
 	}
-	img := &image.Result{Image: "agent"}
+	img := &sandbox.Image{Image: "agent"}
 	box := dirOf(configDir, "box")
 	writeSpec(t, box, Spec{Name: "box", ConfigDir: configDir, Image: img})
 	// A start that failed before Spawn wrote its spec.

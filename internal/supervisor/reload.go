@@ -15,9 +15,10 @@ import (
 	"time"
 
 	"github.com/sbx-dev/sbx/internal/atomicfile"
-	"github.com/sbx-dev/sbx/internal/boot"
 	"github.com/sbx-dev/sbx/internal/guestconn"
+	"github.com/sbx-dev/sbx/internal/proto/agentproto"
 	ctlproto "github.com/sbx-dev/sbx/internal/proto/control"
+	"github.com/sbx-dev/sbx/internal/sandbox"
 	"github.com/sbx-dev/sbx/internal/supervisor/router"
 	"github.com/sbx-dev/sbx/policy"
 )
@@ -78,18 +79,13 @@ func (c *control) handleReload(conn net.Conn, br *bufio.Reader) {
 }
 
 // reload applies a reload request in the supervisor of dir: the sandbox
-// network takes the new policy, the guest is configured again when the
-// environment of its commands changes, and the spec file records the
-// policy now enforced.
-func reload(ctx context.Context, dir string, r *router.Router, sb *boot.Sandbox, req reloadRequest, log *slog.Logger) error {
-	again, err := sb.Net.Update(req.Policy, req.Secrets)
+// takes the new policy (sandbox.Sandbox.Update, which configures the
+// guest again through the router when the environment of its commands
+// changes), and the spec file records the policy now enforced.
+func reload(ctx context.Context, dir string, sb *sandbox.Sandbox, req reloadRequest, log *slog.Logger) error {
+	again, err := sb.Update(ctx, req.Policy, req.Secrets)
 	if err != nil {
 		return err
-	}
-	if again {
-		if err := configure(ctx, r, sb); err != nil {
-			return fmt.Errorf("the new policy is enforced, but the guest's environment could not be updated: %w", err)
-		}
 	}
 	spec, err := ReadSpec(dir)
 	if err == nil {
@@ -106,21 +102,21 @@ func reload(ctx context.Context, dir string, r *router.Router, sb *boot.Sandbox,
 	return nil
 }
 
-// configure tells the guest the sandbox's configuration again, through a
-// client of the router's that may configure.
-func configure(ctx context.Context, r *router.Router, sb *boot.Sandbox) error {
+// configure tells the guest c through a client of the router's that may
+// configure.
+func configure(ctx context.Context, r *router.Router, c agentproto.Configure) error {
 	host, sup, err := connPair()
 	if err != nil {
 		return err
 	}
 	go r.ServeConfigurer(sup)
-	c, err := guestconn.DialContext(ctx, host)
+	gc, err := guestconn.DialContext(ctx, host)
 	if err != nil {
 		host.Close()
 		return err
 	}
-	defer c.Close()
-	return c.Configure(ctx, sb.Configure())
+	defer gc.Close()
+	return gc.Configure(ctx, c)
 }
 
 // secretsFDEnv names the variable that tells a supervisor process which

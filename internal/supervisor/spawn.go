@@ -15,9 +15,6 @@ import (
 	"time"
 
 	"github.com/sbx-dev/sbx/internal/atomicfile"
-	"github.com/sbx-dev/sbx/internal/build/image"
-	"github.com/sbx-dev/sbx/internal/sandboxfs"
-	"github.com/sbx-dev/sbx/lang"
 )
 
 // Verb is the hidden command-line verb that runs a supervisor: Spawn
@@ -229,28 +226,4 @@ func RunDir(ctx context.Context, dir string, opts Options) error {
 	}
 	opts.Dir, opts.Spec, opts.Secrets = dir, *spec, secrets
 	return Run(ctx, opts)
-}
-
-// SandboxSpec is what a supervisor runs for sandbox sb of cfg, booted
-// from its built image img: the sandbox's name, CPUs and memory, its
-// policy and mounts, and the defaults of the commands run in it (its
-// user, and the image's then the sandbox's environment). sbx apply and
-// the benchmarks spawn supervisors with it. A mount whose owner is not a
-// user of the image is an error.
-func SandboxSpec(cfg *lang.Config, sb *lang.Sandbox, img *image.Result) (Spec, error) {
-	mounts, err := sandboxfs.Resolve(cfg, sb)
-	if err != nil {
-		return Spec{}, fmt.Errorf("sandbox.%s: %w", sb.Name, err)
-	}
-	return Spec{
-		Policy:    sb.Policy,
-		Mounts:    mounts,
-		Name:      sb.Name,
-		ConfigDir: cfg.Dir,
-		Image:     img,
-		CPUs:      sb.CPUs,
-		Memory:    sb.Memory,
-		User:      sb.User,
-		Env:       cfg.CommandEnv(sb),
-	}, nil
 }

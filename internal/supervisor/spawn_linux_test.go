@@ -18,6 +18,7 @@ import (
 
 	"github.com/sbx-dev/sbx/internal/guestconn"
 	"github.com/sbx-dev/sbx/internal/machine/machinetest"
+	"github.com/sbx-dev/sbx/internal/pipeline"
 	"golang.org/x/sys/unix"
 )
 
@@ -59,7 +60,11 @@ func TestSpawnVM(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	st, err := Spawn(ctx, dir, Spec{Name: sb.Name, Image: img, CPUs: sb.CPUs, Memory: sb.Memory},
+	si, err := pipeline.SandboxImage(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := Spawn(ctx, dir, Spec{Name: sb.Name, Image: si, CPUs: sb.CPUs, Memory: sb.Memory},
 		SpawnOptions{Command: []string{os.Args[0]}, Env: append(os.Environ(), childEnv+"=1")})
 	if err != nil {
 		t.Fatal(err)

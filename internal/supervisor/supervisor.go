@@ -16,16 +16,13 @@ import (
 	"time"
 
 	"github.com/sbx-dev/sbx/internal/atomicfile"
-	"github.com/sbx-dev/sbx/internal/boot"
-	"github.com/sbx-dev/sbx/internal/build/image"
 	"github.com/sbx-dev/sbx/internal/guestconn"
 	"github.com/sbx-dev/sbx/internal/machine"
 	"github.com/sbx-dev/sbx/internal/machine/qemu"
+	"github.com/sbx-dev/sbx/internal/proto/agentproto"
 	ctlproto "github.com/sbx-dev/sbx/internal/proto/control"
-	"github.com/sbx-dev/sbx/internal/sandboxfs"
-	"github.com/sbx-dev/sbx/internal/sandboxnet"
+	"github.com/sbx-dev/sbx/internal/sandbox"
 	"github.com/sbx-dev/sbx/internal/supervisor/router"
-	"github.com/sbx-dev/sbx/policy"
 )
 
 // Names of the files in a supervisor's directory.
@@ -41,38 +38,10 @@ const (
 // the directory.
 var ErrNotRunning = errors.New("supervisor: not running")
 
-// Spec is what a supervisor runs: one sandbox's machine.
-type Spec struct {
-	// Name is the sandbox's name.
-	Name string `json:"name"`
-	// ConfigDir is the configuration directory the sandbox belongs to,
-	// for listings ("sbx ps -a"); empty when it belongs to none.
-	ConfigDir string `json:"config_dir,omitempty"`
-	// Image is the built image to boot.
-	Image *image.Result `json:"image"`
-	// CPUs and Memory size the machine; zero means machine's defaults.
-	CPUs   int   `json:"cpus,omitempty"`
-	Memory int64 `json:"memory,omitempty"`
-	// User and Env are the defaults of the commands run in the sandbox:
-	// its user, and "KEY=value" entries (the image's environment, then the
-	// sandbox's). The supervisor does not apply them; clients such as
-	// "sbx exec" read them here, so that they match the running sandbox
-	// rather than a configuration edited since.
-	User string   `json:"user,omitempty"`
-	Env  []string `json:"env,omitempty"`
-	// BootTimeout and StopTimeout bound the boot and a graceful stop;
-	// zero means machine's defaults.
-	BootTimeout time.Duration `json:"boot_timeout,omitempty"`
-	StopTimeout time.Duration `json:"stop_timeout,omitempty"`
-	// Policy is the sandbox's egress, secret and mount policy. The
-	// supervisor enforces its egress on the machine's network device
-	// (package sandboxnet); the secrets' values are never in the spec
-	// (Options.Secrets). Reload replaces it in a running supervisor.
-	Policy policy.Sandbox `json:"policy"`
-	// Mounts are the sandbox's workspace mounts as it serves them: host
-	// directories made absolute, owners as numbers.
-	Mounts []sandboxfs.Mount `json:"mounts,omitempty"`
-}
+// Spec is what a supervisor runs: one sandbox, kept as JSON in its
+// directory's spec.json (SpecFile). Its policy is the one enforced now:
+// Reload records the new one there.
+type Spec = sandbox.Spec
 
 // State is where a supervisor is in its life.
 type State string
@@ -171,35 +140,22 @@ func Run(ctx context.Context, opts Options) (err error) {
 		}
 	}()
 
-	sb, err := boot.Start(ctx, boot.Options{
-		Machine: machine.Options{
-			Name:        opts.Spec.Name,
-			Image:       opts.Spec.Image,
-			CPUs:        opts.Spec.CPUs,
-			Memory:      opts.Spec.Memory,
-			Dir:         dir,
-			Host:        opts.Host,
-			BootTimeout: opts.Spec.BootTimeout,
-			StopTimeout: opts.Spec.StopTimeout,
-			KeepConsole: filepath.Join(dir, ConsoleFile),
-		},
-		Net: sandboxnet.Options{
-			Sandbox:  opts.Spec.Name,
-			Policy:   opts.Spec.Policy,
-			Secrets:  opts.Secrets,
-			AuditDir: dir,
-			Logger:   log,
-		},
-		Mounts: opts.Spec.Mounts,
+	sb, err := sandbox.Start(ctx, opts.Spec, sandbox.Options{
+		Dir:         dir,
+		Secrets:     opts.Secrets,
+		AuditDir:    dir,
+		Logger:      log,
+		Host:        opts.Host,
+		KeepConsole: filepath.Join(dir, ConsoleFile),
 	})
 	if err != nil {
 		return fmt.Errorf("supervisor: %w", err)
 	}
-	m := sb.Machine
+	m := sb.Machine()
 	// The machine made its directory inside dir with mode 0700; it holds
 	// the agent's socket.
 	if err := privateDir(m.Dir()); err != nil {
-		return errors.Join(err, m.Stop(context.Background()), sb.Close())
+		return errors.Join(err, sb.Stop(context.Background()))
 	}
 	st.QEMUPid, st.Accel, st.Note, st.MachineDir = m.Pid(), string(m.Accel()), m.Host().Note, m.Dir()
 	log.Info("machine started", "sandbox", opts.Spec.Name, "qemu", m.Pid(), "accel", m.Accel(), "boot", m.BootTime())
@@ -213,12 +169,13 @@ func Run(ctx context.Context, opts Options) (err error) {
 		if r != nil {
 			r.Close()
 		}
-		err := m.Stop(context.Background())
+		err := sb.Stop(context.Background())
 		os.Remove(sockPath)
-		return errors.Join(err, sb.Close())
+		return err
 	}
 	r, err = takeOver(ctx, m, log)
 	if err == nil {
+		sb.ConfigureThrough(func(ctx context.Context, c agentproto.Configure) error { return configure(ctx, r, c) })
 		var l, ctl net.Listener
 		if l, err = listenPrivate(sockPath, log); err == nil {
 			listeners = append(listeners, l)
@@ -249,7 +206,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}, ping: func(ctx context.Context) error {
 		return pingGuest(ctx, r)
 	}, reload: func(ctx context.Context, req reloadRequest) error {
-		return reload(ctx, dir, r, sb, req, log)
+		return reload(ctx, dir, sb, req, log)
 	}}
 	go ctl.serve()
 	log.Info("serving", "socket", sockPath)

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sbx-dev/sbx/internal/build/ctxio"
+	"github.com/sbx-dev/sbx/internal/ctxio"
 )
 
 // EnvRoot is the environment variable that overrides the cache root.

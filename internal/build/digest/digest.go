@@ -8,7 +8,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/sbx-dev/sbx/internal/build/ctxio"
+	"github.com/sbx-dev/sbx/internal/ctxio"
 )
 
 // File returns the lowercase hex sha256 of the regular file at path and

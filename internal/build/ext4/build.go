@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sbx-dev/sbx/internal/build/ctxio"
+	"github.com/sbx-dev/sbx/internal/ctxio"
 )
 
 // Build writes an ext4 image of opts.Size bytes to w holding the tree the

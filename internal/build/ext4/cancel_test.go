@@ -7,7 +7,7 @@ import (
 	"io"
 	"testing"
 
-	"github.com/sbx-dev/sbx/internal/build/ctxio/ctxiotest"
+	"github.com/sbx-dev/sbx/internal/ctxio/ctxiotest"
 )
 
 // Cancelled during a write — of the journal, of file data, of the

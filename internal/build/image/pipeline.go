@@ -18,8 +18,8 @@ import (
 	"github.com/sbx-dev/sbx/internal/build/initramfs"
 	"github.com/sbx-dev/sbx/internal/build/kernel"
 	"github.com/sbx-dev/sbx/internal/build/layers"
-	"github.com/sbx-dev/sbx/internal/build/qcow2"
 	"github.com/sbx-dev/sbx/internal/build/rootfs"
+	"github.com/sbx-dev/sbx/internal/qcow2"
 )
 
 // staged are the outputs of one run, in a staging directory.

@@ -12,8 +12,8 @@ import (
 	"strings"
 
 	"github.com/sbx-dev/sbx/internal/build/cpio"
-	"github.com/sbx-dev/sbx/internal/build/ctxio"
 	"github.com/sbx-dev/sbx/internal/build/kernel"
+	"github.com/sbx-dev/sbx/internal/ctxio"
 	"github.com/sbx-dev/sbx/internal/proto/bootproto"
 )
 

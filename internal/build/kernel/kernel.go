@@ -14,7 +14,7 @@ import (
 	"strings"
 
 	"github.com/sbx-dev/sbx/internal/build/archive"
-	"github.com/sbx-dev/sbx/internal/build/ctxio"
+	"github.com/sbx-dev/sbx/internal/ctxio"
 )
 
 // DefaultImage is the glob the kernel image is found by when the spec

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sbx-dev/sbx/internal/build/ctxio/ctxiotest"
 	"github.com/sbx-dev/sbx/internal/build/ext4"
+	"github.com/sbx-dev/sbx/internal/ctxio/ctxiotest"
 )
 
 // e2fsprogs returns the paths of e2fsck and debugfs, skipping the test

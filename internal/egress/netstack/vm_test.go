@@ -17,6 +17,7 @@ import (
 	"github.com/sbx-dev/sbx/internal/guestconn"
 	"github.com/sbx-dev/sbx/internal/machine"
 	"github.com/sbx-dev/sbx/internal/machine/machinetest"
+	"github.com/sbx-dev/sbx/internal/pipeline"
 )
 
 func TestMain(m *testing.M) {
@@ -83,8 +84,12 @@ func TestLinuxGuest(t *testing.T) {
 	sb := cfg.Sandboxes[machinetest.Sandbox]
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	boot, err := pipeline.BootFiles(img)
+	if err != nil {
+		t.Fatal(err)
+	}
 	m, err := machine.Start(ctx, machine.Options{
-		Name: sb.Name, Image: img, CPUs: sb.CPUs, Memory: sb.Memory, Network: n,
+		Name: sb.Name, Boot: boot, CPUs: sb.CPUs, Memory: sb.Memory, Network: n,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/sbx-dev/sbx/internal/guestconn"
 	"github.com/sbx-dev/sbx/internal/machine"
 	"github.com/sbx-dev/sbx/internal/machine/machinetest"
+	"github.com/sbx-dev/sbx/internal/pipeline"
 	"github.com/sbx-dev/sbx/internal/proto/agentproto"
 	"github.com/sbx-dev/sbx/internal/proto/netstream"
 )
@@ -173,7 +174,11 @@ func TestConfigureVM(t *testing.T) {
 	sb := cfg.Sandboxes[machinetest.Sandbox]
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	m, err := machine.Start(ctx, machine.Options{Name: sb.Name, Image: img, CPUs: sb.CPUs, Memory: sb.Memory, Network: gw})
+	boot, err := pipeline.BootFiles(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := machine.Start(ctx, machine.Options{Name: sb.Name, Boot: boot, CPUs: sb.CPUs, Memory: sb.Memory, Network: gw})
 	if err != nil {
 		t.Fatal(err)
 	}

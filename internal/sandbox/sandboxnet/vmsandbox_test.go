@@ -12,12 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbx-dev/sbx/internal/boot"
 	"github.com/sbx-dev/sbx/internal/build/image"
 	"github.com/sbx-dev/sbx/internal/egress/ca"
 	"github.com/sbx-dev/sbx/internal/guestconn"
 	"github.com/sbx-dev/sbx/internal/machine"
-	"github.com/sbx-dev/sbx/internal/sandboxnet"
+	"github.com/sbx-dev/sbx/internal/pipeline"
+	"github.com/sbx-dev/sbx/internal/sandbox"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxnet"
 	"github.com/sbx-dev/sbx/policy"
 )
 
@@ -46,7 +47,7 @@ type vmSandbox struct {
 
 // bootVM boots img as the sandbox name, of 512 MiB, with pol and secrets
 // and a CA of its own; ctx gives the test timeout from here. At the end
-// of the test the machine is stopped, then the network closed.
+// of the test the sandbox is stopped: its machine, then its network.
 func bootVM(t *testing.T, img *image.Result, name string, timeout time.Duration, pol policy.Sandbox, secrets map[string][]byte) *vmSandbox {
 	t.Helper()
 	auth, err := ca.New()
@@ -61,16 +62,17 @@ func bootVM(t *testing.T, img *image.Result, name string, timeout time.Duration,
 	t.Cleanup(func() { os.RemoveAll(mdir) })
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	t.Cleanup(cancel)
-	sb, err := boot.Start(ctx, boot.Options{
-		Machine: machine.Options{Name: name, Image: img, Memory: 512 << 20, Dir: mdir},
-		Net:     sandboxnet.Options{Sandbox: name, Policy: pol, Secrets: secrets, AuditDir: auditDir, CA: auth},
-	})
+	si, err := pipeline.SandboxImage(img)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { sb.Net.Close() })
-	t.Cleanup(func() { sb.Machine.Stop(context.Background()) })
-	return &vmSandbox{ctx: ctx, m: sb.Machine, n: sb.Net, auditDir: auditDir}
+	sb, err := sandbox.Start(ctx, sandbox.Spec{Name: name, Image: si, Memory: 512 << 20, Policy: pol},
+		sandbox.Options{Dir: mdir, Secrets: secrets, AuditDir: auditDir, CA: auth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sb.Stop(context.Background()) })
+	return &vmSandbox{ctx: ctx, m: sb.Machine(), n: sb.Net(), auditDir: auditDir}
 }
 
 // install builds testdata/<prog> for the guest and puts it at path,

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/sbx-dev/sbx/internal/build/ctxio/ctxiotest"
+	"github.com/sbx-dev/sbx/internal/ctxio/ctxiotest"
 )
 
 // sparseCase is a raw image with data spread over many chunks, so that

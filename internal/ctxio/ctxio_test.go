@@ -10,7 +10,7 @@ import (
 	"testing"
 	"testing/iotest"
 
-	"github.com/sbx-dev/sbx/internal/build/ctxio"
+	"github.com/sbx-dev/sbx/internal/ctxio"
 )
 
 // A copy through the wrappers stops at the first chunk after the

@@ -12,8 +12,8 @@
 // secret values while the sandbox runs; a secret keeps its placeholder for
 // the life of the Net, so the guest's environment stays right.
 //
-// Package boot starts every sandbox with it — the supervisor's and an
-// unsupervised machine's (package pipeline) — so that they enforce one
+// Package sandbox starts every sandbox with it — the supervisor's and an
+// unsupervised one's (package pipeline) — so that they enforce one
 // policy the same way. It never prints; it logs to the
 // slog.Logger it is given.
 package sandboxnet

@@ -9,7 +9,7 @@ import (
 	"os"
 
 	"github.com/sbx-dev/sbx/internal/atomicfile"
-	"github.com/sbx-dev/sbx/internal/build/ctxio"
+	"github.com/sbx-dev/sbx/internal/ctxio"
 )
 
 // chunkBytes is how much raw data Convert reads at a time.

@@ -1,4 +1,4 @@
-package boot_test
+package sandbox_test
 
 import (
 	"bytes"
@@ -9,13 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbx-dev/sbx/internal/boot"
 	"github.com/sbx-dev/sbx/internal/egress/ca"
 	"github.com/sbx-dev/sbx/internal/guestconn"
-	"github.com/sbx-dev/sbx/internal/machine"
 	"github.com/sbx-dev/sbx/internal/machine/machinetest"
-	"github.com/sbx-dev/sbx/internal/sandboxfs"
-	"github.com/sbx-dev/sbx/internal/sandboxnet"
+	"github.com/sbx-dev/sbx/internal/pipeline"
+	"github.com/sbx-dev/sbx/internal/sandbox"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxfs"
 	"github.com/sbx-dev/sbx/policy"
 )
 
@@ -61,23 +60,26 @@ func TestWorkspaceMount(t *testing.T) {
 	defer os.RemoveAll(mdir)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	sb, err := boot.Start(ctx, boot.Options{
-		Machine: machine.Options{Name: "fs", Image: img, Memory: 512 << 20, Dir: mdir},
-		Net:     sandboxnet.Options{Sandbox: "fs", CA: auth},
-		Mounts:  []sandboxfs.Mount{{Policy: mount, HostDir: host, UID: machinetest.UID, GID: machinetest.UID}},
-	})
+	si, err := pipeline.SandboxImage(img)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sb.Close()
-	defer sb.Machine.Stop(context.Background())
+	sb, err := sandbox.Start(ctx, sandbox.Spec{
+		Name: "fs", Image: si, Memory: 512 << 20,
+		Policy: policy.Sandbox{Mounts: []policy.Mount{mount}},
+		Mounts: []sandboxfs.Mount{{Policy: mount, HostDir: host, UID: machinetest.UID, GID: machinetest.UID}},
+	}, sandbox.Options{Dir: mdir, CA: auth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Stop(context.Background())
 
 	run := func(script string) (string, int) {
 		t.Helper()
 		var out bytes.Buffer
 		ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 		defer cancel()
-		st, err := sb.Machine.Exec(ctx, guestconn.Cmd{Args: []string{"sh", "-c", script}, User: machinetest.User, Stdout: &out, Stderr: &out})
+		st, err := sb.Exec(ctx, guestconn.Cmd{Args: []string{"sh", "-c", script}, User: machinetest.User, Stdout: &out, Stderr: &out})
 		if err != nil {
 			t.Fatalf("%q: %v", script, err)
 		}

@@ -11,5 +11,5 @@
 //
 // The entry points are Reader and Writer, and ReaderAt and WriterAt for
 // the random-access reads and writes of disk images (internal/build/ext4,
-// internal/build/qcow2).
+// internal/qcow2).
 package ctxio

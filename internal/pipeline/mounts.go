@@ -1,34 +1,23 @@
-package sandboxfs
+package pipeline
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
 	"strings"
 
-	"github.com/sbx-dev/sbx/internal/machine"
-	"github.com/sbx-dev/sbx/internal/proto/agentproto"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxfs"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/policy"
 )
 
-// Mount is one mount as a started sandbox serves it.
-type Mount struct {
-	// Policy is the mount as the sandbox's policy has it.
-	Policy policy.Mount `json:"policy"`
-	// HostDir is its host directory, absolute.
-	HostDir string `json:"host_dir"`
-	// UID and GID own every file the guest sees there.
-	UID uint32 `json:"uid"`
-	GID uint32 `json:"gid"`
-}
-
-// Resolve returns the mounts of sandbox sb of cfg as a started sandbox
-// serves them, in the policy's order.
-func Resolve(cfg *lang.Config, sb *lang.Sandbox) ([]Mount, error) {
+// Mounts returns the workspace mounts of sandbox sb of cfg as a started
+// sandbox serves them, in the policy's order: the host directory made
+// absolute against the configuration directory, the owner's name turned
+// into the uid and gid of that user of the sandbox's image (the
+// sandbox's user when the mount names none).
+func Mounts(cfg *lang.Config, sb *lang.Sandbox) ([]sandboxfs.Mount, error) {
 	img := cfg.Images[sb.Image]
-	var out []Mount
+	var out []sandboxfs.Mount
 	for _, m := range sb.Policy.Mounts {
 		owner := m.Owner
 		if owner == "" {
@@ -36,13 +25,13 @@ func Resolve(cfg *lang.Config, sb *lang.Sandbox) ([]Mount, error) {
 		}
 		uid, gid, err := userIDs(img, owner)
 		if err != nil {
-			return nil, fmt.Errorf("mount %s%s: %w", m.Guest, where(m.Origin), err)
+			return nil, fmt.Errorf("mount %s%s: %w", m.Guest, origin(m.Origin), err)
 		}
 		host, err := hostDir(cfg.Dir, m.Host)
 		if err != nil {
-			return nil, fmt.Errorf("mount %s%s: %w", m.Guest, where(m.Origin), err)
+			return nil, fmt.Errorf("mount %s%s: %w", m.Guest, origin(m.Origin), err)
 		}
-		out = append(out, Mount{Policy: m, HostDir: host, UID: uid, GID: gid})
+		out = append(out, sandboxfs.Mount{Policy: m, HostDir: host, UID: uid, GID: gid})
 	}
 	return out, nil
 }
@@ -95,32 +84,10 @@ func userIDs(img *lang.Image, name string) (uint32, uint32, error) {
 	return 0, 0, fmt.Errorf("owner %q is not a user of the sandbox's image", name)
 }
 
-func where(o policy.Origin) string {
+// origin is " (file:line)" of o, or nothing when o has no file.
+func origin(o policy.Origin) string {
 	if o.File == "" {
 		return ""
 	}
 	return fmt.Sprintf(" (%s:%d)", o.File, o.Line)
-}
-
-// Set is the file servers of one sandbox's mounts.
-type Set struct {
-	servers []io.Closer
-	ports   map[string]machine.Port
-	guest   []agentproto.Mount
-}
-
-// Ports are the machine's ports that carry the mounts.
-func (s *Set) Ports() map[string]machine.Port { return s.ports }
-
-// Guest is what the guest agent must mount.
-func (s *Set) Guest() []agentproto.Mount { return s.guest }
-
-// Close releases every host directory. The machine must have stopped.
-func (s *Set) Close() error {
-	var errs []error
-	for _, srv := range s.servers {
-		errs = append(errs, srv.Close())
-	}
-	s.servers = nil
-	return errors.Join(errs...)
 }

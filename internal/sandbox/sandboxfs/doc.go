@@ -3,10 +3,8 @@
 // its own (machine.Options.Ports, named vfsproto.PortName), and what the
 // guest agent must be told to mount them (agentproto.Mount).
 //
-// Resolve turns a configuration's mounts into Mounts a started sandbox
-// serves: the host directory made absolute against the configuration
-// directory, the owner's name turned into the uid and gid of that user of
-// the sandbox's image (the sandbox's user when the mount names none).
-// Open checks every host directory before anything boots, so a missing
+// A Mount is a mount as a started sandbox serves it: its host directory
+// absolute, its owner as numbers (pipeline.Mounts makes them from a
+// configuration; the package does not read one). Open checks every host directory before anything boots, so a missing
 // one is an error naming the spec line. It never prints.
 package sandboxfs

@@ -1,0 +1,223 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"sync"
+
+	"github.com/sbx-dev/sbx/internal/egress/ca"
+	"github.com/sbx-dev/sbx/internal/guestconn"
+	"github.com/sbx-dev/sbx/internal/machine"
+	"github.com/sbx-dev/sbx/internal/machine/qemu"
+	"github.com/sbx-dev/sbx/internal/proto/agentproto"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxfs"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxnet"
+	"github.com/sbx-dev/sbx/policy"
+)
+
+// Options say where and how the host runs a Spec: what is not the
+// sandbox's own but this host's and this start's.
+type Options struct {
+	// Dir is where the machine's private directory is made; empty means
+	// the temporary directory. Unix socket paths are short, so it must
+	// be too (about 80 bytes at most).
+	Dir string
+	// Secrets holds the value of each secret Spec.Policy binds, by name
+	// (sandboxnet.ResolveSecrets). A missing one is an error before
+	// anything boots.
+	Secrets map[string][]byte
+	// AuditDir is where the egress audit log is written; empty means
+	// none is kept.
+	AuditDir string
+	// Logger receives what goes wrong on the sandbox's network and in
+	// its file servers; nil discards it.
+	Logger *slog.Logger
+	// Host is what this host offers (qemu.Probe); nil means probing.
+	Host *qemu.Host
+	// CA mints the certificates the guest sees; nil means the user's
+	// (ca.LoadOrCreate in ca.DefaultDir).
+	CA *ca.Authority
+	// KeepConsole, when set, is a file the machine's console log is
+	// moved to when it ends (machine.Options.KeepConsole).
+	KeepConsole string
+	// Bench holds the machine's knobs for benchmarks
+	// (machine.Options.Bench). Sandboxes never set it: only bench/ does,
+	// to measure what a setting costs against the sandbox's own.
+	Bench machine.Bench
+}
+
+// Sandbox is a started sandbox: its machine and what the host serves it
+// (its network and its mounts' file servers). Its methods are safe for
+// concurrent use.
+type Sandbox struct {
+	spec  Spec
+	m     *machine.Machine
+	net   *sandboxnet.Net
+	files *sandboxfs.Set
+
+	mu        sync.Mutex
+	configure func(context.Context, agentproto.Configure) error
+
+	closeOnce sync.Once
+	closeErr  error
+	done      chan struct{}
+}
+
+// Start opens the mounts' file servers (a missing host directory is an
+// error before anything boots), builds the network enforcing
+// spec.Policy, boots the machine on both and configures its guest —
+// address, resolver, CA, the secrets' placeholders, the mounts — before
+// it returns. ctx bounds the start only. On failure nothing is left
+// running. The sandbox runs until Stop or until its machine ends; then
+// the host's servers are closed and Done is closed.
+func Start(ctx context.Context, spec Spec, opts Options) (*Sandbox, error) {
+	boot, err := BootFiles(spec.Image)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %s: %w", spec.Name, err)
+	}
+	files, err := sandboxfs.Open(spec.Mounts, opts.Logger)
+	if err != nil {
+		return nil, err
+	}
+	n, err := sandboxnet.New(sandboxnet.Options{
+		Sandbox:  spec.Name,
+		Policy:   spec.Policy,
+		Secrets:  opts.Secrets,
+		AuditDir: opts.AuditDir,
+		CA:       opts.CA,
+		Logger:   opts.Logger,
+	})
+	if err != nil {
+		return nil, errors.Join(err, files.Close())
+	}
+	m, err := machine.Start(ctx, machine.Options{
+		Name:        spec.Name,
+		Boot:        boot,
+		CPUs:        spec.CPUs,
+		Memory:      spec.Memory,
+		Dir:         opts.Dir,
+		Host:        opts.Host,
+		BootTimeout: spec.BootTimeout,
+		StopTimeout: spec.StopTimeout,
+		KeepConsole: opts.KeepConsole,
+		Network:     n.Network(),
+		Ports:       files.Ports(),
+		Bench:       opts.Bench,
+	})
+	if err != nil {
+		return nil, errors.Join(err, n.Close(), files.Close())
+	}
+	s := &Sandbox{spec: spec, m: m, net: n, files: files, configure: m.Client().Configure, done: make(chan struct{})}
+	go func() {
+		<-m.Done()
+		s.close()
+		close(s.done)
+	}()
+	if err := m.Client().Configure(ctx, s.Configure()); err != nil {
+		err = fmt.Errorf("configuring the guest: %w", err)
+		return nil, errors.Join(err, s.Stop(context.WithoutCancel(ctx)))
+	}
+	return s, nil
+}
+
+// Spec returns the spec the sandbox runs, with the policy it enforces
+// now (the last Update's).
+func (s *Sandbox) Spec() Spec {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.spec
+}
+
+// Machine returns the sandbox's machine, for what Sandbox does not wrap
+// (its directory, process, console, timings).
+func (s *Sandbox) Machine() *machine.Machine { return s.m }
+
+// Net returns the sandbox's network: its CA, placeholders and counters.
+func (s *Sandbox) Net() *sandboxnet.Net { return s.net }
+
+// Client returns the machine's own client of the guest agent, which
+// Exec, Put and Get use. A supervisor closes it when it takes the agent's
+// port over (and says so with ConfigureThrough); its clients go through
+// the supervisor's router instead.
+func (s *Sandbox) Client() *guestconn.Client { return s.m.Client() }
+
+// Exec runs a command in the guest and waits for it (guestconn.Client.Exec).
+func (s *Sandbox) Exec(ctx context.Context, cmd guestconn.Cmd) (*guestconn.ExitStatus, error) {
+	return s.m.Exec(ctx, cmd)
+}
+
+// Put writes r's content to the guest file dest (guestconn.Client.Put).
+func (s *Sandbox) Put(ctx context.Context, r io.Reader, dest string, mode fs.FileMode, owner *guestconn.Owner) error {
+	return s.m.Put(ctx, r, dest, mode, owner)
+}
+
+// Get writes the content of the guest file path to w (guestconn.Client.Get).
+func (s *Sandbox) Get(ctx context.Context, path string, w io.Writer) (*guestconn.FileInfo, error) {
+	return s.m.Get(ctx, path, w)
+}
+
+// Configure is everything the guest agent must be told.
+func (s *Sandbox) Configure() agentproto.Configure {
+	c := s.net.Configure()
+	c.Mounts = s.files.Guest()
+	return c
+}
+
+// ConfigureThrough makes Update tell the guest its configuration through
+// f rather than the machine's own client: the supervisor, which takes
+// the agent's port over from the machine (its router), says so.
+func (s *Sandbox) ConfigureThrough(f func(context.Context, agentproto.Configure) error) {
+	s.mu.Lock()
+	s.configure = f
+	s.mu.Unlock()
+}
+
+// Update makes the sandbox enforce p from now on, with the given values
+// of its secrets: new connections and requests follow it at once,
+// connections to hosts p no longer allows are closed, and secrets keep
+// the placeholders the guest knows (a rotated value reaches upstreams
+// with no change in the guest). When the environment of the guest's
+// commands changes (a secret added), the guest is configured again. The
+// machine is not restarted, and its mounts are not changed: their
+// rules are served as the sandbox started. It reports whether the guest
+// was configured again.
+func (s *Sandbox) Update(ctx context.Context, p policy.Sandbox, secrets map[string][]byte) (reconfigured bool, err error) {
+	again, err := s.net.Update(p, secrets)
+	if err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	s.spec.Policy = p
+	configure := s.configure
+	s.mu.Unlock()
+	if again {
+		if err := configure(ctx, s.Configure()); err != nil {
+			return false, fmt.Errorf("the new policy is enforced, but the guest's environment could not be updated: %w", err)
+		}
+	}
+	return again, nil
+}
+
+// Stop stops the machine (machine.Machine.Stop) and closes what the host
+// served it; it returns once both are done. Calling it again returns the
+// machine's first result.
+func (s *Sandbox) Stop(ctx context.Context) error {
+	err := s.m.Stop(ctx)
+	<-s.done
+	return errors.Join(err, s.closeErr)
+}
+
+// Done is closed once the machine has ended and the host's servers are
+// closed.
+func (s *Sandbox) Done() <-chan struct{} { return s.done }
+
+// close releases what the host served the sandbox, once.
+func (s *Sandbox) close() {
+	s.closeOnce.Do(func() {
+		s.closeErr = errors.Join(s.net.Close(), s.files.Close())
+	})
+}

@@ -1,0 +1,72 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/sbx-dev/sbx/internal/egress/ca"
+	"github.com/sbx-dev/sbx/internal/proto/agentproto"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxfs"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxnet"
+	"github.com/sbx-dev/sbx/policy"
+)
+
+// TestUpdate: a new policy is enforced and recorded; the guest is told
+// again, through what ConfigureThrough named, only when its commands'
+// environment changes (a secret added); a policy whose secret has no
+// value is refused and the old one stays.
+func TestUpdate(t *testing.T) {
+	auth, err := ca.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := sandboxnet.New(sandboxnet.Options{Sandbox: "box", CA: auth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	files, err := sandboxfs.Open(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Sandbox{net: n, files: files, configure: func(context.Context, agentproto.Configure) error {
+		return errors.New("the machine's own client is not the one to use")
+	}}
+	var told []agentproto.Configure
+	s.ConfigureThrough(func(_ context.Context, c agentproto.Configure) error {
+		told = append(told, c)
+		return nil
+	})
+	ctx := t.Context()
+
+	allow := policy.Sandbox{Allow: []policy.AllowRule{{Pattern: policy.MustHostPattern("example.com")}}}
+	if again, err := s.Update(ctx, allow, nil); err != nil || again {
+		t.Fatal(again, err)
+	}
+	if len(told) != 0 {
+		t.Errorf("the guest was configured again with no change to its environment: %+v", told)
+	}
+	if got := s.Spec().Policy; len(got.Allow) != 1 {
+		t.Errorf("the recorded policy: %+v", got)
+	}
+
+	withSecret := allow
+	withSecret.Secrets = []policy.SecretBinding{{Name: "token", Env: "API_TOKEN", Hosts: []policy.HostPattern{policy.MustHostPattern("example.com")}, Source: "env:API_TOKEN"}}
+	if _, err := s.Update(ctx, withSecret, nil); err == nil {
+		t.Error("a secret without its value was taken")
+	}
+	if got := s.Spec().Policy; len(got.Secrets) != 0 {
+		t.Errorf("a refused policy was recorded: %+v", got)
+	}
+	if again, err := s.Update(ctx, withSecret, map[string][]byte{"token": []byte("sk-live-0123456789")}); err != nil || !again {
+		t.Fatal(again, err)
+	}
+	if len(told) != 1 || len(told[0].Env) != 1 || !strings.HasPrefix(told[0].Env[0], "API_TOKEN=") || strings.Contains(told[0].Env[0], "sk-live-0123456789") {
+		t.Errorf("the guest told of the added secret: %+v", told)
+	}
+	if got := s.Spec().Policy; len(got.Secrets) != 1 {
+		t.Errorf("the recorded policy: %+v", got)
+	}
+}
