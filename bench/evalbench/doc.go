@@ -6,7 +6,7 @@
 // It makes the hermetic busybox sandbox of package internal/machine/machinetest
 // (the Debian kernel and busybox-static, a guest agent built from this
 // tree, a private build cache) with the spec of the eval VM test
-// (testdata/eval/sbx.hcl: a read-write workspace mount with hidden and
+// (internal/e2etest/testdata/eval/sbx.hcl: a read-write workspace mount with hidden and
 // tmpfs paths) over a host tree of -files text files of 16 KiB, builds
 // its image once, and runs one warm-up eval of one run. Then each of
 // -rounds rounds runs an eval of one run alone (P=1), one eval per N at

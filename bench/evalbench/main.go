@@ -47,7 +47,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	parallel := flags.Int("p", 4, "runs at once in each eval")
 	ns := flags.String("n", "1,4,8", "numbers of runs, comma-separated")
 	files := flags.Int("files", 200, "files of 16 KiB in the workspace")
-	spec := flags.String("spec", "testdata/eval/sbx.hcl", "the spec (run from the repository root)")
+	spec := flags.String("spec", "internal/e2etest/testdata/eval/sbx.hcl", "the spec (run from the repository root)")
 	work := flags.String("work", "", "work directory, kept afterwards (default: a temporary directory, removed)")
 	if err := flags.Parse(args); err != nil {
 		return 2

@@ -36,7 +36,7 @@ func evalIndex(t *testing.T, results string) []fanout.Run {
 	return out
 }
 
-// TestEvalCommand runs sbx eval on the eval spec (testdata/eval) twice:
+// TestEvalCommand runs sbx eval on the eval spec (internal/e2etest/testdata/eval) twice:
 // 3 runs 2 at once with an -e variable and -i, which all finish with
 // their own exit codes and files, each having read the same input; then 3 runs one at a time, interrupted once the
 // first has finished while the second sleeps: exit 130, "Interrupted",
@@ -48,7 +48,7 @@ func TestEvalCommand(t *testing.T) {
 	for _, name := range []string{"kernel.deb", "busybox.deb"} {
 		writeFile(t, filepath.Join(cfgDir, name), string(readFile(t, filepath.Join(f.Dir, name))))
 	}
-	writeFile(t, filepath.Join(cfgDir, "sbx.hcl"), string(readFile(t, "../../testdata/eval/sbx.hcl")))
+	writeFile(t, filepath.Join(cfgDir, "sbx.hcl"), string(readFile(t, "../e2etest/testdata/eval/sbx.hcl")))
 	writeFile(t, filepath.Join(cfgDir, "work/README.md"), "host\n")
 	writeFile(t, filepath.Join(cfgDir, "work/.env"), "TOKEN=host-only\n")
 

@@ -13,7 +13,7 @@ import (
 // anything is locked, built or booted: no lock file is written.
 func TestEvalRefuses(t *testing.T) {
 	cfgDir := t.TempDir()
-	spec, err := os.ReadFile("../../testdata/eval/sbx.hcl")
+	spec, err := os.ReadFile("../e2etest/testdata/eval/sbx.hcl")
 	if err != nil {
 		t.Fatal(err)
 	}

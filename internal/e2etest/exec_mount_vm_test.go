@@ -1,4 +1,4 @@
-package sbx_test
+package e2etest
 
 import (
 	"bytes"
@@ -28,7 +28,7 @@ func init() {
 	}
 }
 
-// execMountSpec replaces the example's sandbox: a read-write
+// execMountSpec replaces the fixture's sandbox: a read-write
 // mount of ./work at /workspace, in a sandbox of one vCPU (the default a
 // quickstart gets).
 const execMountSpec = `
@@ -52,7 +52,7 @@ sandbox "mnt" {
 // that wedges the guest fails the test instead of hanging it.
 const execMountTimeout = 2 * time.Minute
 
-// execMountConfig makes a configuration directory from the example's
+// execMountConfig makes a configuration directory from the
 // fixture with execMountSpec added, and its host directory work: a shell
 // script, a directory sub and the program bin/true, an ELF copied from
 // the image's busybox by the first exec.
@@ -75,11 +75,11 @@ func execMountConfig(t *testing.T) (cfgDir, work string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The example's own sandbox is its last block: this configuration
+	// The fixture's own sandbox is its last block: this configuration
 	// has only the one with the mount, so that apply boots one VM.
 	i := bytes.Index(spec, []byte("\nsandbox \"box\""))
 	if i < 0 {
-		t.Fatalf("no sandbox \"box\" in the example's configuration:\n%s", spec)
+		t.Fatalf("no sandbox \"box\" in the fixture's configuration:\n%s", spec)
 	}
 	if err := os.WriteFile(filepath.Join(cfgDir, "sbx.hcl"), append(spec[:i+1], execMountSpec...), 0o644); err != nil {
 		t.Fatal(err)

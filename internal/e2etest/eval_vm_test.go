@@ -1,4 +1,4 @@
-package sbx_test
+package e2etest
 
 import (
 	"archive/tar"
@@ -23,7 +23,7 @@ import (
 const evalSecret = "TOKEN=sk-eval-host-only-51c0"
 
 // evalConfig makes a configuration directory for the eval tests: the
-// example fixture's kernel and busybox packages, testdata/eval/sbx.hcl,
+// fixture's kernel and busybox packages, testdata/eval/sbx.hcl,
 // and the host tree ./work it mounts, with a hidden .env and key.
 func evalConfig(t *testing.T) (cfgDir, work string) {
 	t.Helper()

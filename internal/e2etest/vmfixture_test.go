@@ -1,4 +1,4 @@
-package sbx_test
+package e2etest
 
 import (
 	"bytes"
@@ -30,7 +30,7 @@ func requireDebianGit(t *testing.T) {
 	}
 }
 
-// vmConfigDir makes a configuration directory holding the example's
+// vmConfigDir makes a configuration directory holding the fixture's
 // files names (hard links, or copies where a link cannot be made) and
 // the spec at specPath as its sbx.hcl.
 func vmConfigDir(t *testing.T, specPath string, names ...string) string {

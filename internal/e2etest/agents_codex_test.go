@@ -1,6 +1,6 @@
 //go:build linux
 
-package sbx_test
+package e2etest
 
 import (
 	"context"

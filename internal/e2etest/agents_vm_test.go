@@ -1,6 +1,6 @@
 //go:build linux
 
-package sbx_test
+package e2etest
 
 import (
 	"archive/tar"
@@ -216,7 +216,7 @@ func startAgentSandbox(t *testing.T, ctx context.Context, spec agentSpec) *agent
 	// The configuration directory: the example as it is, the test CA,
 	// and the lock of an earlier run.
 	cfgDir := t.TempDir()
-	example, err := os.ReadFile("examples/agent-debian/agent.hcl")
+	example, err := os.ReadFile("../../examples/agent-debian/agent.hcl")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package sbx_test
+package e2etest
 
 import (
 	"bytes"
