@@ -94,7 +94,9 @@ func runLock(ctx context.Context, env *Env, args []string) int {
 // It reports whether the lock is in force.
 func reportLock(v *view, res operation.LockResult, ds diags.Diagnostics) bool {
 	v.render(res.Files, ds)
-	if res.Lock == nil {
+	if ds.HasErrors() {
+		// Without errors the lock may be nil: a configuration without
+		// images needs no lock file.
 		return false
 	}
 	if !res.Wrote {

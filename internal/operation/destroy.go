@@ -97,6 +97,9 @@ func Destroy(ctx context.Context, req DestroyRequest, h Hooks) (DestroyOutcome, 
 	out.Plan = p
 	if !p.HasChanges() {
 		out.NothingToDo = true
+		if !req.Orphans && len(req.Names) == 0 {
+			return out, clearOutputs(save, st)
+		}
 		return out, nil
 	}
 	if err := h.ShowPlan(p); err != nil {
