@@ -22,7 +22,7 @@ import (
 	"github.com/sbx-dev/sbx/internal/build/image"
 	"github.com/sbx-dev/sbx/internal/lockfiles"
 	"github.com/sbx-dev/sbx/internal/plan"
-	"github.com/sbx-dev/sbx/internal/recipe"
+	"github.com/sbx-dev/sbx/internal/plan/plantest"
 	"github.com/sbx-dev/sbx/internal/state"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/policy"
@@ -54,27 +54,12 @@ func specDirs(t *testing.T) []string {
 	return dirs
 }
 
-// testLock locks every image of cfg with its source strings standing in
-// for pins (as an unlocked plan does), so that plan.Desired plans it.
+// testLock locks every image of cfg (plantest.Lock).
 func testLock(t *testing.T, cfg *lang.Config) *lockfiles.Lock {
 	t.Helper()
-	l := &lockfiles.Lock{Images: map[string]*lockfiles.Image{}}
-	for name, img := range cfg.Images {
-		pins := map[string]*lockfiles.Pin{}
-		for _, in := range recipe.Inputs(img) {
-			if in.Source != nil {
-				pins[in.Key] = &lockfiles.Pin{Source: in.Source.Raw, Kind: string(in.Source.Kind), Version: in.Source.Raw, SHA256: in.Source.SHA256}
-			}
-		}
-		if reqs := img.Packages.Requests; len(reqs) > 0 {
-			want := strings.Join(reqs, ", ")
-			pins[lockfiles.PackagesKey] = &lockfiles.Pin{Source: want, Kind: lockfiles.KindDebPackages, Version: want}
-		}
-		hash, err := recipe.InputHash(img, pins)
-		if err != nil {
-			t.Fatalf("image.%s: %v", name, err)
-		}
-		l.Images[name] = &lockfiles.Image{Name: name, Platform: img.Platform.String(), InputHash: hash, Inputs: pins}
+	l, err := plantest.Lock(cfg)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return l
 }
