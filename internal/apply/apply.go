@@ -19,6 +19,7 @@ import (
 	"github.com/sbx-dev/sbx/internal/state"
 	"github.com/sbx-dev/sbx/internal/supervisor"
 	"github.com/sbx-dev/sbx/lang"
+	"github.com/sbx-dev/sbx/policy"
 )
 
 // DefaultParallelism is how many sandboxes Apply starts or stops at once
@@ -27,7 +28,10 @@ const DefaultParallelism = 4
 
 // Options configure Apply.
 type Options struct {
-	// Config is the configuration the plan was made from.
+	// Config is the configuration the plan was made from. Apply takes
+	// its directory (where the sandboxes' host directories and secret
+	// files are, and which names their supervisor directories) from it;
+	// what it starts, updates and builds comes from the plan.
 	Config *lang.Config
 	// Plan is what to do; it was made against State.
 	Plan *plan.Plan
@@ -53,6 +57,10 @@ type Options struct {
 	// Progress, when set, is told about each change as it starts and
 	// ends. It may be called from several goroutines at once.
 	Progress func(Event)
+
+	// spawn, when set, starts a supervisor in place of supervisor.Spawn
+	// (for tests).
+	spawn func(ctx context.Context, dir string, spec supervisor.Spec, opts supervisor.SpawnOptions) (*supervisor.Status, error)
 }
 
 // Event reports progress on one change.
@@ -89,8 +97,11 @@ type Result struct {
 // sandboxes that are deleted or replaced are stopped and their
 // supervisor directories removed; sandboxes that are created or replaced
 // are started, each by a detached supervisor (supervisor.Spawn), up to
-// Parallelism at once; sandboxes updated in place get their new policy
-// recorded. State is saved after every change.
+// Parallelism at once, with the spec the plan resolved (the change's
+// After, through pipeline.PlannedSpec) booting the image Build built for
+// the image hash the plan records (another hash is an error); sandboxes
+// updated in place are handed the plan's new policy and get it recorded.
+// State is saved after every change.
 //
 // A change that fails does not stop the others that do not depend on it;
 // their errors are joined in the returned error. When ctx ends, changes
@@ -391,16 +402,19 @@ func (a *applier) unstarted() {
 	}
 }
 
+// spawn starts the sandbox c's After resolved: its spec is the plan's
+// (pipeline.PlannedSpec), booting the image built for the image hash the
+// plan records, never one read again from the configuration.
 func (a *applier) spawn(ctx context.Context, c *plan.ResourceChange) (*state.Runtime, error) {
-	sb := a.opts.Config.Sandboxes[c.Addr.Name]
-	if sb == nil {
-		return nil, errors.New("not in the configuration")
+	if c.After == nil || c.After.Sandbox == nil {
+		return nil, errors.New("the plan has no sandbox to start")
 	}
-	img, err := a.build(ctx, sb.Image)
+	attrs := c.After.Sandbox
+	img, err := a.build(ctx, attrs.Image)
 	if err != nil {
 		return nil, err
 	}
-	dir, err := a.sandboxDir(sb.Name)
+	dir, err := a.sandboxDir(c.Addr.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -409,17 +423,21 @@ func (a *applier) spawn(ctx context.Context, c *plan.ResourceChange) (*state.Run
 	if err := supervisor.Remove(context.WithoutCancel(ctx), dir, 0, 0); err != nil {
 		return nil, err
 	}
-	secrets, err := a.secrets(ctx, sb)
+	secrets, err := a.secrets(ctx, attrs.Policy)
 	if err != nil {
 		return nil, err
 	}
 	spawn := a.opts.Spawn
 	spawn.Secrets = secrets
-	spec, err := pipeline.SandboxSpec(a.opts.Config, sb, img)
+	spec, err := pipeline.PlannedSpec(a.opts.Config.Dir, c.After, img)
 	if err != nil {
 		return nil, err
 	}
-	st, err := supervisor.Spawn(ctx, dir, spec, spawn)
+	start := supervisor.Spawn
+	if a.opts.spawn != nil {
+		start = a.opts.spawn
+	}
+	st, err := start(ctx, dir, spec, spawn)
 	if err != nil {
 		return nil, err
 	}
@@ -444,7 +462,7 @@ func (a *applier) update(ctx context.Context, c *plan.ResourceChange) {
 	if c.Before != nil && c.Before.Sandbox != nil {
 		attrs.Runtime = c.Before.Sandbox.Runtime
 	}
-	err := a.reload(ctx, c.Addr.Name)
+	err := a.reload(ctx, c.Addr.Name, attrs.Policy)
 	if err == nil {
 		rec.Sandbox = &attrs
 		a.mu.Lock()
@@ -454,13 +472,10 @@ func (a *applier) update(ctx context.Context, c *plan.ResourceChange) {
 	a.finish(c, began, err, nil, true)
 }
 
-// reload sends sandbox name's policy and secrets to its supervisor.
-func (a *applier) reload(ctx context.Context, name string) error {
-	sb := a.opts.Config.Sandboxes[name]
-	if sb == nil {
-		return fmt.Errorf("sandbox.%s is not in the configuration", name)
-	}
-	secrets, err := a.secrets(ctx, sb)
+// reload sends sandbox name's policy pol, and the values of its
+// secrets, to its supervisor.
+func (a *applier) reload(ctx context.Context, name string, pol policy.Sandbox) error {
+	secrets, err := a.secrets(ctx, pol)
 	if err != nil {
 		return err
 	}
@@ -468,17 +483,17 @@ func (a *applier) reload(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	return supervisor.Reload(ctx, dir, sb.Policy, secrets)
+	return supervisor.Reload(ctx, dir, pol, secrets)
 }
 
-// secrets reads the values of sb's secrets on this host, from the
-// environment the supervisors get.
-func (a *applier) secrets(ctx context.Context, sb *lang.Sandbox) (map[string][]byte, error) {
+// secrets reads the values of the secrets of policy pol on this host,
+// from the environment the supervisors get.
+func (a *applier) secrets(ctx context.Context, pol policy.Sandbox) (map[string][]byte, error) {
 	environ := a.opts.Spawn.Env
 	if environ == nil {
 		environ = os.Environ()
 	}
-	return sandboxnet.ResolveSecrets(ctx, sb.Policy, a.opts.Config.Dir, environ)
+	return sandboxnet.ResolveSecrets(ctx, pol, a.opts.Config.Dir, environ)
 }
 
 func (a *applier) sandboxDir(name string) (string, error) {

@@ -5,6 +5,15 @@
 // in state as it lands, so that an interrupted or failed apply leaves
 // state that says truthfully what runs.
 //
+// Apply executes the plan, not the configuration: a sandbox starts with
+// the spec its change's After resolved (pipeline.PlannedSpec: the
+// plan's CPUs, memory, user, environments, policy and mount owners, the
+// host directories made absolute against the configuration directory)
+// booting the image built for the image hash the plan records, and an
+// update hands the running sandbox the plan's policy. So a saved plan
+// (sbx plan -out) starts what it showed. Only the configuration's
+// directory is taken from Options.Config.
+//
 // Refresh is the other half: before planning, it checks the sandboxes
 // state records against the processes that run them, so that a sandbox
 // whose supervisor died shows in the plan as one to re-create.

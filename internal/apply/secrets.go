@@ -34,7 +34,7 @@ func RefreshSecrets(ctx context.Context, opts Options) ([]addrs.Ref, error) {
 		if len(sb.Policy.Secrets) == 0 || changed[name] || !running(opts, name) {
 			continue
 		}
-		if err := a.reload(ctx, name); err != nil {
+		if err := a.reload(ctx, name, sb.Policy); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", sb.Addr(), err))
 			continue
 		}

@@ -8,6 +8,11 @@
 //	Build  one image as the lock pins it (internal/build/image), with ImageOptions
 //	Start  one sandbox from its built image (SandboxSpec, then sandbox.Start)
 //
+// PlannedSpec is the spec of a sandbox a plan resolved (a change's
+// After) booting its built image: what apply starts under a supervisor.
+// It equals SandboxSpec for the configuration the plan was made from; a
+// test over the examples and the test data checks it.
+//
 // Env is everything the three read from outside the configuration: the
 // environment (SOURCE_DATE_EPOCH, SBX_CACHE_DIR, SBX_GUEST_AGENT, npm and
 // apt configuration), the HTTP client, whose transport OCI registries are
@@ -21,5 +26,6 @@
 // hashes in the lock file (the command does that after a build), plan,
 // or supervise a sandbox (packages plan, apply and supervisor).
 //
-// The entry points are Lock, ImageOptions with Build, and Start.
+// The entry points are Lock, ImageOptions with Build, Start and
+// PlannedSpec.
 package pipeline

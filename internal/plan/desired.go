@@ -2,6 +2,8 @@ package plan
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -17,7 +19,11 @@ import (
 // every image input: one image.NAME per image block (platform, input hash,
 // input sources) and one sandbox.NAME per sandbox block (image, image
 // hash, CPUs, memory, user, environment and effective policy with its
-// hash). The result is sorted by address.
+// hash, and what a started sandbox takes from its image: the image's
+// environment and each mount's owner as numbers). The result is sorted
+// by address. A sandbox's attributes are all its started spec holds but
+// the configuration directory, the host directories made absolute, the
+// built image's files and the secrets' values (pipeline.PlannedSpec).
 //
 // An image with no lock entry, or whose lock entry no longer matches the
 // spec, is an error (recipe.CheckLocked) at the image block or the source
@@ -67,12 +73,17 @@ func Desired(cfg *lang.Config, lock *lockfiles.Lock) ([]*state.Resource, hcl.Dia
 			// that) or could not be planned (reported above).
 			continue
 		}
-		var env map[string]string
-		if len(sb.Env) > 0 {
-			env = make(map[string]string, len(sb.Env))
-			for k, v := range sb.Env {
-				env[k] = v
-			}
+		env := copyEnv(sb.Env)
+		img := cfg.Images[sb.Image]
+		owners, err := mountOwners(img, sb)
+		if err != nil {
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Unknown mount owner",
+				Detail:   fmt.Sprintf("%s: %v.", sb.Addr(), err),
+				Subject:  sb.DeclRange.Ptr(),
+			})
+			continue
 		}
 		out = append(out, &state.Resource{
 			Addr:    sb.Addr(),
@@ -86,10 +97,44 @@ func Desired(cfg *lang.Config, lock *lockfiles.Lock) ([]*state.Resource, hcl.Dia
 				Env:        env,
 				Policy:     sb.Policy,
 				PolicyHash: policy.Hash(sb.Policy),
+				ImageEnv:   copyEnv(img.Env),
+				Mounts:     owners,
 			},
 		})
 	}
 	return out, diags
+}
+
+// copyEnv returns a copy of env, nil when it is empty.
+func copyEnv(env map[string]string) map[string]string {
+	if len(env) == 0 {
+		return nil
+	}
+	return maps.Clone(env)
+}
+
+// mountOwners returns the owner of each of sb's mounts as numbers: the
+// mount's owner, or the sandbox's user when it names none, looked up in
+// img's users; "" and "root" are uid and gid 0. An owner that is not a
+// user of img is an error (lang reports it where the owner is set).
+func mountOwners(img *lang.Image, sb *lang.Sandbox) ([]state.MountOwner, error) {
+	var out []state.MountOwner
+	for _, m := range sb.Policy.Mounts {
+		name := m.Owner
+		if name == "" {
+			name = sb.User
+		}
+		o := state.MountOwner{Guest: m.Guest}
+		if name != "" && name != "root" {
+			i := slices.IndexFunc(img.Users, func(u *lang.User) bool { return u.Name == name })
+			if i < 0 {
+				return nil, fmt.Errorf("the owner %q of mount %s is not a user of %s", name, m.Guest, img.Addr())
+			}
+			o.UID, o.GID = uint32(img.Users[i].UID), uint32(img.Users[i].GID)
+		}
+		out = append(out, o)
+	}
+	return out, nil
 }
 
 func desiredImage(img *lang.Image, locked *lockfiles.Image) (*state.Resource, error) {

@@ -3,12 +3,14 @@ package plan_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/sbx-dev/sbx/addrs"
 	"github.com/sbx-dev/sbx/internal/lockfiles"
 	"github.com/sbx-dev/sbx/internal/plan"
+	"github.com/sbx-dev/sbx/internal/plan/plantest"
 	"github.com/sbx-dev/sbx/internal/state"
 	"github.com/sbx-dev/sbx/lang"
 	"github.com/sbx-dev/sbx/policy"
@@ -186,5 +188,106 @@ func TestFromStateAndAgainst(t *testing.T) {
 	_, diags = plan.Against(cfg, lock, otherCfg, nil, "main")
 	if !diags.HasErrors() {
 		t.Error("an unlocked other revision is not an error")
+	}
+}
+
+// TestDesiredStartedAttrs: a desired sandbox records its image's
+// environment and its mounts' owners as numbers (the sandbox's user
+// when the mount names none); a state written before they were recorded
+// plans no change, and one whose attributes differ only in them neither
+// (they follow from the image hash and the policy), while the sandboxes
+// of a state without them are still replaced when the image changes.
+func TestDesiredStartedAttrs(t *testing.T) {
+	dir := t.TempDir()
+	spec := `
+image "box" {
+  base = "alpine:3.23"
+  env  = { LANG = "C.UTF-8" }
+  user "agent" {
+    uid = 1000
+    gid = 1001
+  }
+  user "ops" {
+    uid = 7
+  }
+}
+
+vfs "work" {
+  mount "/work" {
+    host = "."
+  }
+  mount "/ops" {
+    host  = "ops"
+    owner = "ops"
+  }
+  mount "/root" {
+    host  = "r"
+    owner = "root"
+  }
+}
+
+sandbox "box" {
+  image = image.box
+  vfs   = [vfs.work]
+  user  = "agent"
+}
+`
+	if err := os.WriteFile(filepath.Join(dir, "sbx.hcl"), []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, ds := lang.Load(dir, lang.Options{Environ: []string{}})
+	if ds.HasErrors() {
+		t.Fatal(ds.Error())
+	}
+	lock, err := plantest.Lock(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	desired, ds := plan.Desired(cfg, lock)
+	if ds.HasErrors() {
+		t.Fatal(ds.Error())
+	}
+	var sb *state.SandboxAttrs
+	for _, r := range desired {
+		if r.Sandbox != nil {
+			sb = r.Sandbox
+		}
+	}
+	// In the policy's order (by guest path).
+	wantOwners := []state.MountOwner{{Guest: "/ops", UID: 7, GID: 7}, {Guest: "/root"}, {Guest: "/work", UID: 1000, GID: 1001}}
+	if sb == nil || !slices.Equal(sb.Mounts, wantOwners) || len(sb.ImageEnv) != 1 || sb.ImageEnv["LANG"] != "C.UTF-8" {
+		t.Fatalf("desired sandbox %+v", sb)
+	}
+
+	// The state an older sbx wrote from the same configuration.
+	var old []*state.Resource
+	for _, r := range desired {
+		c := *r
+		if r.Sandbox != nil {
+			a := *r.Sandbox
+			a.ImageEnv, a.Mounts = nil, nil
+			a.Runtime = &state.Runtime{Dir: "/run/x", Pid: 1}
+			c.Sandbox = &a
+		}
+		old = append(old, &c)
+	}
+	if p := plan.Compute(desired, old); p.HasChanges() {
+		for _, c := range p.Changes {
+			t.Errorf("%s: %s %v", c.Addr, c.Action, c.Attrs)
+		}
+	}
+
+	// With another image hash, the older state's sandbox is replaced,
+	// and the plan's after has what it starts with.
+	old[0] = &state.Resource{Addr: old[0].Addr, Address: old[0].Address, Image: &state.ImageAttrs{Platform: old[0].Image.Platform, InputHash: "sha256:old"}}
+	for _, r := range old {
+		if r.Sandbox != nil {
+			r.Sandbox.ImageHash = "sha256:old"
+		}
+	}
+	p := plan.Compute(desired, old)
+	c := p.Changes[len(p.Changes)-1]
+	if c.Action != plan.Replace || !slices.Equal(c.After.Sandbox.Mounts, wantOwners) {
+		t.Errorf("sandbox change %s, after %+v", c.Action, c.After.Sandbox)
 	}
 }

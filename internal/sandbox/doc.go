@@ -8,8 +8,8 @@
 // lang) or of the image builder (internal/build): its Image has the JSON
 // of the builder's result plus the manifest's platform and kernel
 // parameters, and BootFiles turns it into the machine's plain
-// machine.BootFiles. The layer above makes a Spec (pipeline.SandboxSpec,
-// pipeline.SandboxImage), and a supervisor keeps it as JSON in its
+// machine.BootFiles. The layer above makes a Spec (pipeline.SandboxSpec
+// or, from a plan, pipeline.PlannedSpec; pipeline.SandboxImage), and a supervisor keeps it as JSON in its
 // spec.json, whose field names are therefore a contract. So neither the
 // supervisor nor the machine links the language or the builders. Options are what
 // belongs to the host and this start instead: where the machine's

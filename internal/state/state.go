@@ -74,10 +74,32 @@ type SandboxAttrs struct {
 	Env        map[string]string `json:"env,omitempty"`
 	Policy     policy.Sandbox    `json:"policy"`
 	PolicyHash string            `json:"policy_hash"`
+	// ImageEnv is the environment of the sandbox's image, which the
+	// commands run in the sandbox get before Env. It is part of the
+	// image's input hash, so it takes part in no diff of its own.
+	ImageEnv map[string]string `json:"image_env,omitempty"`
+	// Mounts are the owners of Policy.Mounts as numbers, one per mount
+	// in the policy's order: the mount's owner (the sandbox's user when
+	// it names none) as a uid and gid of the image's users. They follow
+	// from the policy and the image's users, which the input hash
+	// covers, so they take part in no diff of their own. Both came after
+	// the state format was first written: a state without them plans as
+	// it did, and apply starts a sandbox from a plan's desired
+	// attributes, which always have them.
+	Mounts []MountOwner `json:"mounts,omitempty"`
 	// Runtime is where the sandbox runs, recorded by apply; nil in the
 	// desired resources of a plan and in states written by plan-only
 	// tools. It never takes part in a diff.
 	Runtime *Runtime `json:"runtime,omitempty"`
+}
+
+// MountOwner is who owns the files of one workspace mount in the guest.
+type MountOwner struct {
+	// Guest is the mount's guest path (policy.Mount.Guest).
+	Guest string `json:"guest"`
+	// UID and GID are the owner's ids in the image.
+	UID uint32 `json:"uid"`
+	GID uint32 `json:"gid"`
 }
 
 // Runtime is a running sandbox's host side: its supervisor process, the

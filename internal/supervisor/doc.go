@@ -51,7 +51,7 @@
 // systems refuse every peer).
 //
 // It does not read configurations (the layer above turns one into a
-// Spec: pipeline.SandboxSpec), build images (internal/build/image),
+// Spec: pipeline.SandboxSpec, or pipeline.PlannedSpec of a plan), build images (internal/build/image),
 // start the sandbox's machine, network or file servers itself
 // (sandbox), speak the guest's side of the protocol (guest/execsrv) or
 // record sandboxes in the configuration's state (state). It never
