@@ -33,7 +33,7 @@ import (
 func specDirs(t *testing.T) []string {
 	t.Helper()
 	var dirs []string
-	for _, root := range []string{"../../examples", "../../testdata"} {
+	for _, root := range []string{"../../examples", "../e2etest/testdata"} {
 		ents, err := os.ReadDir(root)
 		if err != nil {
 			t.Fatal(err)
