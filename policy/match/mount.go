@@ -119,17 +119,73 @@ func matchElems(pat, names []string) bool {
 }
 
 // MatchAny reports whether any of pats matches the path names or one of
-// their ancestors, and the length of the shortest such prefix.
+// their ancestors, and the length of the shortest such prefix. Each
+// pattern reads the names once, from the root down (firstMatch), so its
+// time is bounded by the product of the pattern's and the path's lengths
+// for all the prefixes together: the guest chooses how deep its paths
+// are, and the file server asks for every name it lists.
 func MatchAny(pats []*Mount, names []string) (int, bool) {
-	if len(pats) == 0 {
+	best := len(names) + 1
+	for _, p := range pats {
+		if n, ok := p.firstMatch(names[:best-1]); ok {
+			best = n
+		}
+	}
+	if best > len(names) {
 		return 0, false
 	}
-	for n := 1; n <= len(names); n++ {
-		for _, p := range pats {
-			if p.MatchNames(names[:n]) {
-				return n, true
+	return best, true
+}
+
+// firstMatch returns the length of the shortest non-empty prefix of
+// names that the pattern matches (as MatchNames would), reading names
+// once: it keeps the set of pattern positions the names so far can
+// reach, and stops when that set is empty.
+func (p *Mount) firstMatch(names []string) (int, bool) {
+	pat := p.elems
+	k := len(pat)
+	// A "**" that is not the last name may match no name: reaching it
+	// reaches what follows it. The last one matches one or more names.
+	skip := func(s []bool) {
+		for i := 0; i < k-1; i++ {
+			if s[i] && pat[i] == "**" {
+				s[i+1] = true
 			}
 		}
+	}
+	cur := make([]bool, k+1)
+	next := make([]bool, k+1)
+	cur[0] = true
+	skip(cur)
+	for j, name := range names {
+		clear(next)
+		live := false
+		for i := 0; i < k; i++ {
+			if !cur[i] {
+				continue
+			}
+			switch {
+			case pat[i] == "**":
+				next[i] = true
+				if i == k-1 {
+					next[k] = true
+				}
+				live = true
+			default:
+				if m, _ := path.Match(pat[i], name); m {
+					next[i+1] = true
+					live = true
+				}
+			}
+		}
+		if !live {
+			return 0, false
+		}
+		skip(next)
+		if next[k] {
+			return j + 1, true
+		}
+		cur, next = next, cur
 	}
 	return 0, false
 }
