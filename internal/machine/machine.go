@@ -309,41 +309,8 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 		return nil, fmt.Errorf("%s: root disk overlay: %w", where, err)
 	}
 
-	cfg := bootproto.DefaultConfig()
-	cfg.Mode = opts.Mode
-	if cfg.Mode == "" {
-		cfg.Mode = bootproto.ModeServe
-	}
-	cfg.BootTimeout = bootTO
-	cfg.Hostname = opts.Hostname
-	if cfg.Hostname == "" && bootproto.CheckHostname(name) == nil {
-		cfg.Hostname = name
-	}
-	params := append(slices.Clone(boot.Cmdline), "quiet")
-	params = append(params, cfg.Params()...)
-
-	spec := qemu.VMSpec{
-		Name:          "sbx-" + name,
-		Platform:      platform,
-		CPUs:          cpus,
-		MemoryBytes:   memory,
-		Kernel:        boot.Kernel,
-		Initrd:        boot.Initrd,
-		Cmdline:       params,
-		RootDisk:      overlay,
-		ConsoleSocket: m.console.path,
-		QMPSocket:     filepath.Join(dir, QMPSocket),
-		AgentSocket:   filepath.Join(dir, AgentSocket),
-		Ports:         portSockets(dir, opts.Ports),
-		UserNetwork:   opts.Bench.UserNetwork,
-		VirtFS:        opts.Bench.VirtFS,
-		Legacy:        opts.Bench.Legacy,
-		TCGBufferMiB:  opts.Bench.TCGBufferMiB,
-		QEMULog:       filepath.Join(dir, QEMULogFile),
-	}
-	if m.net != nil {
-		spec.NetSocket = m.net.path
-	}
+	opts.CPUs, opts.Memory, opts.BootTimeout = cpus, memory, bootTO
+	spec := vmSpec(name, opts, dir)
 	bootCtx, cancel := context.WithTimeout(ctx, bootTO)
 	defer cancel()
 	m.proc, err = qemu.Launch(bootCtx, spec, host)
@@ -410,6 +377,48 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return m, nil
+}
+
+// vmSpec describes the machine opts asks for, named name, with its
+// files and sockets in its directory dir: what the hypervisor runs. It
+// only computes. opts.CPUs, opts.Memory and opts.BootTimeout are set.
+func vmSpec(name string, opts Options, dir string) qemu.VMSpec {
+	cfg := bootproto.DefaultConfig()
+	cfg.Mode = opts.Mode
+	if cfg.Mode == "" {
+		cfg.Mode = bootproto.ModeServe
+	}
+	cfg.BootTimeout = opts.BootTimeout
+	cfg.Hostname = opts.Hostname
+	if cfg.Hostname == "" && bootproto.CheckHostname(name) == nil {
+		cfg.Hostname = name
+	}
+	params := append(slices.Clone(opts.Boot.Cmdline), "quiet")
+	params = append(params, cfg.Params()...)
+
+	spec := qemu.VMSpec{
+		Name:          "sbx-" + name,
+		Platform:      opts.Boot.Platform,
+		CPUs:          opts.CPUs,
+		MemoryBytes:   opts.Memory,
+		Kernel:        opts.Boot.Kernel,
+		Initrd:        opts.Boot.Initrd,
+		Cmdline:       params,
+		RootDisk:      filepath.Join(dir, OverlayFile),
+		ConsoleSocket: filepath.Join(dir, ConsoleSocket),
+		QMPSocket:     filepath.Join(dir, QMPSocket),
+		AgentSocket:   filepath.Join(dir, AgentSocket),
+		Ports:         portSockets(dir, opts.Ports),
+		UserNetwork:   opts.Bench.UserNetwork,
+		VirtFS:        opts.Bench.VirtFS,
+		Legacy:        opts.Bench.Legacy,
+		TCGBufferMiB:  opts.Bench.TCGBufferMiB,
+		QEMULog:       filepath.Join(dir, QEMULogFile),
+	}
+	if !opts.Bench.UserNetwork {
+		spec.NetSocket = filepath.Join(dir, NetSocket)
+	}
+	return spec
 }
 
 // bootError explains why the agent did not answer.
