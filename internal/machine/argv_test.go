@@ -70,7 +70,7 @@ func TestArgvGolden(t *testing.T) {
 			if name == "" {
 				name = c.opts.Boot.Name
 			}
-			argv, err := qemu.Command(vmSpec(name, c.opts, "/run/sbx/sbx-1234"), c.host)
+			argv, err := qemu.Command(qemu.SpecFor(vmSpec(name, c.opts, "/run/sbx/sbx-1234")), c.host)
 			if err != nil {
 				t.Fatal(err)
 			}
