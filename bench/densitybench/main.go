@@ -328,7 +328,7 @@ func (b *bench) sample(ctx context.Context, v variant, round int) (s sample, err
 		return s, err
 	}
 	m, err := machine.Start(ctx, machine.Options{
-		Name: "density", Boot: boot, Memory: b.memory, Host: &b.host,
+		Name: "density", Boot: boot, Memory: b.memory, Hypervisor: qemu.New(&b.host),
 		Dir: b.base, BootTimeout: bootLimit, Bench: machine.Bench{Legacy: v.legacy, TCGBufferMiB: v.buffer},
 	})
 	if err != nil {

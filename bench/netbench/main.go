@@ -235,7 +235,7 @@ func (b *bench) startSandbox(ctx context.Context, img *image.Result, host *qemu.
 	}
 	sb, err := sandbox.Start(ctx,
 		sandbox.Spec{Name: "netbench-sandbox", Image: si, CPUs: 1, Memory: machineMemory, Policy: pol},
-		sandbox.Options{Host: host, Dir: b.base, AuditDir: audit, CA: auth})
+		sandbox.Options{Hypervisor: qemu.New(host), Dir: b.base, AuditDir: audit, CA: auth})
 	if err != nil {
 		return nil, err
 	}
@@ -254,7 +254,7 @@ func (b *bench) startBaseline(ctx context.Context, img *image.Result, host *qemu
 	if err != nil {
 		return nil, err
 	}
-	m, err := machine.Start(ctx, machine.Options{Name: "netbench-user", Boot: boot, Host: host, Dir: b.base, CPUs: 1, Memory: machineMemory, Bench: machine.Bench{UserNetwork: true}})
+	m, err := machine.Start(ctx, machine.Options{Name: "netbench-user", Boot: boot, Hypervisor: qemu.New(host), Dir: b.base, CPUs: 1, Memory: machineMemory, Bench: machine.Bench{UserNetwork: true}})
 	if err != nil {
 		return nil, err
 	}

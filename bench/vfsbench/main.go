@@ -244,7 +244,7 @@ func (b *bench) measure(ctx context.Context, img *image.Result, res *results) er
 		sandbox.Spec{Name: "vfsbench", Image: si, CPUs: 1, Memory: machineMemory,
 			Policy: policy.Sandbox{Mounts: []policy.Mount{mount}},
 			Mounts: []sandboxfs.Mount{{Policy: mount, HostDir: b.tree}}},
-		sandbox.Options{Host: &host, Dir: b.base, CA: auth, Bench: machine.Bench{VirtFS: b.tree}})
+		sandbox.Options{Hypervisor: qemu.New(&host), Dir: b.base, CA: auth, Bench: machine.Bench{VirtFS: b.tree}})
 	cancel()
 	if err != nil {
 		return err

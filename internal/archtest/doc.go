@@ -10,7 +10,11 @@
 //     nothing internal, the wire contracts only each other and the
 //     vocabulary); the failure names the chain of imports that leads
 //     there, A → B → C, and the imports are checked as linux and as
-//     darwin build them;
+//     darwin build them. A few rules are on direct imports only: no
+//     package but the machine's own, the benchmarks and the doctor
+//     (internal/hostcheck) imports internal/machine/qemu, and none but
+//     the machine's own internal/machine/vm — the layers above reach
+//     the hypervisor through machine.Hypervisor;
 //   - an exported identifier of a public package (the root package sbx,
 //     addrs, lang, platform, policy and below) mentions a type of an
 //     internal package, in a function's parameters or results, an

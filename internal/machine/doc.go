@@ -10,9 +10,11 @@
 //     the unix sockets QEMU listens on (QMP, the agent port, the control
 //     port), the two it connects to (NetSocket, ConsoleSocket) and the
 //     serial console's log (ConsoleFile);
-//   - listens on NetSocket, then launches QEMU through package
-//     internal/machine/qemu with the agent in serve mode (bootproto.ModeServe)
-//     and exactly one network device, a virtio-net device whose other
+//   - listens on NetSocket, then starts the VM through its Hypervisor
+//     (Options.Hypervisor; nil means QEMU, package internal/machine/qemu),
+//     described hypervisor-neutrally (package internal/machine/vm), with
+//     the agent in serve mode (bootproto.ModeServe) and exactly one
+//     network device, a virtio-net device whose other
 //     end is that socket ("-netdev stream"); it takes QEMU's connection,
 //     and no other, within the boot deadline and hands it to
 //     Options.Network. The default, Sink, reads and drops every frame
@@ -44,17 +46,24 @@
 // Serve, moves the console's log to Options.KeepConsole when set, and
 // removes the machine's directory, sockets and overlay included.
 //
+// Hypervisor is all the machine uses of its hypervisor: Probe (what the
+// host offers a guest of one architecture) and Start (the VM's process,
+// a vm.Process it waits for and kills). Capabilities only some
+// hypervisors have, such as a warm start from a snapshot, are to be
+// separate interfaces found by type assertion; there are none yet.
+//
 // Package machine does not build images or know how they are built (it
 // imports nothing of internal/build; the qcow2 overlay is written with
-// internal/qcow2), render QEMU's
-// command line or speak QMP (internal/machine/qemu), speak the agent protocol
+// internal/qcow2), render QEMU's command line or speak QMP
+// (internal/machine/qemu), speak the agent protocol
 // itself (guestconn), or read the network device's framing itself
 // (machine/netstream). It serves no network and shares no files: the
 // host's network stack (package egress) is to be given to it as
 // Options.Network, and file sharing (vfs) wired in here.
 //
 // Options.Bench (Bench) holds settings for benchmarks only, each giving
-// up something a sandbox needs; sandboxes leave it zero.
+// up something a sandbox needs; sandboxes leave it zero. They reach the
+// hypervisor as vm.Spec.Bench.
 //
 // The entry point is Start.
 package machine

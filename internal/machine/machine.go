@@ -16,7 +16,7 @@ import (
 
 	"github.com/sbx-dev/sbx/internal/guestconn"
 	"github.com/sbx-dev/sbx/internal/machine/consolelog"
-	"github.com/sbx-dev/sbx/internal/machine/qemu"
+	"github.com/sbx-dev/sbx/internal/machine/vm"
 	"github.com/sbx-dev/sbx/internal/proto/bootproto"
 	"github.com/sbx-dev/sbx/internal/qcow2"
 	"github.com/sbx-dev/sbx/platform"
@@ -71,8 +71,9 @@ type Options struct {
 	// the default temporary directory. Unix socket paths are short, so
 	// it must be too (about 80 bytes at most).
 	Dir string
-	// Host is what this machine offers (qemu.Probe); nil means probing.
-	Host *qemu.Host
+	// Hypervisor runs the machine's VM; nil means QEMU, on what
+	// qemu.Probe finds (qemu.New(nil)).
+	Hypervisor Hypervisor
 	// BootTimeout bounds the boot, from QEMU's start to the agent's
 	// answer; zero means DefaultBootTimeout. The guest is told the same
 	// deadline.
@@ -191,10 +192,9 @@ func checkPortName(name string) error {
 // Machine is a running sandbox VM.
 type Machine struct {
 	name    string
-	arch    string
 	dir     string
-	host    qemu.Host
-	proc    *qemu.Process
+	host    vm.Host
+	proc    vm.Process
 	client  *guestconn.Client
 	control net.Conn
 	ready   bootproto.Ready
@@ -260,10 +260,12 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 	if stopTO <= 0 {
 		stopTO = DefaultStopTimeout
 	}
-	var host qemu.Host
-	if opts.Host != nil {
-		host = *opts.Host
-	} else if host, err = qemu.Probe(ctx); err != nil {
+	hv := opts.Hypervisor
+	if hv == nil {
+		hv = defaultHypervisor()
+	}
+	host, err := hv.Probe(ctx, platform.Architecture)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 
@@ -275,7 +277,7 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
-	m := &Machine{name: name, arch: platform.Architecture, dir: dir, host: host, stopTO: stopTO, network: opts.Network, keep: opts.KeepConsole, keepMax: opts.ConsoleMax}
+	m := &Machine{name: name, dir: dir, host: host, stopTO: stopTO, network: opts.Network, keep: opts.KeepConsole, keepMax: opts.ConsoleMax}
 	defer func() {
 		if err != nil {
 			m.kill()
@@ -309,47 +311,15 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 		return nil, fmt.Errorf("%s: root disk overlay: %w", where, err)
 	}
 
-	cfg := bootproto.DefaultConfig()
-	cfg.Mode = opts.Mode
-	if cfg.Mode == "" {
-		cfg.Mode = bootproto.ModeServe
-	}
-	cfg.BootTimeout = bootTO
-	cfg.Hostname = opts.Hostname
-	if cfg.Hostname == "" && bootproto.CheckHostname(name) == nil {
-		cfg.Hostname = name
-	}
-	params := append(slices.Clone(boot.Cmdline), "quiet")
-	params = append(params, cfg.Params()...)
-
-	spec := qemu.VMSpec{
-		Name:          "sbx-" + name,
-		Platform:      platform,
-		CPUs:          cpus,
-		MemoryBytes:   memory,
-		Kernel:        boot.Kernel,
-		Initrd:        boot.Initrd,
-		Cmdline:       params,
-		RootDisk:      overlay,
-		ConsoleSocket: m.console.path,
-		QMPSocket:     filepath.Join(dir, QMPSocket),
-		AgentSocket:   filepath.Join(dir, AgentSocket),
-		Ports:         portSockets(dir, opts.Ports),
-		UserNetwork:   opts.Bench.UserNetwork,
-		VirtFS:        opts.Bench.VirtFS,
-		Legacy:        opts.Bench.Legacy,
-		TCGBufferMiB:  opts.Bench.TCGBufferMiB,
-		QEMULog:       filepath.Join(dir, QEMULogFile),
-	}
-	if m.net != nil {
-		spec.NetSocket = m.net.path
-	}
+	opts.CPUs, opts.Memory, opts.BootTimeout = cpus, memory, bootTO
+	spec := vmSpec(name, opts, dir)
 	bootCtx, cancel := context.WithTimeout(ctx, bootTO)
 	defer cancel()
-	m.proc, err = qemu.Launch(bootCtx, spec, host)
+	proc, err := hv.Start(bootCtx, spec)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
+	m.proc = proc
 	// The user-mode network has no socket to wait for.
 	if m.net != nil {
 		if err := m.net.wait(bootCtx, m.proc.Done()); err != nil {
@@ -410,6 +380,50 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return m, nil
+}
+
+// vmSpec describes the machine opts asks for, named name, with its
+// files and sockets in its directory dir: what the hypervisor runs. It
+// only computes. opts.CPUs, opts.Memory and opts.BootTimeout are set.
+func vmSpec(name string, opts Options, dir string) vm.Spec {
+	cfg := bootproto.DefaultConfig()
+	cfg.Mode = opts.Mode
+	if cfg.Mode == "" {
+		cfg.Mode = bootproto.ModeServe
+	}
+	cfg.BootTimeout = opts.BootTimeout
+	cfg.Hostname = opts.Hostname
+	if cfg.Hostname == "" && bootproto.CheckHostname(name) == nil {
+		cfg.Hostname = name
+	}
+	params := append(slices.Clone(opts.Boot.Cmdline), "quiet")
+	params = append(params, cfg.Params()...)
+
+	spec := vm.Spec{
+		Name:          "sbx-" + name,
+		Platform:      opts.Boot.Platform,
+		CPUs:          opts.CPUs,
+		MemoryBytes:   opts.Memory,
+		Kernel:        opts.Boot.Kernel,
+		Initrd:        opts.Boot.Initrd,
+		Cmdline:       params,
+		RootDisk:      filepath.Join(dir, OverlayFile),
+		ConsoleSocket: filepath.Join(dir, ConsoleSocket),
+		ControlSocket: filepath.Join(dir, QMPSocket),
+		AgentSocket:   filepath.Join(dir, AgentSocket),
+		Ports:         portSockets(dir, opts.Ports),
+		Log:           filepath.Join(dir, QEMULogFile),
+		Bench: vm.Bench{
+			UserNetwork:  opts.Bench.UserNetwork,
+			VirtFS:       opts.Bench.VirtFS,
+			Legacy:       opts.Bench.Legacy,
+			TCGBufferMiB: opts.Bench.TCGBufferMiB,
+		},
+	}
+	if !opts.Bench.UserNetwork {
+		spec.NetSocket = filepath.Join(dir, NetSocket)
+	}
+	return spec
 }
 
 // bootError explains why the agent did not answer.
@@ -486,11 +500,11 @@ func (m *Machine) Dir() string { return m.dir }
 func (m *Machine) Pid() int { return m.proc.Pid() }
 
 // Accel returns the accelerator the machine runs under.
-func (m *Machine) Accel() qemu.Accel { return m.host.Accel(m.arch) }
+func (m *Machine) Accel() vm.Accel { return m.host.Accel }
 
-// Host returns what the host offered when the machine started, including
-// the note that says why an accelerator was not used.
-func (m *Machine) Host() qemu.Host { return m.host }
+// Host returns what the host offered the machine when it started,
+// including the note that says why an accelerator was not used.
+func (m *Machine) Host() vm.Host { return m.host }
 
 // Ready returns the agent's ready line, and BootTime the time from Start
 // to the agent's answer.

@@ -276,7 +276,7 @@ func TestNeverReady(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			opts := c.opts
-			opts.Name, opts.CPUs, opts.Memory, opts.Host, opts.Dir = sb.Name, sb.CPUs, sb.Memory, &host, parent
+			opts.Name, opts.CPUs, opts.Memory, opts.Hypervisor, opts.Dir = sb.Name, sb.CPUs, sb.Memory, qemu.New(&host), parent
 			im := c.image
 			if im == nil {
 				im = img

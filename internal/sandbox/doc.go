@@ -14,7 +14,7 @@
 // supervisor nor the machine links the language or the builders. Options are what
 // belongs to the host and this start instead: where the machine's
 // directory goes, the secrets' values, the audit directory, the logger,
-// the probed host, the CA.
+// the hypervisor (machine.Hypervisor; nil is QEMU), the CA.
 //
 // Start opens the workspace mounts' file servers (package sandboxfs),
 // builds the network that enforces the egress policy (package

@@ -12,7 +12,6 @@ import (
 	"github.com/sbx-dev/sbx/internal/egress/ca"
 	"github.com/sbx-dev/sbx/internal/guestconn"
 	"github.com/sbx-dev/sbx/internal/machine"
-	"github.com/sbx-dev/sbx/internal/machine/qemu"
 	"github.com/sbx-dev/sbx/internal/proto/agentproto"
 	"github.com/sbx-dev/sbx/internal/sandbox/sandboxfs"
 	"github.com/sbx-dev/sbx/internal/sandbox/sandboxnet"
@@ -36,8 +35,9 @@ type Options struct {
 	// Logger receives what goes wrong on the sandbox's network and in
 	// its file servers; nil discards it.
 	Logger *slog.Logger
-	// Host is what this host offers (qemu.Probe); nil means probing.
-	Host *qemu.Host
+	// Hypervisor runs the sandbox's machine (machine.Options.Hypervisor);
+	// nil means QEMU, on what qemu.Probe finds.
+	Hypervisor machine.Hypervisor
 	// CA mints the certificates the guest sees; nil means the user's
 	// (ca.LoadOrCreate in ca.DefaultDir).
 	CA *ca.Authority
@@ -100,7 +100,7 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Sandbox, error) {
 		CPUs:        spec.CPUs,
 		Memory:      spec.Memory,
 		Dir:         opts.Dir,
-		Host:        opts.Host,
+		Hypervisor:  opts.Hypervisor,
 		BootTimeout: spec.BootTimeout,
 		StopTimeout: spec.StopTimeout,
 		KeepConsole: opts.KeepConsole,

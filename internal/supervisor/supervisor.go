@@ -18,7 +18,6 @@ import (
 	"github.com/sbx-dev/sbx/internal/atomicfile"
 	"github.com/sbx-dev/sbx/internal/guestconn"
 	"github.com/sbx-dev/sbx/internal/machine"
-	"github.com/sbx-dev/sbx/internal/machine/qemu"
 	"github.com/sbx-dev/sbx/internal/proto/agentproto"
 	ctlproto "github.com/sbx-dev/sbx/internal/proto/control"
 	"github.com/sbx-dev/sbx/internal/sandbox"
@@ -86,8 +85,9 @@ type Options struct {
 	Dir string
 	// Spec is the sandbox to run.
 	Spec Spec
-	// Host is what this host offers (qemu.Probe); nil means probing.
-	Host *qemu.Host
+	// Hypervisor runs the sandbox's machine (machine.Options.Hypervisor);
+	// nil means QEMU, on what qemu.Probe finds.
+	Hypervisor machine.Hypervisor
 	// Logger receives the supervisor's progress; nil discards it.
 	Logger *slog.Logger
 	// Secrets holds the value of each secret Spec.Policy binds, by name.
@@ -145,7 +145,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 		Secrets:     opts.Secrets,
 		AuditDir:    dir,
 		Logger:      log,
-		Host:        opts.Host,
+		Hypervisor:  opts.Hypervisor,
 		KeepConsole: filepath.Join(dir, ConsoleFile),
 	})
 	if err != nil {

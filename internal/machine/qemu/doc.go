@@ -24,6 +24,10 @@
 //     connects to its monitor; Process.Kill ends the group. QEMU gets a
 //     minimal environment (Environment: PATH, HOME, TMPDIR, LC_ALL=C),
 //     never the user's tokens and credentials.
+//   - Hypervisor is package machine's Hypervisor for QEMU: Probe (once,
+//     unless New is given a Host) and Start, which turns the
+//     hypervisor-neutral vm.Spec into a VMSpec (SpecFor, pure) and
+//     Launches it.
 //
 // The QMP client is package qmp (internal/machine/qemu/qmp). This package does
 // not build kernels, initramfs or disks (internal/build/...), does not speak to

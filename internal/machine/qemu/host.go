@@ -4,17 +4,20 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+
+	"github.com/sbx-dev/sbx/internal/machine/vm"
 )
 
-// Accel is a QEMU accelerator, as named by "-accel".
-type Accel string
+// Accel is a QEMU accelerator, as named by "-accel": the
+// hypervisor-neutral vm.Accel, whose names are QEMU's.
+type Accel = vm.Accel
 
 // The accelerators sbx uses. TCG (QEMU's own translator) works everywhere;
 // the others only for guests of the host's architecture.
 const (
-	AccelKVM Accel = "kvm" // Linux
-	AccelHVF Accel = "hvf" // macOS
-	AccelTCG Accel = "tcg"
+	AccelKVM = vm.AccelKVM // Linux
+	AccelHVF = vm.AccelHVF // macOS
+	AccelTCG = vm.AccelTCG
 )
 
 // Host is what this machine offers for running sandboxes: the QEMU system

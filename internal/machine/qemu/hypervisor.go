@@ -1,0 +1,69 @@
+//go:build unix
+
+package qemu
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/sbx-dev/sbx/internal/machine/vm"
+)
+
+// Hypervisor runs VMs described by a vm.Spec as QEMU processes: it is
+// package machine's Hypervisor for QEMU, and the one a machine gets when
+// it is given none. Its methods are safe for concurrent use.
+type Hypervisor struct {
+	mu   sync.Mutex
+	host *Host // nil until probed
+}
+
+// New returns a Hypervisor for host (what Probe found, or a description
+// in tests); nil means probing on first use, once, with Probe.
+func New(host *Host) *Hypervisor {
+	h := new(Hypervisor)
+	if host != nil {
+		c := *host
+		h.host = &c
+	}
+	return h
+}
+
+// QEMUHost returns what the host offers QEMU, probing it if New was
+// given nothing and no earlier call succeeded.
+func (h *Hypervisor) QEMUHost(ctx context.Context) (Host, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.host == nil {
+		host, err := Probe(ctx)
+		if err != nil {
+			return Host{}, err
+		}
+		h.host = &host
+	}
+	return *h.host, nil
+}
+
+// Probe says what the host offers a guest of architecture arch (an OCI
+// name): its accelerator (Host.Accel) and the host's Note.
+func (h *Hypervisor) Probe(ctx context.Context, arch string) (vm.Host, error) {
+	host, err := h.QEMUHost(ctx)
+	if err != nil {
+		return vm.Host{}, err
+	}
+	return vm.Host{Accel: host.Accel(arch), Note: host.Note}, nil
+}
+
+// Start launches QEMU for spec (Launch, with the VMSpec SpecFor makes).
+// ctx bounds the start only.
+func (h *Hypervisor) Start(ctx context.Context, spec vm.Spec) (vm.Process, error) {
+	host, err := h.QEMUHost(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("VM %q: %w", spec.Name, err)
+	}
+	p, err := Launch(ctx, SpecFor(spec), host)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}

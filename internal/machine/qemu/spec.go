@@ -1,0 +1,29 @@
+package qemu
+
+import "github.com/sbx-dev/sbx/internal/machine/vm"
+
+// SpecFor is the VMSpec that runs spec: the same machine, field by
+// field, its control socket QEMU's QMP socket and its log QEMU's. It
+// only copies; Command checks the result.
+func SpecFor(spec vm.Spec) VMSpec {
+	return VMSpec{
+		Name:          spec.Name,
+		Platform:      spec.Platform,
+		CPUs:          spec.CPUs,
+		MemoryBytes:   spec.MemoryBytes,
+		Kernel:        spec.Kernel,
+		Initrd:        spec.Initrd,
+		Cmdline:       spec.Cmdline,
+		RootDisk:      spec.RootDisk,
+		ConsoleSocket: spec.ConsoleSocket,
+		QMPSocket:     spec.ControlSocket,
+		AgentSocket:   spec.AgentSocket,
+		Ports:         spec.Ports,
+		NetSocket:     spec.NetSocket,
+		UserNetwork:   spec.Bench.UserNetwork,
+		VirtFS:        spec.Bench.VirtFS,
+		TCGBufferMiB:  spec.Bench.TCGBufferMiB,
+		Legacy:        spec.Bench.Legacy,
+		QEMULog:       spec.Log,
+	}
+}
