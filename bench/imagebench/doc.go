@@ -18,7 +18,7 @@
 //     (the kernel and initramfs come from the cache), and again with
 //     nothing changed (a cache hit);
 //   - on the canonical tar of the assembled root filesystem: sbx's disk
-//     path (internal/build/ext4, then internal/build/qcow2) against the tree extracted
+//     path (internal/build/ext4, then internal/qcow2) against the tree extracted
 //     to a directory and passed to mke2fs -t ext4 -d and qemu-img convert
 //     -O qcow2.
 //

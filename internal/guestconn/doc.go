@@ -17,7 +17,7 @@
 // guest sent it, except in ExitStatus.String: callers that print it
 // quote it (package termtext).
 //
-// It does not start the guest or open the port (the QEMU provider does,
+// It does not start the guest or open the port (the machine does,
 // and hands Dial the connection), and it keeps no guest-side code. It is
 // portable Go: the host may be Linux or macOS.
 //

@@ -94,7 +94,7 @@ type Options struct {
 	// have; zero means DefaultMinFree.
 	MinFree uint64
 	// AccelTimeout bounds the accelerator's test guest; zero means
-	// providers/qemu's default.
+	// internal/machine/qemu's default.
 	AccelTimeout time.Duration
 	// OSRelease is the os-release file that says which package manager
 	// this OS uses; empty means /etc/os-release.

@@ -15,7 +15,7 @@ import (
 	"github.com/sbx-dev/sbx/internal/machine/qemu"
 )
 
-// qemuDevices are the devices providers/qemu's Command gives every
+// qemuDevices are the devices qemu.Command (internal/machine/qemu) gives every
 // machine: the root disk, the agent's and other ports, the entropy
 // source, the network device and the balloon that returns freed memory.
 var qemuDevices = []string{"virtio-blk-pci", "virtio-serial-pci", "virtserialport", "virtio-rng-pci", "virtio-net-pci", "virtio-balloon-pci"}
@@ -23,7 +23,7 @@ var qemuDevices = []string{"virtio-blk-pci", "virtio-serial-pci", "virtserialpor
 // kvmDevice is the device QEMU uses KVM through.
 const kvmDevice = "/dev/kvm"
 
-// checkQEMU probes the emulators with providers/qemu's Prober and checks
+// checkQEMU probes the emulators with internal/machine/qemu's Prober and checks
 // one per architecture in archs (the host's first), then acceleration.
 func checkQEMU(ctx context.Context, opts *Options, pm PackageManager, archs []string) []Result {
 	path := opts.getenv("PATH")

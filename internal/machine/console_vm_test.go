@@ -65,7 +65,7 @@ func TestConsoleCapped(t *testing.T) {
 	if err := m.Put(ctx, bytes.NewReader(data), "/tmp/flood", 0o644, nil); err != nil {
 		t.Fatal(err)
 	}
-	// The kernel's console is ttyS0 (providers/qemu puts console=ttyS0
+	// The kernel's console is ttyS0 (internal/machine/qemu puts console=ttyS0
 	// on the command line).
 	start := time.Now()
 	run(t, m, "root", 0, "sh", "-c", "cat /tmp/flood >/dev/ttyS0")

@@ -99,7 +99,7 @@ func TestIsSandboxArgv(t *testing.T) {
 }
 
 // TestIsSandboxArgvOfQEMU checks the QEMU argument vector recognized
-// against the one providers/qemu builds, commas in the path included.
+// against the one internal/machine/qemu builds, commas in the path included.
 func TestIsSandboxArgvOfQEMU(t *testing.T) {
 	for _, dir := range []string{"/run/sbx/abc/box", "/run/sbx/a,b/box"} {
 		var spec qemu.VMSpec

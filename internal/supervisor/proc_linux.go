@@ -107,7 +107,7 @@ func ownUids(status []byte) bool {
 }
 
 // kill sends SIGKILL to the process through its pidfd. For QEMU, which
-// leads its own process group (providers/qemu), the group is killed too,
+// leads its own process group (internal/machine/qemu), the group is killed too,
 // but only when the process checked is its leader: it is stopped first,
 // so that it cannot exit (and its group id be reused) between the last
 // check and the signal to the group.

@@ -33,7 +33,7 @@ func (r procRole) String() string {
 // three arguments, the last two exactly Verb and dir.
 //
 // QEMU's holds its monitor socket in a machine directory directly inside
-// dir (machine.Start makes DIR/sbx-<digits>; providers/qemu writes
+// dir (machine.Start makes DIR/sbx-<digits>; internal/machine/qemu writes
 // "-chardev socket,id=qmp,path=PATH,server=on,wait=off", commas in PATH
 // doubled): one argument must be exactly that, for PATH
 // DIR/sbx-<digits>/qmp.sock. A path that merely starts with dir, or names
@@ -68,7 +68,7 @@ func isSandboxArgv(args []string, dir string, role procRole) bool {
 	return false
 }
 
-// The QMP chardev argument of providers/qemu.Command, around the socket's
+// The QMP chardev argument of qemu.Command (internal/machine/qemu), around the socket's
 // path.
 const (
 	qmpChardevPrefix = "socket,id=qmp,path="

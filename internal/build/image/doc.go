@@ -32,14 +32,14 @@
 //
 // Every long step stops soon after ctx ends (Ctrl-C): fetching, reading
 // the kernel package, writing the initramfs, hashing and storing outputs
-// read and write through package internal/build/ctxio, and the disk stages are
+// read and write through package internal/ctxio, and the disk stages are
 // checked between. The error then wraps ctx's.
 //
 // Package image does not pin sources (internal/build/resolve), read or write the
 // lock file (lockfiles; the command records Result's digests there), fetch
 // by itself (internal/build/fetch), decide what the root filesystem holds
 // (internal/build/rootfs) or how ext4, qcow2 and cpio are laid out (internal/build/ext4,
-// internal/build/qcow2, internal/build/initramfs). It never prints: progress goes to
+// internal/qcow2, internal/build/initramfs). It never prints: progress goes to
 // the callbacks in Options.
 //
 // The entry points are Build and ExportGondolin.

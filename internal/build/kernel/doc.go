@@ -62,7 +62,7 @@
 // gives tests the real Debian kernel package.
 //
 // Load and ReadModules take a context: once it ends they stop before the
-// next archive entry or chunk of one (package internal/build/ctxio), so that an
+// next archive entry or chunk of one (package internal/ctxio), so that an
 // interrupted build does not read the rest of a kernel package.
 //
 // The entry point is Load; then Kernel.Closure and Kernel.ReadModules.

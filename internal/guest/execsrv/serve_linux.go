@@ -19,7 +19,7 @@ import (
 // agentproto.CapConfigure when Options.Configurer is set.
 var Capabilities = []string{agentproto.CapExec, agentproto.CapPTY, agentproto.CapSignal, agentproto.CapUser, agentproto.CapFile}
 
-// Serve speaks the agent protocol (package guest/agentproto) on conn until
+// Serve speaks the agent protocol (package internal/proto/agentproto) on conn until
 // the host closes it, the host breaks the protocol, or ctx ends: it
 // answers the host's hello, runs the processes and file transfers the
 // host asks for, and streams their data both ways. Serve owns conn and

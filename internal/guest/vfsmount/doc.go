@@ -25,6 +25,6 @@
 // are in kernel.DefaultModules).
 //
 // The guest agent calls Mount for each mount before the first exec; the
-// port names and mount options are package vfs/vfsproto's. The entry
+// port names and mount options are package internal/proto/vfsproto's. The entry
 // points are Mount, and RunRelay for the relay process.
 package vfsmount

@@ -20,7 +20,7 @@ var update = flag.Bool("update", false, "rewrite the argv and error sections of 
 
 // TestCommandGolden reads testdata/*.txtar: a host.json (a Host) and a
 // spec.json (a VMSpec) in, and either an argv section (one argument per
-// line) or an error section out. go test ./providers/qemu -update
+// line) or an error section out. go test ./internal/machine/qemu -update
 // rewrites the outputs.
 func TestCommandGolden(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.txtar")

@@ -6,8 +6,8 @@
 // protocol, ControlPort for control lines such as ControlPowerOff).
 //
 // Both sides import it: internal/build/initramfs lays out the initramfs and
-// writes the module manifest with it, the QEMU provider renders the
-// command line with Config.Params and reads the console with ParseReady,
+// writes the module manifest with it, internal/machine/qemu renders the
+// kernel command line with Config.Params and reads the console with ParseReady,
 // and the agent (packages guest and guest/initsys) parses the same
 // command line and prints the same lines. Keeping them here means the two
 // sides cannot drift apart.

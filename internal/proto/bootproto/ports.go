@@ -15,7 +15,7 @@ import (
 // and the agent finds each by its name under PortsDir, so neither side
 // depends on the order the ports are numbered in.
 const (
-	// AgentPort carries the agent protocol (package guest/agentproto):
+	// AgentPort carries the agent protocol (package internal/proto/agentproto):
 	// the host's exec and file requests and their data.
 	AgentPort = "sbx.agent"
 	// ControlPort carries control lines (ControlLine) from the host to

@@ -64,7 +64,7 @@ type Options struct {
 
 // Router multiplexes the sessions of many agent-protocol clients onto the
 // one connection to the guest agent. Each client speaks package
-// guest/agentproto exactly as it would to the guest (so guestconn.Dial
+// internal/proto/agentproto exactly as it would to the guest (so guestconn.Dial
 // works on a connection to the router); the router answers the client's
 // hello with the guest's, gives every session opened by a client a stream
 // id of its own on the guest connection, and rewrites the stream id of

@@ -1,5 +1,5 @@
 // Package qmp is a client for the QEMU Machine Protocol: the JSON monitor
-// through which the qemu provider drives a running QEMU.
+// through which the machine (internal/machine/qemu) drives a running QEMU.
 //
 // Dial connects to QMP's unix socket, reads the greeting and negotiates
 // capabilities; NewClient does the same over a connection the caller
