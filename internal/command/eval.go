@@ -101,7 +101,7 @@ func runEval(ctx context.Context, env *Env, args []string) int {
 		return code
 	}
 	if a.results == "" {
-		usageError(env, "eval", "Missing -results", "Name the results directory with -results DIR.")
+		newView(env, a.noColor).usageError("eval", "Missing -results", "Name the results directory with -results DIR.")
 		return ExitError
 	}
 

@@ -66,7 +66,7 @@ func runLock(ctx context.Context, env *Env, args []string) int {
 		return ExitError
 	}
 	if a.upgrade && a.lockfile == "readonly" {
-		usageError(env, "lock", "Conflicting options", "-upgrade and -lockfile=readonly cannot be combined.")
+		newView(env, a.noColor).usageError("lock", "Conflicting options", "-upgrade and -lockfile=readonly cannot be combined.")
 		return ExitError
 	}
 	v := newView(env, a.noColor)

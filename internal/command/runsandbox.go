@@ -167,7 +167,7 @@ func (a *runArgs) exec(ctx context.Context, env *Env, m *machine.Machine, cfg *l
 		user = sb.User
 	}
 	if err := sandboxnet.CheckEnv(sb.Policy, a.env); err != nil {
-		usageError(env, "run", "Invalid -e", "-e "+quoteErr(err))
+		newView(env, a.noColor).usageError("run", "Invalid -e", "-e "+quoteErr(err))
 		return ExitError
 	}
 	vars := append(cfg.CommandEnv(sb), a.env...)

@@ -162,7 +162,7 @@ func TestRunUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{}, "name the sandbox and the command"},
+		{[]string{}, "Name the sandbox and the command"},
 		{[]string{"box"}, "No command to run in box"},
 		{[]string{"a", "b", "c", "--", "true"}, "takes [DIR] SANDBOX before --; got a b c"},
 		{[]string{"-e", "NOEQUALS", "box", "true"}, `-e "NOEQUALS": write KEY=VALUE`},
