@@ -96,7 +96,7 @@ func runApply(ctx context.Context, env *Env, args []string) int {
 		return ExitError
 	}
 	if a.parallelism < 1 {
-		fmt.Fprintf(env.Stderr, "sbx apply: -parallelism must be at least 1, got %d\n", a.parallelism)
+		newView(env, a.noColor).usageError("apply", "Invalid -parallelism", fmt.Sprintf("-parallelism must be at least 1, got %d.", a.parallelism))
 		return ExitError
 	}
 	v := newView(env, a.noColor)

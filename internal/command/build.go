@@ -101,15 +101,15 @@ func runBuild(ctx context.Context, env *Env, args []string) int {
 	case "qemu":
 	case "gondolin":
 		if a.out == "" {
-			fmt.Fprintln(env.Stderr, "sbx build: -format gondolin needs -o DIR, the directory to write the guest assets to")
+			newView(env, a.noColor).usageError("build", "Missing -o", "-format gondolin needs -o DIR, the directory to write the guest assets to.")
 			return ExitError
 		}
 		if a.verify {
-			fmt.Fprintln(env.Stderr, "sbx build: -verify checks the qemu outputs; it cannot be combined with -format gondolin")
+			newView(env, a.noColor).usageError("build", "Conflicting options", "-verify checks the qemu outputs; it cannot be combined with -format gondolin.")
 			return ExitError
 		}
 	default:
-		fmt.Fprintf(env.Stderr, "sbx build: unknown -format %q; the formats are qemu and gondolin\n", a.format)
+		newView(env, a.noColor).usageError("build", "Invalid -format", fmt.Sprintf("Unknown -format %q; the formats are qemu and gondolin.", a.format))
 		return ExitError
 	}
 	v := newView(env, a.noColor)

@@ -2,23 +2,23 @@ package command
 
 import (
 	"fmt"
-	"io"
 
 	"github.com/sbx-dev/sbx/lang"
 )
 
-// unknownVerb reports a command sbx does not have to w, as prog ("sbx",
-// "sbx help") says it, with the closest command's name when one is close
-// ("sbx aply": did you mean apply?), then the list of commands.
-func unknownVerb(w io.Writer, prog, name string) {
+// unknownVerb reports a command sbx does not have, as prog ("sbx",
+// "sbx help") says it, as an error diagnostic naming the closest
+// command when one is close ("sbx aply": did you mean apply?), then the
+// list of commands.
+func unknownVerb(env *Env, prog, name string) {
 	var names []string
 	for _, v := range verbs() {
 		names = append(names, v.name)
 	}
-	fmt.Fprintf(w, "%s: unknown command %q\n", prog, name)
+	detail := fmt.Sprintf("%s has no command %q.", prog, name)
 	if s := lang.Suggest(name, names); s != "" {
-		fmt.Fprintf(w, "Did you mean %q?\n", s)
+		detail += fmt.Sprintf(" Did you mean %q?", s)
 	}
-	fmt.Fprintln(w)
-	printMainUsage(w)
+	errorDetail(env, fmt.Sprintf("Unknown command %q", name), detail)
+	printMainUsage(env.Stderr)
 }

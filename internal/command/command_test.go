@@ -556,7 +556,7 @@ func TestHelpAndUsage(t *testing.T) {
 		t.Errorf("no arguments:\n%s", r)
 	}
 	r = f.mustRun(ExitError, "frobnicate")
-	if !strings.Contains(r.stderr, `unknown command "frobnicate"`) {
+	if !strings.Contains(r.stderr, `Unknown command "frobnicate"`) {
 		t.Errorf("unknown command:\n%s", r)
 	}
 	r = f.mustRun(ExitError, "plan", "-bogus")
@@ -584,7 +584,7 @@ func TestPanicBecomesInternalError(t *testing.T) {
 	if code != ExitError {
 		t.Errorf("exit %d, want %d", code, ExitError)
 	}
-	if !strings.Contains(stderr.String(), "internal error: boom") {
+	if !strings.HasPrefix(stderr.String(), "Error: Internal error\n\n") || !strings.Contains(stderr.String(), "boom") {
 		t.Errorf("stderr: %q", stderr.String())
 	}
 	if strings.Contains(stderr.String(), "goroutine") {

@@ -48,7 +48,7 @@ func runCompletion(_ context.Context, env *Env, args []string) int {
 		return code
 	}
 	if len(pos) != 1 {
-		fmt.Fprintf(env.Stderr, "sbx completion: name one shell: bash, zsh or fish\n")
+		usageError(env, "completion", "Invalid arguments", fmt.Sprintf("Name one shell: bash, zsh or fish; got %d arguments.", len(pos)))
 		return ExitError
 	}
 	spec := completionSpec()
@@ -60,7 +60,7 @@ func runCompletion(_ context.Context, env *Env, args []string) int {
 	case "fish":
 		writeFishCompletion(env.Stdout, spec)
 	default:
-		fmt.Fprintf(env.Stderr, "sbx completion: no completion for the shell %q; sbx has them for bash, zsh and fish\n", pos[0])
+		usageError(env, "completion", "Unknown shell", fmt.Sprintf("No completion for the shell %q; sbx has them for bash, zsh and fish.", pos[0]))
 		return ExitError
 	}
 	return ExitOK

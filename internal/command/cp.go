@@ -62,14 +62,14 @@ func runCp(ctx context.Context, env *Env, args []string) int {
 		dir, pos = pos[0], pos[1:]
 	}
 	if len(pos) != 2 {
-		fmt.Fprintf(env.Stderr, "sbx cp: expected [DIR] SRC DST, one of them SANDBOX:PATH; got %q\n", strings.Join(pos, " "))
+		usageError(env, "cp", "Invalid arguments", fmt.Sprintf("sbx cp takes [DIR] SRC DST, one of them SANDBOX:PATH; got %q.", strings.Join(pos, " ")))
 		return ExitError
 	}
 	var owner *guestconn.Owner
 	if chown != "" {
 		var err error
 		if owner, err = parseOwner(chown); err != nil {
-			fmt.Fprintf(env.Stderr, "sbx cp: -chown %q: %v\n", chown, err)
+			usageError(env, "cp", "Invalid -chown", fmt.Sprintf("-chown %q: %v.", chown, err))
 			return ExitError
 		}
 	}
@@ -77,13 +77,13 @@ func runCp(ctx context.Context, env *Env, args []string) int {
 	dstBox, dstPath, dstIn := splitGuestPath(pos[1])
 	switch {
 	case srcIn && dstIn:
-		fmt.Fprintln(env.Stderr, "sbx cp: both paths are in a sandbox; one must be on the host")
+		usageError(env, "cp", "Invalid arguments", "Both paths are in a sandbox; one must be on the host.")
 		return ExitError
 	case !srcIn && !dstIn:
-		fmt.Fprintln(env.Stderr, "sbx cp: neither path is in a sandbox; write one as SANDBOX:PATH")
+		usageError(env, "cp", "Invalid arguments", "Neither path is in a sandbox; write one as SANDBOX:PATH.")
 		return ExitError
 	case srcIn && owner != nil:
-		fmt.Fprintln(env.Stderr, "sbx cp: -chown applies to files copied into a sandbox")
+		usageError(env, "cp", "Invalid -chown", "-chown applies to files copied into a sandbox.")
 		return ExitError
 	}
 	box, guestPath := srcBox, srcPath
@@ -91,7 +91,7 @@ func runCp(ctx context.Context, env *Env, args []string) int {
 		box, guestPath = dstBox, dstPath
 	}
 	if !path.IsAbs(guestPath) {
-		fmt.Fprintf(env.Stderr, "sbx cp: %s:%s: the path in the sandbox must be absolute\n", box, guestPath)
+		usageError(env, "cp", "Invalid arguments", fmt.Sprintf("%s:%s: the path in the sandbox must be absolute.", box, quoteText(guestPath)))
 		return ExitError
 	}
 
@@ -99,7 +99,7 @@ func runCp(ctx context.Context, env *Env, args []string) int {
 	defer stop()
 	sdir, err := runtimeDir(env, dir, box)
 	if err != nil {
-		fmt.Fprintf(env.Stderr, "sbx cp: %s\n", quoteErr(err))
+		errorFrom(env, fmt.Sprintf("Cannot find sandbox.%s", box), err, true)
 		return ExitError
 	}
 	c, err := supervisor.Dial(ctx, sdir)
@@ -107,7 +107,7 @@ func runCp(ctx context.Context, env *Env, args []string) int {
 		if errors.Is(err, supervisor.ErrNotRunning) {
 			notRunning(env, "cp", dir, box, nil)
 		} else {
-			fmt.Fprintf(env.Stderr, "sbx cp: sandbox.%s: %s\n", box, quoteErr(err))
+			errorFrom(env, fmt.Sprintf("Cannot reach sandbox.%s", box), err, true)
 		}
 		return ExitError
 	}
@@ -118,7 +118,7 @@ func runCp(ctx context.Context, env *Env, args []string) int {
 		err = copyIn(ctx, env, c, pos[0], guestPath, owner)
 	}
 	if err != nil {
-		fmt.Fprintf(env.Stderr, "sbx cp: %s\n", quoteErr(err))
+		errorFrom(env, "Copy failed", err, true)
 		if ctx.Err() != nil {
 			return ExitInterrupted
 		}

@@ -85,7 +85,7 @@ func runDestroy(ctx context.Context, env *Env, args []string) int {
 	)
 	if orphans {
 		if len(pos) == 0 {
-			fmt.Fprintln(env.Stderr, "sbx destroy: -orphans needs the configuration's directory, as the path its sandboxes were started from (\"sbx ps -a\" shows it)")
+			newView(env, noColor).usageError("destroy", "Missing directory", "-orphans needs the configuration's directory, as the path its sandboxes were started from (\"sbx ps -a\" shows it).")
 			return ExitError
 		}
 		dir, names = pos[0], pos[1:]

@@ -13,7 +13,13 @@
 // implements with its views; package pipeline locks (internal/build/resolve,
 // lockfiles), builds (internal/build/image) and starts sandboxes (machine) by the
 // same path the Go API takes, with the options read from Env. Every
-// diagnostic is printed through diags.Render.
+// error and warning it prints — the spec's, an operation's, a usage
+// error's — is a diagnostic printed through diags.Render: "Error:
+// summary", a blank line, the detail. A usage error (usage.go) names what
+// is wrong in its summary ("Invalid -parallelism", "Unknown option -x",
+// "Conflicting options", "Invalid arguments"), says it with the value
+// given in its detail, and ends with Run "sbx VERB -h" for its options;
+// package flag's errors are printed the same way (flagError).
 //
 // The entry point is Run, which cmd/sbx calls with the process's arguments,
 // streams and environment; tests call it the same way with buffers.

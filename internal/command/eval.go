@@ -101,7 +101,7 @@ func runEval(ctx context.Context, env *Env, args []string) int {
 		return code
 	}
 	if a.results == "" {
-		fmt.Fprintln(env.Stderr, "sbx eval: name the results directory with -results DIR")
+		newView(env, a.noColor).usageError("eval", "Missing -results", "Name the results directory with -results DIR.")
 		return ExitError
 	}
 
@@ -117,7 +117,7 @@ func runEval(ctx context.Context, env *Env, args []string) int {
 		return ExitError
 	}
 	if err := sandboxnet.CheckEnv(sb.Policy, a.env); err != nil {
-		fmt.Fprintf(env.Stderr, "sbx eval: -e %s\n", quoteErr(err))
+		v.usageError("eval", "Invalid -e", "-e "+quoteErr(err))
 		return ExitError
 	}
 	user := a.user
@@ -135,23 +135,23 @@ func runEval(ctx context.Context, env *Env, args []string) int {
 	// Checked before anything is built; the real Start comes after.
 	opts.Start = func(context.Context, int, map[string]string, string) (fanout.Sandbox, error) { return nil, nil }
 	if err := opts.Check(); err != nil {
-		fmt.Fprintf(env.Stderr, "sbx eval: %s\n", quoteErr(err))
+		v.usageError("eval", "Invalid options", quoteErr(err))
 		return ExitError
 	}
 	mounts, err := pipeline.EvalMounts(cfg, sb)
 	if err != nil {
-		fmt.Fprintf(env.Stderr, "sbx eval: %s: %s\n", sb.Addr(), quoteErr(err))
+		v.errorFrom(fmt.Sprintf("Invalid mounts of %s", sb.Addr()), err, true)
 		return ExitError
 	}
 	opts.Mounts = mounts
 	if a.stdin {
 		data, err := io.ReadAll(io.LimitReader(env.Stdin, maxEvalStdin+1))
 		if err != nil {
-			fmt.Fprintf(env.Stderr, "sbx eval: reading standard input: %s\n", quoteErr(err))
+			v.errorFrom("Cannot read standard input", err, true)
 			return ExitError
 		}
 		if len(data) > maxEvalStdin {
-			fmt.Fprintf(env.Stderr, "sbx eval: standard input is larger than %d MiB\n", maxEvalStdin>>20)
+			v.errorDetail("Standard input is too large", fmt.Sprintf("With -i, sbx eval reads at most %d MiB of standard input.", maxEvalStdin>>20))
 			return ExitError
 		}
 		opts.Stdin = data
@@ -176,7 +176,7 @@ func runEval(ctx context.Context, env *Env, args []string) int {
 				if note == "" {
 					note = "no hardware virtualization for this guest; using TCG"
 				}
-				fmt.Fprintf(env.Stderr, "sbx eval: note: %s (commands run slower).\n", note)
+				v.warning("Using TCG: commands run slower", note+".")
 			})
 		}
 		return s
@@ -190,7 +190,7 @@ func runEval(ctx context.Context, env *Env, args []string) int {
 		if ctx.Err() != nil {
 			return interrupted(env, "no run had started")
 		}
-		fmt.Fprintf(env.Stderr, "sbx eval: %s\n", quoteErr(err))
+		v.errorFrom("Eval failed", err, true)
 		return ExitError
 	}
 	runs := slices.Clone(res.Runs)
@@ -205,7 +205,7 @@ func runEval(ctx context.Context, env *Env, args []string) int {
 	case ctx.Err() != nil:
 		return interrupted(env, fmt.Sprintf("every VM was stopped; %s in the index", count(len(runs), "finished run is", "finished runs are")))
 	case err != nil:
-		fmt.Fprintf(env.Stderr, "sbx eval: %s\n", quoteErr(err))
+		v.errorFrom("Eval failed", err, true)
 		return ExitError
 	case failed:
 		return ExitError

@@ -29,7 +29,7 @@ func TestEvalRefuses(t *testing.T) {
 	}{
 		{[]string{"-n", "0", "-results", fresh, cfgDir, "evalbox", "--", "true"}, "the number of runs must be at least 1, not 0"},
 		{[]string{"-n", "2", "-p", "-1", "-results", fresh, cfgDir, "evalbox", "--", "true"}, "at once must be at least 1, not -1"},
-		{[]string{"-n", "2", cfgDir, "evalbox", "--", "true"}, "name the results directory with -results DIR"},
+		{[]string{"-n", "2", cfgDir, "evalbox", "--", "true"}, "Name the results directory with -results DIR"},
 		{[]string{"-n", "2", "-results", full, cfgDir, "evalbox", "--", "true"}, "is not empty"},
 		{[]string{"-results", fresh, cfgDir, "nosuch", "--", "true"}, `No sandbox "nosuch"`},
 		{[]string{"-results", fresh, cfgDir, "evalbox"}, "is not a sandbox's name"},

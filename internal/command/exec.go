@@ -69,7 +69,7 @@ func runExec(ctx context.Context, env *Env, args []string) int {
 	name := strings.TrimPrefix(a.sandbox, "sandbox.")
 	dir, err := runtimeDir(env, a.dir, name)
 	if err != nil {
-		fmt.Fprintf(env.Stderr, "sbx exec: %s\n", quoteErr(err))
+		errorFrom(env, fmt.Sprintf("Cannot find sandbox.%s", name), err, true)
 		return ExitError
 	}
 	spec, err := supervisor.ReadSpec(dir)
@@ -77,7 +77,7 @@ func runExec(ctx context.Context, env *Env, args []string) int {
 		if errors.Is(err, os.ErrNotExist) {
 			a.notRunning(env, "exec", name)
 		} else {
-			fmt.Fprintf(env.Stderr, "sbx exec: sandbox.%s: %s\n", name, quoteErr(err))
+			errorFrom(env, fmt.Sprintf("Cannot read the spec of sandbox.%s", name), err, true)
 		}
 		return ExitError
 	}
@@ -86,7 +86,7 @@ func runExec(ctx context.Context, env *Env, args []string) int {
 		if errors.Is(err, supervisor.ErrNotRunning) {
 			a.notRunning(env, "exec", name)
 		} else {
-			fmt.Fprintf(env.Stderr, "sbx exec: sandbox.%s: %s\n", name, quoteErr(err))
+			errorFrom(env, fmt.Sprintf("Cannot reach sandbox.%s", name), err, true)
 		}
 		return ExitError
 	}
@@ -102,7 +102,7 @@ func (a *execArgs) exec(ctx context.Context, env *Env, c *guestconn.Client, spec
 		user = spec.User
 	}
 	if err := sandboxnet.CheckEnv(spec.Policy, a.env); err != nil {
-		fmt.Fprintf(env.Stderr, "sbx exec: -e %s\n", quoteErr(err))
+		usageError(env, "exec", "Invalid -e", "-e "+quoteErr(err))
 		return ExitError
 	}
 	vars := append(slices.Clip(spec.Env), a.env...)

@@ -53,7 +53,7 @@ func TestExec(t *testing.T) {
 		t.Errorf("exec in a sandbox that is not running: code %d, stderr %q", code, errOut)
 	}
 	code, _, errOut = run("", "exec", configDir, "box", "--")
-	if code != ExitError || !strings.Contains(errOut, "no command") {
+	if code != ExitError || !strings.Contains(errOut, "No command") {
 		t.Errorf("exec without a command: code %d, stderr %q", code, errOut)
 	}
 }

@@ -69,8 +69,8 @@ func newFlagSet(name string) *flag.FlagSet {
 // parseArgs parses flags that may appear before, between or after
 // positional arguments (so "sbx plan DIR -out x" works), and returns the
 // positional arguments. Everything after "--" is positional. On -h it
-// prints the verb's usage to stdout; on a bad flag it prints the error to
-// stderr. In both cases ok is false and code is the exit code.
+// prints the verb's usage to stdout; on a bad flag it prints a usage
+// error (flagError). In both cases ok is false and code is the exit code.
 func parseArgs(env *Env, fs *flag.FlagSet, usage string, args []string) (pos []string, code int, ok bool) {
 	for {
 		err := fs.Parse(args)
@@ -79,7 +79,7 @@ func parseArgs(env *Env, fs *flag.FlagSet, usage string, args []string) (pos []s
 			return nil, ExitOK, false
 		}
 		if err != nil {
-			fmt.Fprintf(env.Stderr, "sbx %s: %v\nRun \"sbx %s -h\" for its options.\n", fs.Name(), err, fs.Name())
+			flagError(env, fs.Name(), err)
 			return nil, ExitError, false
 		}
 		rest := fs.Args()
@@ -104,6 +104,6 @@ func dirArg(env *Env, name string, pos []string) (string, bool) {
 	case 1:
 		return pos[0], true
 	}
-	fmt.Fprintf(env.Stderr, "sbx %s: expected at most one directory, got %d arguments: %s\n", name, len(pos), strings.Join(pos, " "))
+	usageError(env, name, "Invalid arguments", fmt.Sprintf("sbx %s takes at most one directory; got %d arguments: %s", name, len(pos), quoteText(strings.Join(pos, " "))))
 	return "", false
 }

@@ -87,20 +87,20 @@ func (g guestCommand) run(ctx context.Context, env *Env, cmd guestconn.Cmd,
 	case err == nil:
 	case errors.As(err, &notRun):
 		// Exit as a shell does for a command it cannot run.
-		what := "command not found"
+		what := "Command not found"
 		if notRun.Code == guestconn.ExitNotExecutable {
-			what = "command not executable"
+			what = "Command not executable"
 		}
-		fmt.Fprintf(env.Stderr, "sbx %s: %s: %s: %s\n", g.verb, g.target, what, quoteErr(notRun.Err))
+		errorDetail(env, fmt.Sprintf("%s in %s", what, g.target), quoteErr(notRun.Err))
 		return notRun.Code
 	case ctx.Err() != nil:
-		fmt.Fprintf(env.Stderr, "sbx %s: interrupted; the command was killed\n", g.verb)
+		errorDetail(env, "Interrupted", fmt.Sprintf("The command in %s was killed.", g.target))
 		return 128 + int(syscall.SIGINT)
 	case errors.Is(err, context.DeadlineExceeded) && g.timeout > 0:
-		fmt.Fprintf(env.Stderr, "sbx %s: the command did not finish within %v; it was killed\n", g.verb, g.timeout)
+		errorDetail(env, "Timed out", fmt.Sprintf("The command in %s did not finish within %v (-timeout); it was killed.", g.target, g.timeout))
 		return ExitTimeout
 	default:
-		fmt.Fprintf(env.Stderr, "sbx %s: %s: %s\n", g.verb, g.target, quoteErr(err))
+		errorFrom(env, fmt.Sprintf("Cannot run the command in %s", g.target), err, true)
 		return ExitError
 	}
 	return st.ShellCode()
@@ -146,26 +146,27 @@ func sandboxCommand(env *Env, verb string, pos []string) (dir, sandbox string, c
 	case 2:
 		dir, sandbox = before[0], before[1]
 	case 0:
-		fmt.Fprintf(env.Stderr, "sbx %s: name the sandbox and the command: sbx %s [DIR] SANDBOX -- COMMAND [ARG...]\n", verb, verb)
+		usageError(env, verb, "Invalid arguments", fmt.Sprintf("Name the sandbox and the command: sbx %s [DIR] SANDBOX -- COMMAND [ARG...]", verb))
 		return "", "", nil, false, false
 	default:
-		fmt.Fprintf(env.Stderr, "sbx %s: expected [DIR] SANDBOX before --, got %s\n", verb, strings.Join(before, " "))
+		usageError(env, verb, "Invalid arguments", fmt.Sprintf("sbx %s takes [DIR] SANDBOX before --; got %s", verb, quoteText(strings.Join(before, " "))))
 		return "", "", nil, false, false
 	}
 	if !addrs.ValidName(strings.TrimPrefix(sandbox, "sandbox.")) {
-		fmt.Fprintf(env.Stderr, "sbx %s: %q is not a sandbox's name.\n", verb, sandbox)
+		detail := fmt.Sprintf("%q is not a sandbox's name.\n", sandbox)
 		switch {
 		case !dashes && len(command) > 1 && addrs.ValidName(strings.TrimPrefix(command[0], "sandbox.")):
 			// "sbx exec DIR SANDBOX COMMAND...": the -- is missing.
-			fmt.Fprintf(env.Stderr, "Without --, the first argument is the sandbox and the rest the command. To run %s in %s of the configuration in %s, write:\n  sbx %s %s %s -- %s\n",
+			detail += fmt.Sprintf("Without --, the first argument is the sandbox and the rest the command. To run %s in %s of the configuration in %s, write:\n  sbx %s %s %s -- %s",
 				quoteText(command[1]), quoteText(command[0]), quoteText(sandbox), verb, shellQuote(sandbox), shellQuote(command[0]), shellJoin(command[1:]))
 		default:
-			fmt.Fprintf(env.Stderr, "Usage: sbx %s [options] [DIR] SANDBOX -- COMMAND [ARG...]\n", verb)
+			detail += fmt.Sprintf("Usage: sbx %s [options] [DIR] SANDBOX -- COMMAND [ARG...]", verb)
 		}
+		usageError(env, verb, "Invalid sandbox name", detail)
 		return "", "", nil, false, false
 	}
 	if len(command) == 0 {
-		fmt.Fprintf(env.Stderr, "sbx %s: no command to run in %s; write it after --\n", verb, sandbox)
+		usageError(env, verb, "Missing command", fmt.Sprintf("No command to run in %s; write it after --.", sandbox))
 		return "", "", nil, false, false
 	}
 	return dir, sandbox, command, dashes, true
@@ -183,30 +184,34 @@ func notRunning(env *Env, verb, dir, name string, pos []string) {
 	fi, err := os.Stat(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		fmt.Fprintf(env.Stderr, "sbx %s: the configuration directory %s does not exist\n", verb, quoteText(dir))
+		errorDetail(env, "No such directory", fmt.Sprintf("The configuration directory %s does not exist.", quoteText(dir)))
 		return
 	case err == nil && !fi.IsDir():
-		fmt.Fprintf(env.Stderr, "sbx %s: %s is not a directory; name the configuration's directory\n", verb, quoteText(dir))
+		errorDetail(env, "Not a directory", fmt.Sprintf("%s is not a directory; name the configuration's directory.", quoteText(dir)))
 		return
 	}
 	cfg, diags := lang.Load(dir, lang.Options{Environ: env.Environ})
 	_, declared := cfg.Sandboxes[name]
+	var summary, detail string
 	if declared || diags.HasErrors() {
-		fmt.Fprintf(env.Stderr, "sbx %s: sandbox.%s of %s is not running (\"sbx ps\" says why; \"sbx apply\" starts it)\n", verb, name, quoteText(dir))
+		summary = fmt.Sprintf("sandbox.%s is not running", name)
+		detail = fmt.Sprintf("sandbox.%s of %s is not running (\"sbx ps\" says why; \"sbx apply\" starts it).", name, quoteText(dir))
 	} else {
 		names := slices.Sorted(maps.Keys(cfg.Sandboxes))
 		list := "it declares none"
 		if len(names) > 0 {
 			list = "the sandboxes are: " + strings.Join(names, ", ")
 		}
-		fmt.Fprintf(env.Stderr, "sbx %s: no sandbox %q in the configuration in %s; %s\n", verb, name, quoteText(dir), list)
+		summary = fmt.Sprintf("No sandbox %q in the configuration", name)
+		detail = fmt.Sprintf("The configuration in %s has no sandbox %q; %s.", quoteText(dir), name, list)
 	}
 	if !declared && len(pos) >= 3 {
 		if fi, err := os.Stat(pos[0]); err == nil && fi.IsDir() {
-			fmt.Fprintf(env.Stderr, "%s is a directory: to run %s in %s of the configuration there, write:\n  sbx %s %s %s -- %s\n",
+			detail += fmt.Sprintf("\n%s is a directory: to run %s in %s of the configuration there, write:\n  sbx %s %s %s -- %s",
 				quoteText(pos[0]), quoteText(pos[2]), quoteText(pos[1]), verb, shellQuote(pos[0]), shellQuote(pos[1]), shellJoin(pos[2:]))
 		}
 	}
+	errorDetail(env, summary, detail)
 }
 
 // shellJoin writes args as a POSIX shell would read them back.
@@ -274,7 +279,7 @@ func (a *guestArgs) parse(env *Env, verb, usage string, flags *flag.FlagSet, arg
 			fmt.Fprint(env.Stdout, strings.TrimLeft(usage, "\n"))
 			return ExitOK, false
 		}
-		fmt.Fprintf(env.Stderr, "sbx %s: %v\nRun \"sbx %s -h\" for its options.\n", verb, err, verb)
+		flagError(env, verb, err)
 		return ExitError, false
 	}
 	a.pos = flags.Args()
@@ -282,7 +287,7 @@ func (a *guestArgs) parse(env *Env, verb, usage string, flags *flag.FlagSet, arg
 		return ExitError, false
 	}
 	if _, err := hostenv.Parse(a.env); err != nil {
-		fmt.Fprintf(env.Stderr, "sbx %s: -e %v\n", verb, err)
+		usageError(env, verb, "Invalid -e", "-e "+quoteErr(err))
 		return ExitError, false
 	}
 	return ExitOK, true

@@ -50,7 +50,7 @@ sandbox "idle" {
 			name: "undeclared sandbox",
 			args: []string{"exec", configDir, "nosuch", "--", "true"},
 			code: ExitError,
-			want: []string{`no sandbox "nosuch" in the configuration in ` + configDir, "the sandboxes are: box, idle"},
+			want: []string{`No sandbox "nosuch" in the configuration`, "The configuration in " + configDir + ` has no sandbox "nosuch"`, "the sandboxes are: box, idle"},
 			not:  []string{"not running", "apply"},
 		},
 		{
@@ -63,7 +63,7 @@ sandbox "idle" {
 			name: "configuration directory missing",
 			args: []string{"exec", filepath.Join(configDir, "gone"), "box", "--", "true"},
 			code: ExitError,
-			want: []string{"the configuration directory " + filepath.Join(configDir, "gone") + " does not exist"},
+			want: []string{"The configuration directory " + filepath.Join(configDir, "gone") + " does not exist"},
 			not:  []string{"not running"},
 		},
 		{
@@ -96,19 +96,19 @@ sandbox "idle" {
 			name: "cp into an undeclared sandbox",
 			args: []string{"cp", configDir, notExec, "nosuch:/tmp/x"},
 			code: ExitError,
-			want: []string{`no sandbox "nosuch"`, "the sandboxes are: box, idle"},
+			want: []string{`No sandbox "nosuch"`, "the sandboxes are: box, idle"},
 		},
 		{
 			name: "command not found",
 			args: []string{"exec", configDir, "box", "--", "no-such-command-x", "arg"},
 			code: 127,
-			want: []string{"sbx exec: sandbox.box: command not found: ", "no-such-command-x"},
+			want: []string{"Error: Command not found in sandbox.box", "no-such-command-x"},
 		},
 		{
 			name: "command not executable",
 			args: []string{"exec", configDir, "box", "--", notExec},
 			code: 126,
-			want: []string{"sbx exec: sandbox.box: command not executable: ", notExec, "permission denied"},
+			want: []string{"Error: Command not executable in sandbox.box", notExec, "permission denied"},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

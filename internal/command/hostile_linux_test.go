@@ -250,7 +250,7 @@ func TestExecGuestIgnoresCancel(t *testing.T) {
 		defer cancel()
 		time.AfterFunc(200*time.Millisecond, cancel)
 		code, _, errOut := runBoundedContext(t, ctx, environ, "exec", configDir, "box", "--", "sleep", "1000")
-		if code != 128+int(syscall.SIGINT) || !strings.Contains(errOut, "interrupted") {
+		if code != 128+int(syscall.SIGINT) || !strings.Contains(errOut, "Interrupted") {
 			t.Errorf("exec interrupted: code %d, stderr %q; want %d", code, errOut, 128+int(syscall.SIGINT))
 		}
 	})

@@ -2,7 +2,6 @@ package command
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 
 	"github.com/sbx-dev/sbx/internal/diags"
@@ -67,7 +66,7 @@ func runLock(ctx context.Context, env *Env, args []string) int {
 		return ExitError
 	}
 	if a.upgrade && a.lockfile == "readonly" {
-		fmt.Fprintln(env.Stderr, "sbx lock: -upgrade and -lockfile=readonly cannot be combined")
+		newView(env, a.noColor).usageError("lock", "Conflicting options", "-upgrade and -lockfile=readonly cannot be combined.")
 		return ExitError
 	}
 	v := newView(env, a.noColor)

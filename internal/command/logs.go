@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sbx-dev/sbx/internal/diags"
 	"github.com/sbx-dev/sbx/internal/egress/audit"
 	"github.com/sbx-dev/sbx/internal/machine/consolelog"
 	"github.com/sbx-dev/sbx/internal/operation"
@@ -73,33 +74,33 @@ func runLogs(ctx context.Context, env *Env, args []string) int {
 	}
 	dir, names := splitDirNames(pos)
 	if len(names) != 1 {
-		fmt.Fprintf(env.Stderr, "sbx logs: expected [DIR] SANDBOX, got %q\n", strings.Join(pos, " "))
+		usageError(env, "logs", "Invalid arguments", fmt.Sprintf("sbx logs takes [DIR] SANDBOX; got %q.", strings.Join(pos, " ")))
 		return ExitError
 	}
 	if console && super {
-		fmt.Fprintln(env.Stderr, "sbx logs: give -console or -supervisor, not both (neither prints both)")
+		usageError(env, "logs", "Conflicting options", "Give -console or -supervisor, not both (neither prints both).")
 		return ExitError
 	}
 	if egressLog && (console || super) {
-		fmt.Fprintln(env.Stderr, "sbx logs: -egress prints the egress audit log alone: leave out -console and -supervisor")
+		usageError(env, "logs", "Conflicting options", "-egress prints the egress audit log alone: leave out -console and -supervisor.")
 		return ExitError
 	}
 	if asJSON && !egressLog {
-		fmt.Fprintln(env.Stderr, "sbx logs: -json goes with -egress (the other logs are text)")
+		usageError(env, "logs", "Invalid -json", "-json goes with -egress (the other logs are text).")
 		return ExitError
 	}
 	if follow && !console && !super && !egressLog {
-		fmt.Fprintln(env.Stderr, "sbx logs: -f follows one log: add -console or -supervisor")
+		usageError(env, "logs", "Invalid -f", "-f follows one log: add -console or -supervisor.")
 		return ExitError
 	}
 	name := strings.TrimPrefix(names[0], "sandbox.")
 	sdir, err := runtimeDir(env, dir, name)
 	if err != nil {
-		fmt.Fprintf(env.Stderr, "sbx logs: %s\n", quoteErr(err))
+		errorFrom(env, fmt.Sprintf("Cannot find sandbox.%s", name), err, true)
 		return ExitError
 	}
 	if _, err := os.Stat(sdir); err != nil {
-		fmt.Fprintf(env.Stderr, "sbx logs: sandbox.%s of %s has no logs: it was never started or was destroyed\n", name, dir)
+		errorDetail(env, fmt.Sprintf("sandbox.%s has no logs", name), fmt.Sprintf("sandbox.%s of %s has no logs: it was never started or was destroyed.", name, quoteText(dir)))
 		return ExitError
 	}
 	if egressLog {
@@ -117,7 +118,7 @@ func runLogs(ctx context.Context, env *Env, args []string) int {
 		}
 		running := func() bool { return supervisor.Inspect(ctx, sdir, 0, 0).Alive() }
 		if err := operation.FollowFile(ctx, env.Stdout, path, running, followPoll); err != nil {
-			fmt.Fprintf(env.Stderr, "sbx logs: %s\n", quoteErr(err))
+			errorFrom(env, "Cannot follow the log", err, true)
 			return ExitError
 		}
 		return ExitOK
@@ -140,14 +141,14 @@ func runLogs(ctx context.Context, env *Env, args []string) int {
 		err := printLog(env.Stdout, env.Stderr, p.path, p.title == "console")
 		if errors.Is(err, os.ErrNotExist) {
 			if len(parts) == 1 {
-				fmt.Fprintf(env.Stderr, "sbx logs: no %s log at %s\n", p.title, p.path)
+				errorDetail(env, fmt.Sprintf("No %s log", p.title), fmt.Sprintf("There is no %s log at %s.", p.title, quoteText(p.path)))
 				return ExitError
 			}
 			fmt.Fprintln(env.Stdout, "(none)")
 			continue
 		}
 		if err != nil {
-			fmt.Fprintf(env.Stderr, "sbx logs: %s\n", quoteErr(err))
+			errorFrom(env, fmt.Sprintf("Cannot read the %s log", p.title), err, true)
 			return ExitError
 		}
 	}
@@ -177,29 +178,29 @@ func printEgress(ctx context.Context, env *Env, sdir string, follow, asJSON bool
 		var st audit.Stats
 		entries, err := audit.TailStats(sdir, egressTail, &st)
 		if err != nil {
-			fmt.Fprintf(env.Stderr, "sbx logs: %s\n", quoteErr(err))
+			errorFrom(env, "Cannot read the egress log", err, true)
 			return ExitError
 		}
 		for _, e := range entries {
 			if err := print(e); err != nil {
-				fmt.Fprintf(env.Stderr, "sbx logs: %s\n", quoteErr(err))
+				errorFrom(env, "Cannot print the egress log", err, true)
 				return ExitError
 			}
 		}
 		if st.Malformed > 0 {
-			fmt.Fprintf(env.Stderr, "sbx logs: skipped %d malformed lines of %s\n", st.Malformed, filepath.Join(sdir, audit.File))
+			warning(env, "Malformed egress log lines", fmt.Sprintf("Skipped %d malformed lines of %s.", st.Malformed, quoteText(filepath.Join(sdir, audit.File))))
 		}
 		return ExitOK
 	}
 	// Like tail -f: the last few entries, then what is added.
 	recent, err := audit.Tail(sdir, 10)
 	if err != nil {
-		fmt.Fprintf(env.Stderr, "sbx logs: %s\n", quoteErr(err))
+		errorFrom(env, "Cannot read the egress log", err, true)
 		return ExitError
 	}
 	for _, e := range recent {
 		if err := print(e); err != nil {
-			fmt.Fprintf(env.Stderr, "sbx logs: %s\n", quoteErr(err))
+			errorFrom(env, "Cannot print the egress log", err, true)
 			return ExitError
 		}
 	}
@@ -223,7 +224,7 @@ func printEgress(ctx context.Context, env *Env, sdir string, follow, asJSON bool
 	}()
 	err = audit.Follow(ctx, sdir, print)
 	if err != nil && !errors.Is(err, context.Canceled) {
-		fmt.Fprintf(env.Stderr, "sbx logs: %s\n", quoteErr(err))
+		errorFrom(env, "Cannot follow the egress log", err, true)
 		return ExitError
 	}
 	return ExitOK
@@ -255,7 +256,8 @@ func printLog(w, stderr io.Writer, path string, console bool) error {
 			return err
 		}
 		if skipped > 0 {
-			fmt.Fprintf(stderr, "sbx logs: left out the first %d bytes of %s\n", skipped, p)
+			_ = diags.Render(stderr, diags.Diagnostics{diags.Sourceless(diags.Warning, "Console log shortened",
+				fmt.Sprintf("sbx prints the end of a console log: it left out the first %d bytes of %s.", skipped, quoteText(p)))}, diags.RenderOptions{})
 		}
 	}
 	return nil

@@ -48,11 +48,11 @@ func runOutput(_ context.Context, env *Env, args []string) int {
 	}
 	dir, names := splitDirNames(pos)
 	if len(names) > 1 {
-		fmt.Fprintf(env.Stderr, "sbx output: expected [DIR] [NAME], got %s\n", strings.Join(pos, " "))
+		usageError(env, "output", "Invalid arguments", fmt.Sprintf("sbx output takes [DIR] [NAME]; got %s", quoteText(strings.Join(pos, " "))))
 		return ExitError
 	}
 	if raw && (asJSON || len(names) == 0) {
-		fmt.Fprintln(env.Stderr, "sbx output: -raw prints one output's value: name it, and leave out -json")
+		usageError(env, "output", "Invalid -raw", "-raw prints one output's value: name it, and leave out -json.")
 		return ExitError
 	}
 	v := newView(env, false)

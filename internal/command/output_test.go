@@ -112,7 +112,7 @@ url = "https://eu.example.test"
 		{[]string{"output", dir, "nope"}, `no output "nope". It records: conf, hosts, token, url.`},
 		{[]string{"output", "-raw", dir, "hosts"}, "-raw prints only a string, a number or a bool"},
 		{[]string{"output", "-raw", dir}, "-raw prints one output's value"},
-		{[]string{"output", dir, "url", "hosts"}, "expected [DIR] [NAME]"},
+		{[]string{"output", dir, "url", "hosts"}, "takes [DIR] [NAME]"},
 	} {
 		code, out, errOut := runOutputCmd(t, dir, tc.args...)
 		if code != ExitError || out != "" || !strings.Contains(errOut, tc.want) {

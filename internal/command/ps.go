@@ -144,7 +144,7 @@ func runPs(ctx context.Context, env *Env, args []string) int {
 	}
 	if all {
 		if len(pos) > 0 {
-			fmt.Fprintln(env.Stderr, "sbx ps: -a lists every configuration's sandboxes: give no directory")
+			usageError(env, "ps", "Invalid arguments", "-a lists every configuration's sandboxes: give no directory.")
 			return ExitError
 		}
 		return listAll(ctx, env, asJSON)
@@ -212,7 +212,7 @@ func runStatus(ctx context.Context, env *Env, args []string) int {
 		return listSandboxes(ctx, env, dir, asJSON)
 	case 1:
 	default:
-		fmt.Fprintf(env.Stderr, "sbx status: expected [DIR] [SANDBOX], got %s\n", strings.Join(pos, " "))
+		usageError(env, "status", "Invalid arguments", fmt.Sprintf("sbx status takes [DIR] [SANDBOX]; got %s", quoteText(strings.Join(pos, " "))))
 		return ExitError
 	}
 	v := newView(env, false)

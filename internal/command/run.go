@@ -119,7 +119,7 @@ func Run(args []string, env *Env) (code int) {
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			fmt.Fprintf(env.Stderr, "sbx: internal error: %v\nThis is a bug in sbx. Please report it with the command that was run.\n", r)
+			errorDetail(env, "Internal error", fmt.Sprintf("%v\nThis is a bug in sbx. Please report it with the command that was run.", r))
 			if _, ok := env.getenv("SBX_TRACEBACK"); ok {
 				env.Stderr.Write(debug.Stack())
 			}
@@ -154,7 +154,7 @@ func Run(args []string, env *Env) (code int) {
 	}
 	v, ok := lookupVerb(name)
 	if !ok {
-		unknownVerb(env.Stderr, "sbx", name)
+		unknownVerb(env, "sbx", name)
 		return ExitError
 	}
 	return v.run(ctx, env, rest)
@@ -167,7 +167,7 @@ func runHelp(env *Env, args []string) int {
 	}
 	v, ok := lookupVerb(args[0])
 	if !ok {
-		unknownVerb(env.Stderr, "sbx help", args[0])
+		unknownVerb(env, "sbx help", args[0])
 		return ExitError
 	}
 	fmt.Fprint(env.Stdout, strings.TrimLeft(v.usage, "\n"))

@@ -147,7 +147,7 @@ func runRun(ctx context.Context, env *Env, args []string) int {
 	m := s.Machine()
 	defer func() {
 		if err := s.Stop(context.WithoutCancel(ctx)); err != nil {
-			fmt.Fprintf(env.Stderr, "sbx run: %s\n", quoteErr(err))
+			v.errorFrom(fmt.Sprintf("Cannot stop %s", sb.Addr()), err, true)
 		}
 	}()
 	if m.Accel() == qemu.AccelTCG {
@@ -155,7 +155,7 @@ func runRun(ctx context.Context, env *Env, args []string) int {
 		if note == "" {
 			note = "no hardware virtualization for this guest; using TCG"
 		}
-		fmt.Fprintf(env.Stderr, "sbx run: note: %s (commands run slower).\n", note)
+		v.warning("Using TCG: commands run slower", note+".")
 	}
 	return a.exec(ctx, env, m, cfg, sb)
 }
@@ -167,7 +167,7 @@ func (a *runArgs) exec(ctx context.Context, env *Env, m *machine.Machine, cfg *l
 		user = sb.User
 	}
 	if err := sandboxnet.CheckEnv(sb.Policy, a.env); err != nil {
-		fmt.Fprintf(env.Stderr, "sbx run: -e %s\n", quoteErr(err))
+		newView(env, a.noColor).usageError("run", "Invalid -e", "-e "+quoteErr(err))
 		return ExitError
 	}
 	vars := append(cfg.CommandEnv(sb), a.env...)

@@ -60,7 +60,7 @@ func runShow(_ context.Context, env *Env, args []string) int {
 	case 1:
 		a.target = pos[0]
 	default:
-		fmt.Fprintf(env.Stderr, "sbx show: expected at most one file, got %d arguments\n", len(pos))
+		newView(env, a.noColor).usageError("show", "Invalid arguments", fmt.Sprintf("sbx show takes at most one file; got %d arguments: %s", len(pos), quoteText(strings.Join(pos, " "))))
 		return ExitError
 	}
 	v := newView(env, a.noColor)

@@ -2,7 +2,6 @@ package command
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -17,14 +16,14 @@ import (
 // Its output goes to DIR/supervisor.log.
 func runSupervise(ctx context.Context, env *Env, args []string) int {
 	if len(args) != 1 {
-		fmt.Fprintln(env.Stderr, "sbx supervise: expected one argument, the supervisor's directory (this command is started by sbx itself)")
+		errorDetail(env, "Invalid arguments", "sbx supervise takes one argument, the supervisor's directory (this command is started by sbx itself).")
 		return ExitError
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log := slog.New(slog.NewTextHandler(env.Stderr, nil))
 	if err := supervisor.RunDir(ctx, args[0], supervisor.Options{Logger: log}); err != nil {
-		fmt.Fprintf(env.Stderr, "sbx supervise: %v\n", err)
+		errorFrom(env, "The supervisor failed", err, false)
 		return ExitError
 	}
 	return ExitOK

@@ -28,7 +28,7 @@ func TestUnknownCommandSuggests(t *testing.T) {
 		if name == "help" {
 			name = tc.args[1]
 		}
-		if code != ExitError || !strings.Contains(errOut, `unknown command "`+name+`"`) || !strings.Contains(errOut, "Commands:") {
+		if code != ExitError || !strings.Contains(errOut, `Unknown command "`+name+`"`) || !strings.Contains(errOut, "Commands:") {
 			t.Errorf("sbx %s: exit %d, stderr:\n%s", strings.Join(tc.args, " "), code, errOut)
 		}
 		if tc.want == "" && strings.Contains(errOut, "Did you mean") {

@@ -21,7 +21,7 @@ func runVersion(_ context.Context, env *Env, args []string) int {
 		return code
 	}
 	if len(pos) > 0 {
-		fmt.Fprintf(env.Stderr, "sbx version: unexpected argument %q\n", pos[0])
+		usageError(env, "version", "Invalid arguments", fmt.Sprintf("sbx version takes no arguments; got %q.", pos[0]))
 		return ExitError
 	}
 	version, revision, modified := "(devel)", "", false

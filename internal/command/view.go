@@ -85,6 +85,11 @@ func (v *view) errorDetail(summary, detail string) {
 	v.render(nil, diags.Diagnostics{diags.Sourceless(diags.Error, summary, detail)})
 }
 
+// warning prints a warning with a detail paragraph.
+func (v *view) warning(summary, detail string) {
+	v.render(nil, diags.Diagnostics{diags.Sourceless(diags.Warning, summary, detail)})
+}
+
 // errorFrom prints err as an error saying summary, with err's text as
 // the detail (with quote, quoted as quoteErr does, for text that may be
 // a guest's or a VM console's), and, where err is about a spec block
