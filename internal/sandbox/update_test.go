@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/sbx-dev/sbx/internal/egress/ca"
@@ -122,5 +123,47 @@ func TestUpdateRefusesSecretEnv(t *testing.T) {
 	}
 	if len(told) != 0 {
 		t.Errorf("the guest was told: %+v", told)
+	}
+}
+
+// TestConcurrentUpdates: two Updates at once (two reloads, or a Go API
+// caller's goroutines) leave the sandbox with one of the two policies in
+// every part — the policy it records and the environment the guest is
+// told — never a mix.
+func TestConcurrentUpdates(t *testing.T) {
+	auth, err := ca.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := sandboxnet.New(sandboxnet.Options{Sandbox: "box", CA: auth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	files, err := sandboxfs.Open(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Sandbox{net: n, files: files, configure: func(context.Context, agentproto.Configure) error { return nil }}
+	host := []policy.HostPattern{policy.MustHostPattern("example.com")}
+	values := map[string][]byte{"token": []byte("sk-live-0123456789")}
+	in := func(env string) policy.Sandbox {
+		return policy.Sandbox{Secrets: []policy.SecretBinding{{Name: "token", Env: env, Hosts: host, Source: "env:X"}}}
+	}
+	for round := range 2000 {
+		var wg sync.WaitGroup
+		for _, env := range []string{"TOKEN_A", "TOKEN_B"} {
+			wg.Go(func() {
+				if _, err := s.Update(t.Context(), in(env), values); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		recorded := s.Spec().Policy.Secrets[0].Env
+		told := s.Configure().Env
+		if len(told) != 1 || !strings.HasPrefix(told[0], recorded+"=") {
+			t.Fatalf("round %d: the sandbox records the secret in %s, and tells the guest %q", round, recorded, told)
+		}
 	}
 }

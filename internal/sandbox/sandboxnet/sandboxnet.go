@@ -52,6 +52,10 @@ type Net struct {
 	aud  *audit.Writer
 	auth *ca.Authority
 
+	// updating serializes Update, so that the engine enforces the
+	// policy whose placeholders and variables are recorded below.
+	updating sync.Mutex
+
 	mu           sync.Mutex
 	placeholders map[string]string // secret name → placeholder
 	envs         map[string]string // secret name → its env variable
@@ -266,6 +270,8 @@ func (n *Net) Placeholder(name string) (string, bool) {
 // secret was added or its variable renamed, so the environment of new
 // execs changes); the placeholders of secrets that stay are kept.
 func (n *Net) Update(p policy.Sandbox, values map[string][]byte) (reconfigure bool, err error) {
+	n.updating.Lock()
+	defer n.updating.Unlock()
 	n.mu.Lock()
 	oldEnvs := n.envs
 	n.mu.Unlock()
