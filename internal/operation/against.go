@@ -88,8 +88,7 @@ func extractTree(ctx context.Context, environ []string, top, treeish, dst string
 	if err != nil {
 		return err
 	}
-	type entry struct{ oid, name string }
-	var files []entry
+	var files []blobFile
 	for _, rec := range strings.Split(list, "\x00") {
 		if rec == "" {
 			continue
@@ -106,7 +105,7 @@ func extractTree(ctx context.Context, environ []string, top, treeish, dst string
 		if !filepath.IsLocal(name) {
 			continue
 		}
-		files = append(files, entry{fields[2], name})
+		files = append(files, blobFile{fields[2], name})
 	}
 	if len(files) == 0 {
 		return nil
@@ -115,16 +114,39 @@ func extractTree(ctx context.Context, environ []string, top, treeish, dst string
 	for _, e := range files {
 		in.WriteString(e.oid + "\n")
 	}
-	var out bytes.Buffer
-	if _, err := gitIn(ctx, environ, top, &in, &out, "cat-file", "--batch"); err != nil {
-		return err
-	}
 	root, err := os.OpenRoot(dst)
 	if err != nil {
 		return err
 	}
 	defer root.Close()
-	r := bufio.NewReader(&out)
+	// The blobs stream from git to their files: a revision may hold a
+	// blob of any size, and only a buffer's worth of it is in memory.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pr, pw := io.Pipe()
+	gitErr := make(chan error, 1)
+	go func() {
+		_, err := gitIn(ctx, environ, top, &in, pw, "cat-file", "--batch")
+		pw.CloseWithError(err)
+		gitErr <- err
+	}()
+	if err := readBlobs(root, files, bufio.NewReader(pr)); err != nil {
+		// Ends git, which may be blocked writing what is left.
+		cancel()
+		pr.Close()
+		<-gitErr
+		return err
+	}
+	pr.Close()
+	return <-gitErr
+}
+
+// blobFile is a file to extract: its blob's object id and its name.
+type blobFile struct{ oid, name string }
+
+// readBlobs reads git cat-file --batch's answer for files, in their
+// order, writing each blob to its file in root.
+func readBlobs(root *os.Root, files []blobFile, r *bufio.Reader) error {
 	for _, e := range files {
 		// "<object> SP blob SP <size> LF <content> LF"
 		header, err := r.ReadString('\n')

@@ -59,6 +59,10 @@ type Sandbox struct {
 	net   *sandboxnet.Net
 	files *sandboxfs.Set
 
+	// updating serializes Update: the policy recorded in spec, the
+	// network's and what the guest was told are one update's.
+	updating sync.Mutex
+
 	mu        sync.Mutex
 	configure func(context.Context, agentproto.Configure) error
 
@@ -184,8 +188,11 @@ func (s *Sandbox) ConfigureThrough(f func(context.Context, agentproto.Configure)
 // commands changes (a secret added), the guest is configured again. The
 // machine is not restarted, and its mounts are not changed: their
 // rules are served as the sandbox started. It reports whether the guest
-// was configured again.
+// was configured again. Updates run one at a time, so concurrent ones
+// leave one policy in force everywhere.
 func (s *Sandbox) Update(ctx context.Context, p policy.Sandbox, secrets map[string][]byte) (reconfigured bool, err error) {
+	s.updating.Lock()
+	defer s.updating.Unlock()
 	again, err := s.net.Update(p, secrets)
 	if err != nil {
 		return false, err

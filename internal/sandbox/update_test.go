@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/sbx-dev/sbx/internal/egress/ca"
@@ -68,5 +69,101 @@ func TestUpdate(t *testing.T) {
 	}
 	if got := s.Spec().Policy; len(got.Secrets) != 1 {
 		t.Errorf("the recorded policy: %+v", got)
+	}
+}
+
+// TestUpdateRefusesSecretEnv: a policy given to Update has not been
+// through package lang, which refuses a secret whose placeholder
+// variable a forbid_env pattern keeps out of the guest, two secrets in
+// one variable, and a variable that is no name. Update refuses them
+// too, and the policy in force stays.
+func TestUpdateRefusesSecretEnv(t *testing.T) {
+	auth, err := ca.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := sandboxnet.New(sandboxnet.Options{Sandbox: "box", CA: auth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	files, err := sandboxfs.Open(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var told []agentproto.Configure
+	s := &Sandbox{net: n, files: files, configure: func(_ context.Context, c agentproto.Configure) error {
+		told = append(told, c)
+		return nil
+	}}
+	host := []policy.HostPattern{policy.MustHostPattern("example.com")}
+	secret := func(name, env string) policy.SecretBinding {
+		return policy.SecretBinding{Name: name, Env: env, Hosts: host, Source: "env:X"}
+	}
+	values := map[string][]byte{"a": []byte("sk-value-a-0123456789"), "b": []byte("sk-value-b-0123456789")}
+	for _, tc := range []struct {
+		what string
+		p    policy.Sandbox
+	}{
+		{"a forbidden variable", policy.Sandbox{ForbidEnv: []string{"AWS_*"}, Secrets: []policy.SecretBinding{secret("a", "AWS_SECRET_ACCESS_KEY")}}},
+		{"two secrets in one variable", policy.Sandbox{Secrets: []policy.SecretBinding{secret("a", "TOKEN"), secret("b", "TOKEN")}}},
+		{"an empty variable", policy.Sandbox{Secrets: []policy.SecretBinding{secret("a", "")}}},
+		{"a variable with =", policy.Sandbox{Secrets: []policy.SecretBinding{secret("a", "A=B")}}},
+	} {
+		_, err := s.Update(t.Context(), tc.p, values)
+		if err == nil {
+			t.Errorf("%s: Update took it", tc.what)
+		}
+		if got := s.Spec().Policy; len(got.Secrets) != 0 {
+			t.Errorf("%s: recorded %+v", tc.what, got)
+		}
+		if _, ok := n.Placeholder("a"); ok {
+			t.Errorf("%s: the network took the secret", tc.what)
+		}
+	}
+	if len(told) != 0 {
+		t.Errorf("the guest was told: %+v", told)
+	}
+}
+
+// TestConcurrentUpdates: two Updates at once (two reloads, or a Go API
+// caller's goroutines) leave the sandbox with one of the two policies in
+// every part — the policy it records and the environment the guest is
+// told — never a mix.
+func TestConcurrentUpdates(t *testing.T) {
+	auth, err := ca.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := sandboxnet.New(sandboxnet.Options{Sandbox: "box", CA: auth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	files, err := sandboxfs.Open(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Sandbox{net: n, files: files, configure: func(context.Context, agentproto.Configure) error { return nil }}
+	host := []policy.HostPattern{policy.MustHostPattern("example.com")}
+	values := map[string][]byte{"token": []byte("sk-live-0123456789")}
+	in := func(env string) policy.Sandbox {
+		return policy.Sandbox{Secrets: []policy.SecretBinding{{Name: "token", Env: env, Hosts: host, Source: "env:X"}}}
+	}
+	for round := range 2000 {
+		var wg sync.WaitGroup
+		for _, env := range []string{"TOKEN_A", "TOKEN_B"} {
+			wg.Go(func() {
+				if _, err := s.Update(t.Context(), in(env), values); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		recorded := s.Spec().Policy.Secrets[0].Env
+		told := s.Configure().Env
+		if len(told) != 1 || !strings.HasPrefix(told[0], recorded+"=") {
+			t.Fatalf("round %d: the sandbox records the secret in %s, and tells the guest %q", round, recorded, told)
+		}
 	}
 }

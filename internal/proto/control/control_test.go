@@ -140,3 +140,38 @@ func TestBounds(t *testing.T) {
 		}
 	}
 }
+
+// endless is a peer that sends bytes and never a newline; read counts
+// what was taken of it.
+type endless struct{ read int }
+
+func (e *endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'x'
+	}
+	e.read += len(p)
+	return len(p), nil
+}
+
+// TestEndlessLine: a request or a body that never ends is refused once
+// its bound is passed, having read no more than the bound and one
+// buffer, so a peer cannot make a server hold more than that.
+func TestEndlessLine(t *testing.T) {
+	for _, tc := range []struct {
+		what string
+		max  int
+		read func(*bufio.Reader) error
+	}{
+		{"request", MaxVerb, func(br *bufio.Reader) error { _, err := ReadVerb(br); return err }},
+		{"body", MaxBody, func(br *bufio.Reader) error { _, err := ReadBody(br); return err }},
+	} {
+		e := &endless{}
+		br := bufio.NewReader(e)
+		if err := tc.read(br); err == nil || !strings.Contains(err.Error(), "longer than") {
+			t.Errorf("%s: %v; want a refusal of the length", tc.what, err)
+		}
+		if e.read > tc.max+br.Size() {
+			t.Errorf("%s: read %d bytes of an endless line, bound %d", tc.what, e.read, tc.max)
+		}
+	}
+}

@@ -90,3 +90,29 @@ func TestGuestAddressesMatchTheImage(t *testing.T) {
 		t.Errorf("the guest is configured with %+v; the image says %+v", got, want)
 	}
 }
+
+// TestCheckEnvDuplicates: the guest keeps the last entry of a name
+// (hostenv.Merge), and a bare name counts as one; CheckEnv refuses a
+// forbidden or placeholder name wherever it is in the list, first or
+// last, with a value or bare, so no order of entries slips one past.
+func TestCheckEnvDuplicates(t *testing.T) {
+	p := policy.Sandbox{
+		Secrets:   []policy.SecretBinding{{Name: "token", Env: "TOKEN"}},
+		ForbidEnv: []string{"AWS_*"},
+	}
+	for _, env := range [][]string{
+		{"AWS_KEY=s3cr3t", "AWS_KEY"},
+		{"AWS_KEY", "OK=1"},
+		{"OK=1", "OK=2", "AWS_KEY="},
+		{"TOKEN=mine", "OK=1", "TOKEN"},
+		{"OK", "TOKEN"},
+		{"TOKEN", "TOKEN=mine"},
+	} {
+		if err := CheckEnv(p, env); err == nil {
+			t.Errorf("%q was let through", env)
+		}
+	}
+	if err := CheckEnv(p, []string{"OK=1", "OK", "OK=2", "TOKENX=1", "XAWS_KEY=1"}); err != nil {
+		t.Errorf("duplicates of allowed names: %v", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -50,6 +51,10 @@ type Net struct {
 	ns   *netstack.Network
 	aud  *audit.Writer
 	auth *ca.Authority
+
+	// updating serializes Update, so that the engine enforces the
+	// policy whose placeholders and variables are recorded below.
+	updating sync.Mutex
 
 	mu           sync.Mutex
 	placeholders map[string]string // secret name → placeholder
@@ -163,7 +168,11 @@ func (n *Net) compile(p policy.Sandbox, values map[string][]byte) (*egress.Polic
 	defer n.mu.Unlock()
 	ph := map[string]string{}
 	envs := map[string]string{}
+	secretIn := map[string]string{}
 	for _, s := range p.Secrets {
+		if err := checkSecretEnv(p, s, secretIn); err != nil {
+			return nil, fmt.Errorf("sandbox network: %w", err)
+		}
 		if _, ok := values[s.Name]; !ok {
 			return nil, fmt.Errorf("sandbox network: secret.%s has no value", s.Name)
 		}
@@ -183,6 +192,25 @@ func (n *Net) compile(p policy.Sandbox, values map[string][]byte) (*egress.Polic
 	}
 	n.placeholders, n.envs = ph, envs
 	return pol, nil
+}
+
+// checkSecretEnv refuses the variable a secret's placeholder goes in
+// when package lang would: one that is no name, one another secret
+// already uses (secretIn, from variable to secret, records them), one a
+// forbid_env pattern of p keeps out of the guest. A policy reaches
+// Update from the Go API or a reload without passing through lang.
+func checkSecretEnv(p policy.Sandbox, s policy.SecretBinding, secretIn map[string]string) error {
+	if s.Env == "" || strings.ContainsAny(s.Env, "=\x00") {
+		return fmt.Errorf("secret.%s: %q is not an environment variable name", s.Name, s.Env)
+	}
+	if other, ok := secretIn[s.Env]; ok {
+		return fmt.Errorf("secret.%s: %s is already the placeholder variable of secret.%s", s.Name, s.Env, other)
+	}
+	secretIn[s.Env] = s.Name
+	if pat, ok := p.ForbiddenEnv(s.Env); ok {
+		return fmt.Errorf("secret.%s puts its placeholder in %s, which the forbid_env pattern %q keeps out of the guest's environment%s", s.Name, s.Env, pat, originSuffix(p.ForbidEnvOrigin))
+	}
+	return nil
 }
 
 // denied writes what the stack refused to the audit log.
@@ -242,6 +270,8 @@ func (n *Net) Placeholder(name string) (string, bool) {
 // secret was added or its variable renamed, so the environment of new
 // execs changes); the placeholders of secrets that stay are kept.
 func (n *Net) Update(p policy.Sandbox, values map[string][]byte) (reconfigure bool, err error) {
+	n.updating.Lock()
+	defer n.updating.Unlock()
 	n.mu.Lock()
 	oldEnvs := n.envs
 	n.mu.Unlock()
