@@ -17,7 +17,11 @@ import (
 // secrets are read from environ, nil meaning this process's environment,
 // as Start reads them; a missing one is an error and leaves the old
 // policy in force. The VM is not restarted, and its workspace mounts stay
-// as they started.
+// as they started: a p whose mounts differ from the sandbox's in
+// anything but where their rules were written (host directory, access,
+// hide, readonly, tmpfs, git protection, owner) is refused, and the old
+// policy stays in force; such a change needs a new sandbox, as sbx
+// apply replaces one.
 func (s *Sandbox) Update(ctx context.Context, p policy.Sandbox, environ []string) error {
 	if environ == nil {
 		environ = os.Environ()

@@ -1,5 +1,7 @@
 package policy
 
+import "slices"
+
 // Sandbox is the effective policy of one sandbox: the union of the egress,
 // secret and vfs blocks it names, flattened and sorted so that two equal
 // policies are equal values and hash the same.
@@ -142,4 +144,22 @@ type Mount struct {
 	GitWritable bool   `json:"git_writable,omitempty"`
 	Owner       string `json:"owner,omitempty"`
 	Origin      Origin `json:"origin"`
+}
+
+// SameServed reports whether m and o are served alike: the same guest
+// path, host directory, access, hide, read-only and tmpfs rules, git
+// protection and owner. Only where the rule was written (Origin) may
+// differ. A running sandbox's file server keeps the rules it started
+// with, so a mount that is not served alike needs a new sandbox.
+func (m Mount) SameServed(o Mount) bool {
+	m.Origin, o.Origin = Origin{}, Origin{}
+	return m.Guest == o.Guest && m.Host == o.Host && m.Access == o.Access &&
+		slices.Equal(m.Hide, o.Hide) && slices.Equal(m.ReadOnly, o.ReadOnly) &&
+		slices.Equal(m.Tmpfs, o.Tmpfs) && m.GitWritable == o.GitWritable && m.Owner == o.Owner
+}
+
+// SameMountsServed reports whether a and b are the same mounts, in the
+// same order, each served alike (Mount.SameServed).
+func SameMountsServed(a, b []Mount) bool {
+	return slices.EqualFunc(a, b, Mount.SameServed)
 }

@@ -261,6 +261,15 @@ func diffSandbox(a addrs.Ref, before, after *state.Resource, replacedImages map[
 		case bh != nh:
 			reason = "mount " + g + " has a new host directory"
 		default:
+			// The same host directory with other rules: a running
+			// sandbox's file server keeps the rules it started with,
+			// so the new ones take a new sandbox.
+			bmt, nmt := mountAt(b.Policy.Mounts, g), mountAt(n.Policy.Mounts, g)
+			if bmt.SameServed(nmt) {
+				continue
+			}
+			rc.Attrs = append(rc.Attrs, AttrChange{Path: "mounts[" + strconv.Quote(g) + "].rules", Before: servedRules(bmt), After: servedRules(nmt), ForcesReplacement: true})
+			reasons = append(reasons, "mount "+g+" has new rules")
 			continue
 		}
 		rc.Attrs = append(rc.Attrs, AttrChange{Path: "mounts[" + strconv.Quote(g) + "]", Before: bh, After: nh, ForcesReplacement: true})
@@ -325,6 +334,37 @@ func sizeString(n int64) string {
 		return ""
 	}
 	return lang.FormatSize(n)
+}
+
+// mountAt is the mount of ms at guest path g.
+func mountAt(ms []policy.Mount, g string) policy.Mount {
+	for _, m := range ms {
+		if m.Guest == g {
+			return m
+		}
+	}
+	return policy.Mount{}
+}
+
+// servedRules renders how a mount is served, for a plan's attribute
+// change: its access, then each rule list and setting it has.
+func servedRules(m policy.Mount) string {
+	parts := []string{string(m.Access)}
+	list := func(name string, v []string) {
+		if len(v) > 0 {
+			parts = append(parts, name+"="+strconv.Quote(strings.Join(v, ",")))
+		}
+	}
+	list("hide", m.Hide)
+	list("readonly", m.ReadOnly)
+	list("tmpfs", m.Tmpfs)
+	if m.GitWritable {
+		parts = append(parts, "git_metadata=writable")
+	}
+	if m.Owner != "" {
+		parts = append(parts, "owner="+strconv.Quote(m.Owner))
+	}
+	return strings.Join(parts, " ")
 }
 
 func mountHosts(ms []policy.Mount) map[string]string {

@@ -126,20 +126,32 @@ func TestComputeActions(t *testing.T) {
 			summary: plan.Summary{Change: 1, Widen: 1},
 		},
 		{
-			name:  "mount access updates in place",
+			// A running sandbox's file server keeps the rules it
+			// started with: new ones take a new sandbox.
+			name:  "mount access change replaces",
 			prior: []*state.Resource{sandbox("eval", nil)},
 			desir: []*state.Resource{sandbox("eval", func(s *state.SandboxAttrs) {
 				s.Policy.Mounts = []policy.Mount{{Guest: "/workspace", Host: ".", Access: policy.ReadWrite}}
 			})},
-			want:    map[string]want{"sandbox.eval": {action: plan.Update}},
-			summary: plan.Summary{Change: 1, Widen: 2}, // ro→rw, hide ".env" removed
+			want: map[string]want{"sandbox.eval": {action: plan.Replace, reason: "mount /workspace has new rules", attrs: []plan.AttrChange{
+				{Path: `mounts["/workspace"].rules`, Before: `ro hide=".env"`, After: "rw", ForcesReplacement: true},
+			}}},
+			summary: plan.Summary{Replace: 1, Widen: 2}, // ro→rw, hide ".env" removed
 		},
 		{
-			name:    "writable git metadata widens",
-			prior:   []*state.Resource{sandbox("eval", nil)},
-			desir:   []*state.Resource{sandbox("eval", func(s *state.SandboxAttrs) { s.Policy.Mounts[0].GitWritable = true })},
-			want:    map[string]want{"sandbox.eval": {action: plan.Update}},
-			summary: plan.Summary{Change: 1, Widen: 1},
+			name:  "writable git metadata widens",
+			prior: []*state.Resource{sandbox("eval", nil)},
+			desir: []*state.Resource{sandbox("eval", func(s *state.SandboxAttrs) { s.Policy.Mounts[0].GitWritable = true })},
+			want: map[string]want{"sandbox.eval": {action: plan.Replace, reason: "mount /workspace has new rules", attrs: []plan.AttrChange{
+				{Path: `mounts["/workspace"].rules`, Before: `ro hide=".env"`, After: `ro hide=".env" git_metadata=writable`, ForcesReplacement: true},
+			}}},
+			summary: plan.Summary{Replace: 1, Widen: 1},
+		},
+		{
+			name:  "mount origin alone changes nothing",
+			prior: []*state.Resource{sandbox("eval", nil)},
+			desir: []*state.Resource{sandbox("eval", func(s *state.SandboxAttrs) { s.Policy.Mounts[0].Origin = policy.Origin{Block: "vfs.other"} })},
+			want:  map[string]want{"sandbox.eval": {action: plan.NoOp}},
 		},
 		{
 			name:  "mount host change replaces",

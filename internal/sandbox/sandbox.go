@@ -187,12 +187,20 @@ func (s *Sandbox) ConfigureThrough(f func(context.Context, agentproto.Configure)
 // with no change in the guest). When the environment of the guest's
 // commands changes (a secret added), the guest is configured again. The
 // machine is not restarted, and its mounts are not changed: their
-// rules are served as the sandbox started. It reports whether the guest
+// rules are served as the sandbox started: a p whose mounts are not
+// served alike (policy.SameMountsServed) is refused with
+// ErrMountsChanged, and nothing changes. It reports whether the guest
 // was configured again. Updates run one at a time, so concurrent ones
 // leave one policy in force everywhere.
 func (s *Sandbox) Update(ctx context.Context, p policy.Sandbox, secrets map[string][]byte) (reconfigured bool, err error) {
 	s.updating.Lock()
 	defer s.updating.Unlock()
+	s.mu.Lock()
+	mounts := s.spec.Policy.Mounts
+	s.mu.Unlock()
+	if !policy.SameMountsServed(mounts, p.Mounts) {
+		return false, ErrMountsChanged
+	}
 	again, err := s.net.Update(p, secrets)
 	if err != nil {
 		return false, err
@@ -208,6 +216,10 @@ func (s *Sandbox) Update(ctx context.Context, p policy.Sandbox, secrets map[stri
 	}
 	return again, nil
 }
+
+// ErrMountsChanged is Update's error for a policy whose mounts differ
+// from those the sandbox serves.
+var ErrMountsChanged = errors.New("the mounts of a running sandbox cannot change (its file servers keep the rules they started with): replace the sandbox")
 
 // Stop stops the machine (machine.Machine.Stop) and closes what the host
 // served it; it returns once both are done. Calling it again returns the

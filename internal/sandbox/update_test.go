@@ -167,3 +167,55 @@ func TestConcurrentUpdates(t *testing.T) {
 		}
 	}
 }
+
+// A running sandbox's file servers keep the rules they started with, so
+// Update refuses a policy whose mounts are served otherwise (here: the
+// read-only mount made writable, a hide rule dropped), leaving the
+// policy in force; where only the rule's origin differs it goes ahead.
+func TestUpdateRefusesMountChanges(t *testing.T) {
+	auth, err := ca.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := sandboxnet.New(sandboxnet.Options{Sandbox: "box", CA: auth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	files, err := sandboxfs.Open(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Sandbox{net: n, files: files, configure: func(context.Context, agentproto.Configure) error { return nil }}
+	started := policy.Mount{Guest: "/workspace", Host: ".", Access: policy.ReadOnly, Hide: []string{".env"}, Origin: policy.Origin{Block: "vfs.workspace"}}
+	s.spec.Policy.Mounts = []policy.Mount{started}
+	ctx := t.Context()
+
+	for name, change := range map[string]func(*policy.Mount){
+		"made writable":   func(m *policy.Mount) { m.Access = policy.ReadWrite },
+		"hide dropped":    func(m *policy.Mount) { m.Hide = nil },
+		"git writable":    func(m *policy.Mount) { m.GitWritable = true },
+		"other host":      func(m *policy.Mount) { m.Host = "./src" },
+		"tmpfs added":     func(m *policy.Mount) { m.Tmpfs = []string{"node_modules"} },
+		"other owner":     func(m *policy.Mount) { m.Owner = "agent" },
+		"readonly rule":   func(m *policy.Mount) { m.ReadOnly = []string{"docs"} },
+		"other guest dir": func(m *policy.Mount) { m.Guest = "/src" },
+	} {
+		m := started
+		change(&m)
+		if _, err := s.Update(ctx, policy.Sandbox{Mounts: []policy.Mount{m}}, nil); !errors.Is(err, ErrMountsChanged) {
+			t.Errorf("%s: Update gave %v, want ErrMountsChanged", name, err)
+		}
+		if got := s.Spec().Policy.Mounts; len(got) != 1 || !got[0].SameServed(started) {
+			t.Errorf("%s: the recorded mounts became %+v", name, got)
+		}
+	}
+	if _, err := s.Update(ctx, policy.Sandbox{}, nil); !errors.Is(err, ErrMountsChanged) {
+		t.Errorf("dropping the mount: Update gave %v, want ErrMountsChanged", err)
+	}
+	moved := started
+	moved.Origin = policy.Origin{Block: "vfs.other", File: "b.hcl", Line: 3}
+	if _, err := s.Update(ctx, policy.Sandbox{Mounts: []policy.Mount{moved}}, nil); err != nil {
+		t.Errorf("the same mount written elsewhere: %v", err)
+	}
+}
