@@ -14,7 +14,6 @@ import (
 	"github.com/sbx-dev/sbx/internal/fanout"
 	"github.com/sbx-dev/sbx/internal/guestconn"
 	"github.com/sbx-dev/sbx/internal/machine"
-	"github.com/sbx-dev/sbx/internal/machine/qemu"
 	"github.com/sbx-dev/sbx/internal/pipeline"
 	"github.com/sbx-dev/sbx/internal/sandbox"
 	"github.com/sbx-dev/sbx/internal/sandbox/sandboxnet"
@@ -170,7 +169,7 @@ func runEval(ctx context.Context, env *Env, args []string) int {
 	so := pipeline.StartOptions{BootTimeout: a.bootTimeout, Environ: env.Environ}
 	opts.Start = pipeline.EvalStart(cfg, sb, img, so, func(_ int, s *sandbox.Sandbox) fanout.Sandbox {
 		m := s.Machine()
-		if m.Accel() == qemu.AccelTCG {
+		if m.Emulated() {
 			noted.Do(func() {
 				note := m.Host().Note
 				if note == "" {

@@ -17,7 +17,6 @@ import (
 	"github.com/sbx-dev/sbx/internal/guestconn"
 	"github.com/sbx-dev/sbx/internal/lockfiles"
 	"github.com/sbx-dev/sbx/internal/machine"
-	"github.com/sbx-dev/sbx/internal/machine/qemu"
 	"github.com/sbx-dev/sbx/internal/pipeline"
 	"github.com/sbx-dev/sbx/internal/sandbox/sandboxnet"
 	"github.com/sbx-dev/sbx/lang"
@@ -150,7 +149,7 @@ func runRun(ctx context.Context, env *Env, args []string) int {
 			v.errorFrom(fmt.Sprintf("Cannot stop %s", sb.Addr()), err, true)
 		}
 	}()
-	if m.Accel() == qemu.AccelTCG {
+	if m.Emulated() {
 		note := m.Host().Note
 		if note == "" {
 			note = "no hardware virtualization for this guest; using TCG"

@@ -502,6 +502,10 @@ func (m *Machine) Pid() int { return m.proc.Pid() }
 // Accel returns the accelerator the machine runs under.
 func (m *Machine) Accel() vm.Accel { return m.host.Accel }
 
+// Emulated reports whether the machine runs without hardware
+// virtualization (TCG): its guest's commands run many times slower.
+func (m *Machine) Emulated() bool { return m.host.Accel == vm.AccelTCG }
+
 // Host returns what the host offered the machine when it started,
 // including the note that says why an accelerator was not used.
 func (m *Machine) Host() vm.Host { return m.host }
