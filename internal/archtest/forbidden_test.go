@@ -86,8 +86,7 @@ var rules = []rule{
 // pending are forbidden edges still present on this branch, each being
 // removed by a change of its own; an entry that no longer occurs fails
 // the test, so that it is deleted here once its change is in.
-var pending = []struct{ from, to string }{
-}
+var pending = []struct{ from, to string }{}
 
 // violation is a package reaching a forbidden one, by the chain of
 // imports path (from the package to the forbidden one).
