@@ -152,7 +152,6 @@ type Mount struct {
 // differ. A running sandbox's file server keeps the rules it started
 // with, so a mount that is not served alike needs a new sandbox.
 func (m Mount) SameServed(o Mount) bool {
-	m.Origin, o.Origin = Origin{}, Origin{}
 	return m.Guest == o.Guest && m.Host == o.Host && m.Access == o.Access &&
 		slices.Equal(m.Hide, o.Hide) && slices.Equal(m.ReadOnly, o.ReadOnly) &&
 		slices.Equal(m.Tmpfs, o.Tmpfs) && m.GitWritable == o.GitWritable && m.Owner == o.Owner
