@@ -177,16 +177,7 @@ func diffImage(a addrs.Ref, before, after *state.Resource) *ResourceChange {
 // inputKeys returns the keys of both maps: base, kernel, then the rest
 // sorted.
 func inputKeys(ms ...map[string]string) []string {
-	seen := map[string]bool{}
-	var keys []string
-	for _, m := range ms {
-		for k := range m {
-			if !seen[k] {
-				seen[k] = true
-				keys = append(keys, k)
-			}
-		}
-	}
+	keys := sortedKeys(ms...)
 	rank := func(k string) int {
 		switch k {
 		case "base":
@@ -375,6 +366,7 @@ func mountHosts(ms []policy.Mount) map[string]string {
 	return out
 }
 
+// sortedKeys returns the keys of all the maps, each once, sorted.
 func sortedKeys(ms ...map[string]string) []string {
 	seen := map[string]bool{}
 	var keys []string
