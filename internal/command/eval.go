@@ -168,15 +168,8 @@ func runEval(ctx context.Context, env *Env, args []string) int {
 	var noted sync.Once
 	so := pipeline.StartOptions{BootTimeout: a.bootTimeout, Environ: env.Environ}
 	opts.Start = pipeline.EvalStart(cfg, sb, img, so, func(_ int, s *sandbox.Sandbox) fanout.Sandbox {
-		m := s.Machine()
-		if m.Emulated() {
-			noted.Do(func() {
-				note := m.Host().Note
-				if note == "" {
-					note = "no hardware virtualization for this guest; using TCG"
-				}
-				v.warning("Using TCG: commands run slower", note+".")
-			})
+		if m := s.Machine(); m.Emulated() {
+			noted.Do(func() { warnTCG(v, m) })
 		}
 		return s
 	})

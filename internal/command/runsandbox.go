@@ -81,6 +81,19 @@ type runArgs struct {
 	noColor     bool
 }
 
+// warnTCG warns that m runs under TCG, with the host's reason, when it
+// does.
+func warnTCG(v *view, m *machine.Machine) {
+	if !m.Emulated() {
+		return
+	}
+	note := m.Host().Note
+	if note == "" {
+		note = "no hardware virtualization for this guest; using TCG"
+	}
+	v.warning("Using TCG: commands run slower", note+".")
+}
+
 // loadSandbox loads the configuration in dir and finds the sandbox that
 // name names ("sandbox." may lead), printing the diagnostics and, when
 // there is no such sandbox, the ones there are.
@@ -149,13 +162,7 @@ func runRun(ctx context.Context, env *Env, args []string) int {
 			v.errorFrom(fmt.Sprintf("Cannot stop %s", sb.Addr()), err, true)
 		}
 	}()
-	if m.Emulated() {
-		note := m.Host().Note
-		if note == "" {
-			note = "no hardware virtualization for this guest; using TCG"
-		}
-		v.warning("Using TCG: commands run slower", note+".")
-	}
+	warnTCG(v, m)
 	return a.exec(ctx, env, m, cfg, sb)
 }
 
