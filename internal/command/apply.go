@@ -20,7 +20,6 @@ import (
 	"github.com/sbx-dev/sbx/internal/plan"
 	"github.com/sbx-dev/sbx/internal/supervisor"
 	"github.com/sbx-dev/sbx/internal/termtext"
-	"github.com/sbx-dev/sbx/lang"
 	"golang.org/x/term"
 )
 
@@ -104,10 +103,8 @@ func runApply(ctx context.Context, env *Env, args []string) int {
 	ctx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stopSignals()
 
-	cfg, diags := lang.Load(a.dir, a.vars.options(env))
-	v.files = sources(cfg)
-	v.diagnostics(sources(cfg), diags)
-	if diags.HasErrors() {
+	cfg, ok := loadConfig(v, a.dir, a.vars.options(env))
+	if !ok {
 		return ExitError
 	}
 	readonly := a.lockfile == "readonly" || a.planFile != ""

@@ -117,10 +117,8 @@ func runBuild(ctx context.Context, env *Env, args []string) int {
 	ctx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stopSignals()
 
-	cfg, diags := lang.Load(a.dir, a.vars.options(env))
-	v.files = sources(cfg)
-	v.diagnostics(sources(cfg), diags)
-	if diags.HasErrors() {
+	cfg, ok := loadConfig(v, a.dir, a.vars.options(env))
+	if !ok {
 		return ExitError
 	}
 	names, ok := imagesToBuild(v, cfg, a.images)

@@ -81,6 +81,16 @@ type runArgs struct {
 	noColor     bool
 }
 
+// loadConfig loads the configuration in dir, keeps its sources in v for
+// the errors printed later and prints its diagnostics; ok is false when
+// one of them is an error.
+func loadConfig(v *view, dir string, opts lang.Options) (cfg *lang.Config, ok bool) {
+	cfg, diags := lang.Load(dir, opts)
+	v.files = sources(cfg)
+	v.diagnostics(sources(cfg), diags)
+	return cfg, !diags.HasErrors()
+}
+
 // warnTCG warns that m runs under TCG, with the host's reason, when it
 // does.
 func warnTCG(v *view, m *machine.Machine) {
@@ -98,10 +108,8 @@ func warnTCG(v *view, m *machine.Machine) {
 // name names ("sandbox." may lead), printing the diagnostics and, when
 // there is no such sandbox, the ones there are.
 func loadSandbox(v *view, dir string, opts lang.Options, name string) (*lang.Config, *lang.Sandbox, bool) {
-	cfg, diags := lang.Load(dir, opts)
-	v.files = sources(cfg)
-	v.diagnostics(sources(cfg), diags)
-	if diags.HasErrors() {
+	cfg, ok := loadConfig(v, dir, opts)
+	if !ok {
 		return nil, nil, false
 	}
 	sb, ok := cfg.Sandboxes[strings.TrimPrefix(name, "sandbox.")]
