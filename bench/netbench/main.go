@@ -121,15 +121,7 @@ type netPath struct {
 func (b *bench) setup(ctx context.Context, work string) (*image.Result, func(), error) {
 	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
-	if _, err := vmbench.Preflight("netbench"); err != nil {
-		return nil, func() {}, err
-	}
-	work, remove, err := vmbench.WorkDir("netbench", work)
-	if err != nil {
-		return nil, remove, err
-	}
-	b.log.Printf("making the test sandbox's image in %s (guest agent, kernel and busybox packages)", work)
-	fix, err := vmbench.NewFixture(ctx, work)
+	fix, remove, err := vmbench.Setup(ctx, b.log, work, "making the test sandbox's image in %s (guest agent, kernel and busybox packages)")
 	if err != nil {
 		return nil, remove, err
 	}

@@ -145,15 +145,7 @@ type target struct {
 func (b *bench) setup(ctx context.Context, work string) (*image.Result, func(), error) {
 	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
-	if _, err := vmbench.Preflight("vfsbench"); err != nil {
-		return nil, func() {}, err
-	}
-	work, remove, err := vmbench.WorkDir("vfsbench", work)
-	if err != nil {
-		return nil, remove, err
-	}
-	b.log.Printf("making an image with Debian's git in %s", work)
-	fix, err := vmbench.NewFixture(ctx, work)
+	fix, remove, err := vmbench.Setup(ctx, b.log, work, "making an image with Debian's git in %s")
 	if err != nil {
 		return nil, remove, err
 	}

@@ -58,6 +58,23 @@ func NewFixture(ctx context.Context, dir string) (*machinetest.Fixture, error) {
 	return machinetest.New(ctx, dir)
 }
 
+// Setup prepares a benchmark's fixture: it checks that the benchmark
+// log.Name can run (Preflight), makes its work directory (WorkDir), logs
+// making, a format whose one verb is the directory's path, and makes the
+// fixture there (NewFixture). remove is WorkDir's, and never nil.
+func Setup(ctx context.Context, log Log, work, making string) (fix *machinetest.Fixture, remove func(), err error) {
+	if _, err := Preflight(log.Name); err != nil {
+		return nil, func() {}, err
+	}
+	work, remove, err = WorkDir(log.Name, work)
+	if err != nil {
+		return nil, remove, err
+	}
+	log.Printf(making, work)
+	fix, err = NewFixture(ctx, work)
+	return fix, remove, err
+}
+
 // Log writes a benchmark's progress as lines "15:04:05 NAME: message".
 type Log struct {
 	W    io.Writer

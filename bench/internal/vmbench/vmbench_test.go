@@ -112,3 +112,25 @@ func TestExit(t *testing.T) {
 		t.Errorf("Exit = %d, %q; want 1, %q", code, buf.String(), want)
 	}
 }
+
+// TestSetupOutsideRepository checks that Setup stops at Preflight when it
+// does not run from the repository's root (a test runs in its package's
+// directory): nothing is logged or made, and remove may still be called.
+func TestSetupOutsideRepository(t *testing.T) {
+	var logged bytes.Buffer
+	work := filepath.Join(t.TempDir(), "work")
+	fix, remove, err := Setup(context.Background(), Log{W: &logged, Name: "setupbench"}, work, "making it in %s")
+	if err == nil || !regexp.MustCompile(`go run \./bench/setupbench`).MatchString(err.Error()) {
+		t.Fatalf("err = %v, want the Preflight error naming setupbench", err)
+	}
+	if fix != nil || remove == nil {
+		t.Fatalf("fix = %v, remove nil: %v", fix, remove == nil)
+	}
+	remove()
+	if logged.Len() != 0 {
+		t.Errorf("logged %q before the checks passed", logged.String())
+	}
+	if _, err := os.Stat(work); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("work directory: %v, want it not made", err)
+	}
+}
