@@ -156,11 +156,7 @@ func runEval(ctx context.Context, env *Env, args []string) int {
 		opts.Stdin = data
 	}
 
-	lock, ok := lockForPlan(ctx, &quiet, v, cfg, a.lockfile == "readonly")
-	if !ok {
-		return failedOrInterrupted(ctx, env, "no VM was started")
-	}
-	img, ok := buildImage(ctx, &quiet, v, cfg, lock, sb.Image, a.lockfile == "readonly")
+	img, ok := lockAndBuild(ctx, &quiet, v, cfg, sb.Image, a.lockfile == "readonly")
 	if !ok {
 		return failedOrInterrupted(ctx, env, "no VM was started")
 	}

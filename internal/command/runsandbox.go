@@ -145,11 +145,7 @@ func runRun(ctx context.Context, env *Env, args []string) int {
 	if !ok {
 		return ExitError
 	}
-	lock, ok := lockForPlan(ctx, &quiet, v, cfg, a.lockfile == "readonly")
-	if !ok {
-		return failedOrInterrupted(ctx, env, "no VM was started")
-	}
-	img, ok := buildImage(ctx, &quiet, v, cfg, lock, sb.Image, a.lockfile == "readonly")
+	img, ok := lockAndBuild(ctx, &quiet, v, cfg, sb.Image, a.lockfile == "readonly")
 	if !ok {
 		return failedOrInterrupted(ctx, env, "no VM was started")
 	}
@@ -187,6 +183,17 @@ func (a *runArgs) exec(ctx context.Context, env *Env, m *machine.Machine, cfg *l
 	vars := append(cfg.CommandEnv(sb), a.env...)
 	g := guestCommand{verb: "run", target: sb.Addr().String(), stdin: a.stdin, tty: a.tty, timeout: a.timeout}
 	return g.run(ctx, env, guestconn.Cmd{Args: a.command, Env: vars, Dir: a.workdir, User: user}, m.Exec)
+}
+
+// lockAndBuild brings the lock up to date as run and eval need it
+// (lockForPlan) and builds image name with it (buildImage). Errors are
+// printed as those two print them.
+func lockAndBuild(ctx context.Context, env *Env, v *view, cfg *lang.Config, name string, readonly bool) (*image.Result, bool) {
+	lock, ok := lockForPlan(ctx, env, v, cfg, readonly)
+	if !ok {
+		return nil, false
+	}
+	return buildImage(ctx, env, v, cfg, lock, name, readonly)
 }
 
 // buildImage builds one image of cfg as "sbx build" does, with the
