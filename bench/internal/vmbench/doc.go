@@ -3,7 +3,7 @@
 // share, so that
 // they set up, time and report alike: Preflight, WorkDir and NewFixture
 // make the sandbox fixture of package internal/machine/machinetest in a work
-// directory; Log writes their timestamped progress; Exec times one
+// directory, and Setup runs the three in turn; Log writes their timestamped progress; Exec times one
 // command in a guest; Samples and the formatting functions are the
 // statistics and figures of their reports; ParseSmaps and GuestRAM read
 // a QEMU's memory from /proc/PID/smaps; Exit turns their errors into an
