@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sbx-dev/sbx/bench/internal/aptkernel"
 	"github.com/sbx-dev/sbx/internal/build/cache"
 	"github.com/sbx-dev/sbx/internal/build/ext4"
 	"github.com/sbx-dev/sbx/internal/build/fetch"
@@ -202,7 +203,7 @@ type versions interface {
 type aptVersions struct{}
 
 func (aptVersions) Candidate(pkg string) (string, error)     { return candidate(pkg) }
-func (aptVersions) Kernel() (pkg, version string, err error) { return kernelPackage() }
+func (aptVersions) Kernel() (pkg, version string, err error) { return aptkernel.Package() }
 
 // writeSpec writes the benchmark's spec into dir, with the packages at
 // the versions vs gives.
@@ -246,28 +247,6 @@ func candidate(pkg string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("apt has no candidate version of %s", pkg)
-}
-
-// kernelPackage is the versioned kernel package the meta package
-// linux-image-amd64 depends on, with its version.
-func kernelPackage() (pkg, version string, err error) {
-	out, err := exec.Command("apt-cache", "show", "--no-all-versions", "linux-image-amd64").Output()
-	if err != nil {
-		return "", "", fmt.Errorf("apt-cache show linux-image-amd64: %w", err)
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		deps, ok := strings.CutPrefix(line, "Depends:")
-		if !ok {
-			continue
-		}
-		for _, d := range strings.Split(deps, ",") {
-			name, rest, _ := strings.Cut(strings.TrimSpace(d), " ")
-			if strings.HasPrefix(name, "linux-image-") && strings.HasPrefix(rest, "(= ") {
-				return name, strings.TrimSuffix(strings.TrimPrefix(rest, "(= "), ")"), nil
-			}
-		}
-	}
-	return "", "", errors.New("linux-image-amd64 depends on no versioned kernel package")
 }
 
 // measure runs a child process and records its wall time and peak

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sbx-dev/sbx/bench/internal/aptkernel"
 	"github.com/sbx-dev/sbx/internal/build/agentbin"
 	"github.com/sbx-dev/sbx/internal/build/cache"
 	"github.com/sbx-dev/sbx/internal/build/image"
@@ -204,7 +205,7 @@ func (b *bench) setup(ctx context.Context) error {
 			return err
 		}
 	} else {
-		name, version, err := kernelPackage()
+		name, version, err := aptkernel.Package()
 		if err != nil {
 			return err
 		}
@@ -624,28 +625,6 @@ func treeBytes(root string) (int64, error) {
 		return err
 	})
 	return n, err
-}
-
-// kernelPackage is the versioned kernel package the meta package
-// linux-image-amd64 depends on, with its version.
-func kernelPackage() (pkg, version string, err error) {
-	out, err := exec.Command("apt-cache", "show", "--no-all-versions", "linux-image-amd64").Output()
-	if err != nil {
-		return "", "", fmt.Errorf("apt-cache show linux-image-amd64: %w", err)
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		deps, ok := strings.CutPrefix(line, "Depends:")
-		if !ok {
-			continue
-		}
-		for _, d := range strings.Split(deps, ",") {
-			name, rest, _ := strings.Cut(strings.TrimSpace(d), " ")
-			if strings.HasPrefix(name, "linux-image-") && strings.HasPrefix(rest, "(= ") {
-				return name, strings.TrimSuffix(strings.TrimPrefix(rest, "(= "), ")"), nil
-			}
-		}
-	}
-	return "", "", errors.New("linux-image-amd64 depends on no versioned kernel package")
 }
 
 // stats are the median, best and worst of ds.
