@@ -40,8 +40,29 @@ func (e *UnsafeError) Error() string {
 //
 // With create, the missing directories are made, each with mode 0700 and
 // checked as a private one (so that one another user made first is
-// refused); without it, the check ends at the first missing one.
+// refused); without it, the check ends at the first missing one. A
+// directory made on the way that vanishes before the next is made in it
+// (Remove takes a configuration's directory with its last sandbox, while
+// apply may be starting another of its sandboxes) starts the walk again,
+// a few times at most.
 func secureDir(dir string, private int, create bool) error {
+	for attempt := 1; ; attempt++ {
+		err := secureDirOnce(dir, private, create)
+		// Walk again only when something on the way was not there:
+		// the walk checks everything again, and a refusal of a
+		// directory that stands is never retried.
+		if err == nil || !create || attempt == maxVanished || !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+}
+
+// maxVanished bounds how often secureDir walks again after a directory
+// on the way vanished.
+const maxVanished = 16
+
+// secureDirOnce is one walk of secureDir.
+func secureDirOnce(dir string, private int, create bool) error {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return fmt.Errorf("supervisor: %w", err)
