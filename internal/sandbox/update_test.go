@@ -19,19 +19,7 @@ import (
 // environment changes (a secret added); a policy whose secret has no
 // value is refused and the old one stays.
 func TestUpdate(t *testing.T) {
-	auth, err := ca.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := sandboxnet.New(sandboxnet.Options{Sandbox: "box", CA: auth})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
-	files, err := sandboxfs.Open(nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, files := testServers(t)
 	s := &Sandbox{net: n, files: files, configure: func(context.Context, agentproto.Configure) error {
 		return errors.New("the machine's own client is not the one to use")
 	}}
@@ -78,19 +66,7 @@ func TestUpdate(t *testing.T) {
 // one variable, and a variable that is no name. Update refuses them
 // too, and the policy in force stays.
 func TestUpdateRefusesSecretEnv(t *testing.T) {
-	auth, err := ca.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := sandboxnet.New(sandboxnet.Options{Sandbox: "box", CA: auth})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
-	files, err := sandboxfs.Open(nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, files := testServers(t)
 	var told []agentproto.Configure
 	s := &Sandbox{net: n, files: files, configure: func(_ context.Context, c agentproto.Configure) error {
 		told = append(told, c)
@@ -131,19 +107,7 @@ func TestUpdateRefusesSecretEnv(t *testing.T) {
 // every part — the policy it records and the environment the guest is
 // told — never a mix.
 func TestConcurrentUpdates(t *testing.T) {
-	auth, err := ca.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := sandboxnet.New(sandboxnet.Options{Sandbox: "box", CA: auth})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
-	files, err := sandboxfs.Open(nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, files := testServers(t)
 	s := &Sandbox{net: n, files: files, configure: func(context.Context, agentproto.Configure) error { return nil }}
 	host := []policy.HostPattern{policy.MustHostPattern("example.com")}
 	values := map[string][]byte{"token": []byte("sk-live-0123456789")}
@@ -173,19 +137,7 @@ func TestConcurrentUpdates(t *testing.T) {
 // read-only mount made writable, a hide rule dropped), leaving the
 // policy in force; where only the rule's origin differs it goes ahead.
 func TestUpdateRefusesMountChanges(t *testing.T) {
-	auth, err := ca.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := sandboxnet.New(sandboxnet.Options{Sandbox: "box", CA: auth})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
-	files, err := sandboxfs.Open(nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, files := testServers(t)
 	s := &Sandbox{net: n, files: files, configure: func(context.Context, agentproto.Configure) error { return nil }}
 	started := policy.Mount{Guest: "/workspace", Host: ".", Access: policy.ReadOnly, Hide: []string{".env"}, Origin: policy.Origin{Block: "vfs.workspace"}}
 	s.spec.Policy.Mounts = []policy.Mount{started}
@@ -218,4 +170,25 @@ func TestUpdateRefusesMountChanges(t *testing.T) {
 	if _, err := s.Update(ctx, policy.Sandbox{Mounts: []policy.Mount{moved}}, nil); err != nil {
 		t.Errorf("the same mount written elsewhere: %v", err)
 	}
+}
+
+// testServers makes the network and the file servers of a sandbox
+// without a machine, for Update's tests; the network is closed when the
+// test ends.
+func testServers(t *testing.T) (*sandboxnet.Net, *sandboxfs.Set) {
+	t.Helper()
+	auth, err := ca.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := sandboxnet.New(sandboxnet.Options{Sandbox: "box", CA: auth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	files, err := sandboxfs.Open(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n, files
 }
