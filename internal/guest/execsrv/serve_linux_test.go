@@ -932,7 +932,10 @@ func TestHostOutOfOrder(t *testing.T) {
 			"stream 1: window on stderr, where the session sends nothing"},
 		{"signal to a file put",
 			func(c *agentproto.Conn) {
-				c.WriteJSON(agentproto.TypeFilePut, 1, &agentproto.FilePut{Path: "/tmp/never"})
+				// A path the put can create under the test's root: the
+				// session then waits for data, so the signal meets it
+				// open (a put that failed at once would have ended).
+				c.WriteJSON(agentproto.TypeFilePut, 1, &agentproto.FilePut{Path: "/never"})
 			},
 			func(c *agentproto.Conn) { c.WriteJSON(agentproto.TypeSignal, 1, &agentproto.Signal{Signal: "SIGTERM"}) },
 			"stream 1: signal frame on a file-put session"},
