@@ -322,3 +322,53 @@ func TestMountTriesAgainWhenNothingReachedThePort(t *testing.T) {
 		t.Errorf("mount(2) called %d times, want 2", *calls)
 	}
 }
+
+// A relay whose status pipe nobody reads (the agent, waiting in a vfork
+// for a command stored on the mount to start) still carries everything:
+// its counts lines are dropped, never waited for.
+func TestRelayDoesNotWaitOnItsStatusPipe(t *testing.T) {
+	hostEnd, portEnd := socketpair.New(t)
+	relayEnd, kernelEnd := socketpair.New(t)
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer statusR.Close()
+	var files []*os.File
+	for _, c := range []net.Conn{portEnd, relayEnd} {
+		f, err := c.(fileConn).File()
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	relay := exec.Command("/proc/self/exe", RelayArg, "/w")
+	relay.ExtraFiles = append(files, statusW)
+	relay.Stderr = os.Stderr
+	if err := relay.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		relay.Process.Kill()
+		relay.Wait()
+	}()
+	for _, f := range append(files, statusW) {
+		f.Close()
+	}
+	portEnd.Close()
+	relayEnd.Close()
+
+	// Far more status than a pipe holds: four lines per round trip.
+	go io.Copy(hostEnd, hostEnd) // the host echoes
+	kernelEnd.SetDeadline(time.Now().Add(60 * time.Second))
+	msg := []byte("0123456789abcdef")
+	buf := make([]byte, len(msg))
+	for i := 0; i < countedBytes/len(msg)-1; i++ {
+		if _, err := kernelEnd.Write(msg); err != nil {
+			t.Fatalf("round trip %d: %v", i, err)
+		}
+		if _, err := io.ReadFull(kernelEnd, buf); err != nil {
+			t.Fatalf("round trip %d: %v", i, err)
+		}
+	}
+}

@@ -62,9 +62,12 @@ func RunRelay() int {
 	// agent, PID 1, is exempt from the OOM killer, and so is its relay.
 	// (As root; a test that is not root keeps its score.)
 	os.WriteFile("/proc/self/oom_score_adj", []byte("-1000\n"), 0)
-	status := &statusWriter{w: os.NewFile(relayStatusFD, "relay status")}
+	// Writes of whole short lines to a pipe with room are atomic; with
+	// no room they fail at once rather than wait (statusWriter).
+	syscall.SetNonblock(relayStatusFD, true)
+	status := &statusWriter{fd: relayStatusFD}
 	fail := func(err error) int {
-		status.line(statusError + " " + oneLine(err.Error()))
+		status.last(statusError + " " + oneLine(err.Error()))
 		return 1
 	}
 	// The port non-blocking, so that the runtime's poller carries its
@@ -83,7 +86,7 @@ func RunRelay() int {
 	}
 	r := newRelay(port, sock)
 	r.progress = func(c Counts) { status.line(c.line()) }
-	status.line(statusRelaying)
+	status.last(statusRelaying)
 	r.start()
 	<-r.done
 	if r.err != nil {
@@ -100,16 +103,40 @@ const (
 )
 
 // statusWriter writes whole lines on a relay's status pipe, one at a
-// time.
+// time, without ever waiting for the agent to read them: the agent may
+// not run for a while (it waits, in a vfork, for a command stored on
+// the mount to start, which needs the relay), and a relay blocked on
+// its status pipe would carry nothing. A counts line the pipe has no
+// room for is dropped (the next one carries the same totals); the last
+// line, why the relay ended, is given a moment.
 type statusWriter struct {
 	mu sync.Mutex
-	w  io.Writer
+	fd int
 }
 
-func (s *statusWriter) line(l string) {
+// line writes l; it reports whether it went.
+func (s *statusWriter) line(l string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	io.WriteString(s.w, l+"\n")
+	b := []byte(l + "\n")
+	for len(b) > 0 {
+		n, err := syscall.Write(s.fd, b)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil || n <= 0 {
+			return false
+		}
+		b = b[n:]
+	}
+	return true
+}
+
+// last writes l, waiting up to a second for room.
+func (s *statusWriter) last(l string) {
+	for i := 0; i < 100 && !s.line(l); i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " / ") }
