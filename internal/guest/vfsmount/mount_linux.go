@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,12 +57,17 @@ func mountOn(ctx context.Context, port *os.File, guestPath string, opts Options)
 	if timeout <= 0 {
 		timeout = vfsproto.MountTimeout
 	}
+	var earlier []string
 	for attempt := 1; ; attempt++ {
 		again, err := mountOnce(ctx, port, guestPath, opts, timeout, log)
+		if err != nil && len(earlier) > 0 {
+			err = fmt.Errorf("%w (attempt %d, with a fresh relay; before it: %s)", err, attempt, strings.Join(earlier, "; "))
+		}
 		if !again || attempt >= vfsproto.MountAttempts {
 			return err
 		}
 		log.Warn("vfs mount: trying again with a fresh relay", "path", guestPath, "error", err)
+		earlier = append(earlier, err.Error())
 	}
 }
 

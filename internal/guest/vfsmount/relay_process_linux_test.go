@@ -372,3 +372,17 @@ func TestRelayDoesNotWaitOnItsStatusPipe(t *testing.T) {
 		}
 	}
 }
+
+// When the second attempt fails too, the error says what both saw.
+func TestMountSecondAttemptReportsBoth(t *testing.T) {
+	port, hostEnd := portPair(t)
+	go io.Copy(io.Discard, hostEnd)
+	kernelStandIn(t, []func(int) error{awaitAnswer, awaitAnswer})
+	err := mountOn(context.Background(), port, t.TempDir(), Options{Timeout: 200 * time.Millisecond})
+	if err == nil {
+		t.Fatal("mounted with a kernel that sends nothing")
+	}
+	if got := err.Error(); strings.Count(got, "the kernel sent no request") != 2 || !strings.Contains(got, "attempt 2, with a fresh relay") {
+		t.Errorf("error %q; want both attempts' evidence", got)
+	}
+}
