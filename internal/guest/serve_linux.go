@@ -67,7 +67,9 @@ func serve(ctx context.Context, root string, console *lockedWriter, reaper execs
 	// One configuration for every connection: the supervisor that
 	// configures the guest may reconnect, and its placeholders and
 	// network must stay.
-	cfg := guestcfg.New(guestcfg.Options{Root: root})
+	cfg := guestcfg.New(guestcfg.Options{Root: root, Step: func(step string) {
+		console.WriteString(bootproto.StepLine(step))
+	}})
 	opts := execsrv.Options{Root: root, Reaper: reaper, Software: software, Configurer: cfg}
 	for ctx.Err() == nil {
 		f, err := reopenPort(ctx, agent, console)

@@ -7,12 +7,16 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/sbx-dev/sbx/internal/egress/ca"
 	"github.com/sbx-dev/sbx/internal/guestconn"
 	"github.com/sbx-dev/sbx/internal/machine"
 	"github.com/sbx-dev/sbx/internal/proto/agentproto"
+	"github.com/sbx-dev/sbx/internal/proto/bootproto"
+	"github.com/sbx-dev/sbx/internal/proto/vfsproto"
 	"github.com/sbx-dev/sbx/internal/sandbox/sandboxfs"
 	"github.com/sbx-dev/sbx/internal/sandbox/sandboxnet"
 	"github.com/sbx-dev/sbx/policy"
@@ -44,6 +48,9 @@ type Options struct {
 	// KeepConsole, when set, is a file the machine's console log is
 	// moved to when it ends (machine.Options.KeepConsole).
 	KeepConsole string
+	// ConfigureTimeout bounds the guest's configure request in Start;
+	// zero means DefaultConfigureTimeout's.
+	ConfigureTimeout time.Duration
 	// Bench holds the machine's knobs for benchmarks
 	// (machine.Options.Bench). Sandboxes never set it: only bench/ does,
 	// to measure what a setting costs against the sandbox's own.
@@ -121,11 +128,81 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Sandbox, error) {
 		s.close()
 		close(s.done)
 	}()
-	if err := m.Client().Configure(ctx, s.Configure()); err != nil {
-		err = fmt.Errorf("configuring the guest: %w", err)
+	timeout := opts.ConfigureTimeout
+	if timeout <= 0 {
+		timeout = DefaultConfigureTimeout(spec)
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	err = m.Client().Configure(cctx, s.Configure())
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil && cctx.Err() != nil {
+			err = s.configureTimedOut(timeout)
+		} else {
+			err = fmt.Errorf("configuring the guest: %w", err)
+		}
 		return nil, errors.Join(err, s.Stop(context.WithoutCancel(ctx)))
 	}
 	return s, nil
+}
+
+// DefaultConfigureTimeout is how long Start waits for the guest to
+// apply its configure request, when Options.ConfigureTimeout is zero:
+// the spec's boot timeout (or the machine's default), and for each
+// mount the most the guest itself waits for it (vfsproto.MountAttempts
+// of vfsproto.MountTimeout) and its port (mountPortWait). The guest's
+// own bounds pass first, so that the error is usually the guest's,
+// which says what its mount's relay saw; this one catches a guest that
+// does not answer at all.
+func DefaultConfigureTimeout(spec Spec) time.Duration {
+	d := spec.BootTimeout
+	if d <= 0 {
+		d = machine.DefaultBootTimeout
+	}
+	perMount := vfsproto.MountAttempts*vfsproto.MountTimeout + mountPortWait
+	return d + time.Duration(len(spec.Mounts))*perMount
+}
+
+// mountPortWait is the guest's bound on finding a mount's port, with a
+// margin (package guest/guestcfg waits 10 seconds).
+const mountPortWait = 15 * time.Second
+
+// consoleLines is how much of the console a configure timeout quotes.
+const consoleLines = 20
+
+// configureTimedOut is the error of a configure request the guest did
+// not finish within timeout: the step the guest last announced
+// (bootproto.StepLine), which is the one it waits in, and the end of
+// its console.
+func (s *Sandbox) configureTimedOut(timeout time.Duration) error {
+	console := s.m.Console()
+	var where string
+	if step, ok := bootproto.LastStep(console); ok {
+		where = ": " + step + " did not finish"
+	} else {
+		var asked []string
+		for _, m := range s.files.Guest() {
+			asked = append(asked, "mount "+m.Path)
+		}
+		if len(asked) > 0 {
+			where = " (it was asked to " + strings.Join(asked, ", ") + "; it announced no step)"
+		}
+	}
+	return fmt.Errorf("sandbox %s: the guest did not finish configuring within %v%s\nconsole (%s), last lines:\n%s",
+		s.spec.Name, timeout, where, machine.ConsoleFile, consoleTail(console, consoleLines))
+}
+
+// consoleTail is the last n lines of console, indented.
+func consoleTail(console []byte, n int) string {
+	text := strings.TrimRight(strings.ReplaceAll(string(console), "\r\n", "\n"), "\n")
+	if text == "" {
+		return "  (empty)"
+	}
+	lines := strings.Split(text, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return "  " + strings.Join(lines, "\n  ")
 }
 
 // Spec returns the spec the sandbox runs, with the policy it enforces

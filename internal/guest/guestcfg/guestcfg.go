@@ -50,6 +50,12 @@ type Options struct {
 	// device under Root and vfsmount.Mount. The mount lives on after
 	// the request that made it. Tests replace it.
 	Mount func(m agentproto.Mount) error
+	// Step, when set, is told each step that can wait on something
+	// outside the guest as it begins ("network", "mount
+	// /workspace from sbx.vfs.0"): the agent prints it on the console
+	// (bootproto.StepLine), so that a request that never finishes says
+	// where it waits.
+	Step func(step string)
 }
 
 // State applies configure requests and holds the exec defaults they set.
@@ -149,6 +155,7 @@ func (s *State) Configure(ctx context.Context, req agentproto.Configure) error {
 	s.mu.Unlock()
 
 	if req.Net != nil {
+		s.step("network")
 		if err := s.opts.Net(ctx, *req.Net); err != nil {
 			return err
 		}
@@ -160,12 +167,19 @@ func (s *State) Configure(ctx context.Context, req agentproto.Configure) error {
 			}
 			continue
 		}
+		s.step(fmt.Sprintf("mount %s from %s", m.Path, m.Port))
 		if err := s.opts.Mount(m); err != nil {
 			return err
 		}
 		s.mounted[m.Path] = m.Port
 	}
 	return nil
+}
+
+func (s *State) step(what string) {
+	if s.opts.Step != nil {
+		s.opts.Step(what)
+	}
 }
 
 func (s *State) path(p string) string {

@@ -358,3 +358,25 @@ func TestConfigureMounts(t *testing.T) {
 		t.Errorf("refused requests mounted %+v", made[2:])
 	}
 }
+
+// Each step that can wait outside the guest is announced as it begins,
+// in order, so that the last one announced is where an unfinished
+// request waits.
+func TestConfigureAnnouncesSteps(t *testing.T) {
+	var steps []string
+	s := guestcfg.New(guestcfg.Options{Root: t.TempDir(), Hostname: "box",
+		Net:   func(context.Context, agentproto.NetConfig) error { return nil },
+		Mount: func(m agentproto.Mount) error { return nil },
+		Step:  func(step string) { steps = append(steps, step) }})
+	req := agentproto.Configure{
+		Net:    &agentproto.NetConfig{Interface: "eth0", Addr: "10.83.0.2/24", Gateway: "10.83.0.1", DNS: "10.83.0.1"},
+		Mounts: []agentproto.Mount{{Port: "sbx.vfs.0", Path: "/workspace"}},
+	}
+	if err := s.Configure(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"network", "mount /workspace from sbx.vfs.0"}
+	if !slices.Equal(steps, want) {
+		t.Errorf("steps %q, want %q", steps, want)
+	}
+}

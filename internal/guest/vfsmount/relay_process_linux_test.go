@@ -4,9 +4,13 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -181,4 +185,204 @@ func procState(stat []byte) byte {
 		}
 	}
 	return 0
+}
+
+// kernelStandIn replaces mount(2) for a test: each call is handed the
+// descriptor the mount options name and what the kernel's client
+// would do with it.
+func kernelStandIn(t *testing.T, calls []func(fd int) error) *int {
+	t.Helper()
+	n := new(int)
+	old := sysMount
+	t.Cleanup(func() { sysMount = old })
+	sysMount = func(source, target, fstype string, flags uintptr, data string) error {
+		var fd int
+		for _, opt := range strings.Split(data, ",") {
+			if v, ok := strings.CutPrefix(opt, "rfdno="); ok {
+				fd, _ = strconv.Atoi(v)
+			}
+		}
+		i := *n
+		*n++
+		if i >= len(calls) {
+			t.Errorf("mount(2) called %d times, want %d", i+1, len(calls))
+			return syscall.EINVAL
+		}
+		return calls[i](fd)
+	}
+	return n
+}
+
+// tversion is a version request as the kernel's client sends it.
+var tversion = []byte("\x15\x00\x00\x00\x64\xff\xff\x00\x00\x08\x00\x08\x009P2000.L")
+
+// sendVersion writes the version request, then waits for an answer as
+// the kernel does, without a bound of its own: it returns once the
+// relay's end closes, or with nil once an answer is read.
+func sendVersion(fd int) error {
+	if _, err := syscall.Write(fd, tversion); err != nil {
+		return err
+	}
+	return awaitAnswer(fd)
+}
+
+func awaitAnswer(fd int) error {
+	buf := make([]byte, 64)
+	n, err := syscall.Read(fd, buf)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return syscall.ECONNRESET
+	}
+	return nil
+}
+
+// portPair is a port for mountOn and the host's end of it.
+func portPair(t *testing.T) (*os.File, net.Conn) {
+	t.Helper()
+	hostEnd, portEnd := socketpair.New(t)
+	port, err := portEnd.(fileConn).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	portEnd.Close()
+	t.Cleanup(func() { port.Close() })
+	return port, hostEnd
+}
+
+// A host that never answers the kernel's version request must not keep
+// the mount waiting: once the bound passes, the relay is killed and
+// Mount says what it carried — here the request reached the port and
+// nothing came back — and does not try again, since the host has the
+// request.
+func TestMountUnansweredEndsWithWhatTheRelaySaw(t *testing.T) {
+	port, hostEnd := portPair(t)
+	got := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(hostEnd) // reads, never answers
+		got <- b
+	}()
+	calls := kernelStandIn(t, []func(int) error{sendVersion})
+	const bound = 500 * time.Millisecond
+	begin := time.Now()
+	err := mountOn(context.Background(), port, t.TempDir(), Options{Timeout: bound})
+	took := time.Since(begin)
+	if err == nil {
+		t.Fatal("mount succeeded with a host that never answers")
+	}
+	for _, want := range []string{
+		"did not finish within 500ms",
+		"the relay read 21 bytes from the kernel and wrote 21 to the port; it read 0 from the port and wrote 0 to the kernel",
+		"no answer came back",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q\nwant it to say %q", err, want)
+		}
+	}
+	if took > bound+killWait {
+		t.Errorf("mount returned after %v; bound %v", took, bound)
+	}
+	if *calls != 1 {
+		t.Errorf("mount(2) called %d times; a request the host has is not sent again", *calls)
+	}
+	// The relay is gone: the host's end sees the end of the port.
+	port.Close()
+	select {
+	case b := <-got:
+		if string(b) != string(tversion) {
+			t.Errorf("the host read %q, want the version request", b)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the port's host end did not end with the relay")
+	}
+}
+
+// A request that never reached the port leaves the host's stream as it
+// was: the mount is tried once more with a fresh relay, and that one
+// can succeed.
+func TestMountTriesAgainWhenNothingReachedThePort(t *testing.T) {
+	port, hostEnd := portPair(t)
+	go func() {
+		// Answer the one version request that arrives.
+		buf := make([]byte, len(tversion))
+		if _, err := io.ReadFull(hostEnd, buf); err != nil {
+			return
+		}
+		hostEnd.Write(tversion)
+		io.Copy(io.Discard, hostEnd)
+	}()
+	calls := kernelStandIn(t, []func(int) error{awaitAnswer, sendVersion})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := mountOn(ctx, port, t.TempDir(), Options{Timeout: 500 * time.Millisecond}); err != nil {
+		t.Fatalf("second attempt: %v", err)
+	}
+	if *calls != 2 {
+		t.Errorf("mount(2) called %d times, want 2", *calls)
+	}
+}
+
+// A relay whose status pipe nobody reads (the agent, waiting in a vfork
+// for a command stored on the mount to start) still carries everything:
+// its counts lines are dropped, never waited for.
+func TestRelayDoesNotWaitOnItsStatusPipe(t *testing.T) {
+	hostEnd, portEnd := socketpair.New(t)
+	relayEnd, kernelEnd := socketpair.New(t)
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer statusR.Close()
+	var files []*os.File
+	for _, c := range []net.Conn{portEnd, relayEnd} {
+		f, err := c.(fileConn).File()
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	relay := exec.Command("/proc/self/exe", RelayArg, "/w")
+	relay.ExtraFiles = append(files, statusW)
+	relay.Stderr = os.Stderr
+	if err := relay.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		relay.Process.Kill()
+		relay.Wait()
+	}()
+	for _, f := range append(files, statusW) {
+		f.Close()
+	}
+	portEnd.Close()
+	relayEnd.Close()
+
+	// Far more status than a pipe holds: four lines per round trip.
+	go io.Copy(hostEnd, hostEnd) // the host echoes
+	kernelEnd.SetDeadline(time.Now().Add(60 * time.Second))
+	msg := []byte("0123456789abcdef")
+	buf := make([]byte, len(msg))
+	for i := 0; i < countedBytes/len(msg)-1; i++ {
+		if _, err := kernelEnd.Write(msg); err != nil {
+			t.Fatalf("round trip %d: %v", i, err)
+		}
+		if _, err := io.ReadFull(kernelEnd, buf); err != nil {
+			t.Fatalf("round trip %d: %v", i, err)
+		}
+	}
+}
+
+// When the second attempt fails too, the error says what both saw.
+func TestMountSecondAttemptReportsBoth(t *testing.T) {
+	port, hostEnd := portPair(t)
+	go io.Copy(io.Discard, hostEnd)
+	kernelStandIn(t, []func(int) error{awaitAnswer, awaitAnswer})
+	err := mountOn(context.Background(), port, t.TempDir(), Options{Timeout: 200 * time.Millisecond})
+	if err == nil {
+		t.Fatal("mounted with a kernel that sends nothing")
+	}
+	if got := err.Error(); strings.Count(got, "the kernel sent no request") != 2 || !strings.Contains(got, "attempt 2, with a fresh relay") {
+		t.Errorf("error %q; want both attempts' evidence", got)
+	}
 }

@@ -211,3 +211,14 @@ func TestControl(t *testing.T) {
 		t.Errorf("a rendered control line does not parse back: %q, %v", req, err)
 	}
 }
+
+func TestLastStep(t *testing.T) {
+	console := "[ 1.0] boot\r\n" + StepLine("network") + StepLine("mount /workspace\nfrom sbx.vfs.0") + "[ 2.0] 9pnet: something\r\n"
+	step, ok := LastStep([]byte(console))
+	if !ok || step != "mount /workspace / from sbx.vfs.0" {
+		t.Errorf("LastStep = %q, %v", step, ok)
+	}
+	if _, ok := LastStep([]byte("sbx-guest: ready {}\n")); ok {
+		t.Error("LastStep found a step in a console without one")
+	}
+}

@@ -19,6 +19,11 @@ const (
 	// WarningPrefix starts lines about problems boot survives, such as a
 	// module the hardware has no use for.
 	WarningPrefix = "sbx-guest: warning: "
+	// StepPrefix starts the line the agent prints as it begins a step
+	// of a configure request that can wait on something outside it
+	// (the network interface, a mount): the host quotes the last one
+	// when the request does not finish.
+	StepPrefix = "sbx-guest: configuring: "
 )
 
 // Ready is what the agent reports once the guest is up.
@@ -96,6 +101,25 @@ func ParseError(console []byte) (string, bool) {
 		return "", false
 	}
 	rest := console[i+len(ErrorPrefix):]
+	if j := bytes.IndexByte(rest, '\n'); j >= 0 {
+		rest = rest[:j]
+	}
+	return string(bytes.TrimRight(rest, "\r")), true
+}
+
+// StepLine renders the line of a configure step, with its newline.
+func StepLine(step string) string {
+	return StepPrefix + oneLine(step) + "\n"
+}
+
+// LastStep returns the step of the last step line in console output,
+// and whether there is one.
+func LastStep(console []byte) (string, bool) {
+	i := bytes.LastIndex(console, []byte(StepPrefix))
+	if i < 0 {
+		return "", false
+	}
+	rest := console[i+len(StepPrefix):]
 	if j := bytes.IndexByte(rest, '\n'); j >= 0 {
 		rest = rest[:j]
 	}

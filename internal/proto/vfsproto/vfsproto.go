@@ -3,6 +3,7 @@ package vfsproto
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // MaxMsize is the largest 9P message the host serves and the guest
@@ -10,6 +11,19 @@ import (
 // keeps the host's per-request buffers small and costs little
 // throughput over a virtio-serial port.
 const MaxMsize = 512 << 10
+
+// How long the guest waits for one mount. The kernel's mount(2) of a
+// 9p file system returns only once the host has answered its version
+// and attach requests; a guest whose mount has not returned within
+// MountTimeout ends the attempt (the relay is killed, the kernel's
+// mount fails), and makes at most MountAttempts in all (a second one
+// only when its request never reached the port: package
+// guest/vfsmount). The host's wait for a configure request that mounts
+// is bounded above what these add up to.
+const (
+	MountTimeout  = 30 * time.Second
+	MountAttempts = 2
+)
 
 // PortPrefix begins the name of every mount's virtio-serial port.
 const PortPrefix = "sbx.vfs."

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync/atomic"
 
 	"github.com/sbx-dev/sbx/internal/machine"
 	"github.com/sbx-dev/sbx/internal/proto/agentproto"
@@ -28,7 +29,7 @@ func Open(mounts []Mount, log *slog.Logger) (*Set, error) {
 		}
 		s.servers = append(s.servers, srv)
 		port := vfsproto.PortName(i)
-		s.ports[port] = server{srv}
+		s.ports[port] = server{s: srv, port: port, guest: m.Policy.Guest, log: log}
 		s.guest = append(s.guest, agentproto.Mount{
 			Port: port,
 			Path: m.Policy.Guest,
@@ -42,6 +43,56 @@ func Open(mounts []Mount, log *slog.Logger) (*Set, error) {
 }
 
 // server serves one mount on its port.
-type server struct{ s *vfs.Server }
+type server struct {
+	s     *vfs.Server
+	port  string
+	guest string
+	log   *slog.Logger
+}
 
-func (p server) Serve(ctx context.Context, conn net.Conn) error { return p.s.Serve(ctx, conn) }
+// Serve serves the mount on conn, logging (at Info) the first bytes the
+// guest sends and the first the server answers: the guest's mount
+// waits on that exchange (its version request and the answer), and
+// when a mount never finishes the log says whether the host saw the
+// request and answered it.
+func (p server) Serve(ctx context.Context, conn net.Conn) error {
+	log := p.log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = log.With("port", p.port, "mount", p.guest)
+	log.Info("vfs: serving the mount's port")
+	return p.s.Serve(ctx, &firstBytes{Conn: conn, log: log})
+}
+
+// firstBytes logs the first read and the first write on its Conn.
+type firstBytes struct {
+	net.Conn
+	log         *slog.Logger
+	read, wrote atomic.Bool
+}
+
+func (c *firstBytes) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 && !c.read.Swap(true) {
+		c.log.Info("vfs: first message from the guest", "bytes", n, "type", msgType(b[:n]))
+	}
+	return n, err
+}
+
+func (c *firstBytes) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	if !c.wrote.Swap(true) {
+		c.log.Info("vfs: first answer to the guest", "bytes", n, "type", msgType(b[:n]), "error", err)
+	}
+	return n, err
+}
+
+// msgType is the 9P message type of a message that starts b (100 is
+// Tversion, 101 Rversion), or -1 when b is shorter than its header.
+func msgType(b []byte) int {
+	if len(b) < 5 {
+		return -1
+	}
+	return int(b[4])
+}
