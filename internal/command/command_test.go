@@ -3,6 +3,7 @@ package command
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"errors"
 	"io/fs"
 	"os"
@@ -604,5 +605,23 @@ func TestInterspersedFlags(t *testing.T) {
 	r := f.mustRun(ExitError, "plan", dir, dir)
 	if !strings.Contains(r.stderr, "at most one directory") {
 		t.Errorf("two directories:\n%s", r)
+	}
+}
+
+// TestApplyStalePlanNamesDir checks that apply -plan with a plan the
+// configuration no longer matches says to plan again with the
+// configuration directory, as a command that runs as printed. It is
+// refused before anything is built or started.
+func TestApplyStalePlanNamesDir(t *testing.T) {
+	f := newFixture(t)
+	dir := f.writeConfig(t.TempDir(), specOptions{})
+	f.mustRun(ExitOK, "lock", dir)
+	out := filepath.Join(t.TempDir(), "box.plan")
+	f.mustRun(ExitOK, "plan", "-out", out, dir)
+	f.writeConfig(dir, specOptions{cpus: 2})
+	r := f.mustRun(ExitError, "apply", "-plan", out, dir)
+	want := fmt.Sprintf(`Run "sbx plan -out %s %s" again`, out, dir)
+	if !strings.Contains(r.stderr, "The saved plan is out of date") || !strings.Contains(r.stderr, want) {
+		t.Errorf("apply -plan with a stale plan does not say %q:\n%s", want, r)
 	}
 }
