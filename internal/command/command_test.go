@@ -2,9 +2,10 @@ package command
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
-	"fmt"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/sbx-dev/sbx/internal/lockfiles"
+	"github.com/sbx-dev/sbx/internal/state"
 )
 
 func TestValidateExamples(t *testing.T) {
@@ -623,5 +625,29 @@ func TestApplyStalePlanNamesDir(t *testing.T) {
 	want := fmt.Sprintf(`Run "sbx plan -out %s %s" again`, out, dir)
 	if !strings.Contains(r.stderr, "The saved plan is out of date") || !strings.Contains(r.stderr, want) {
 		t.Errorf("apply -plan with a stale plan does not say %q:\n%s", want, r)
+	}
+}
+
+// TestApplyLockTimeoutNamed checks that an apply that waited out
+// -lock-timeout for another run's state lock names the holder and the
+// option that waits longer, not Go's "context deadline exceeded". It
+// fails before anything is built or started.
+func TestApplyLockTimeoutNamed(t *testing.T) {
+	f := newFixture(t)
+	dir := f.writeConfig(t.TempDir(), specOptions{})
+	f.mustRun(ExitOK, "lock", dir)
+	lease, err := state.Lock(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Close()
+	r := f.mustRun(ExitError, "apply", "-auto-approve", "-lock-timeout=100ms", dir)
+	for _, want := range []string{"Cannot lock the state", fmt.Sprintf("(pid %d)", os.Getpid()), "within -lock-timeout (100ms)", "-lock-timeout=5m"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("apply while the state is locked does not say %q:\n%s", want, r)
+		}
+	}
+	if strings.Contains(r.stderr, "deadline exceeded") {
+		t.Errorf("apply while the state is locked ends in Go's error:\n%s", r)
 	}
 }
