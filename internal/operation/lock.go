@@ -42,6 +42,10 @@ type LockResult struct {
 	// (nil when there was no file).
 	Wrote bool
 	Old   *lockfiles.Lock
+	// Repaired says the old file could not be parsed and was rebuilt
+	// (LockOptions.Repair); Old is then what SalvageLock kept of it, and
+	// Changes are relative to that.
+	Repaired bool
 	// Files are the sources the diagnostics refer to: the
 	// configuration's and the lock file's.
 	Files map[string]*hcl.File
@@ -59,17 +63,19 @@ type LockResult struct {
 // SalvageLock). A lock file that cannot be read at all (a link out of its
 // directory) is always an error.
 func UpdateLock(ctx context.Context, env pipeline.Env, h Hooks, cfg *lang.Config, opts LockOptions) (LockResult, diags.Diagnostics) {
+	repaired := false
 	read := func(path string) (*lockfiles.Lock, []byte, hcl.Diagnostics) {
 		old, oldBytes, d := pipeline.ReadLock(path)
 		if d.HasErrors() && oldBytes != nil && opts.Repair && !opts.ReadOnly {
 			// The file was read but cannot be parsed: rebuild it from
 			// what can still be read of it.
+			repaired = true
 			return SalvageLock(h, cfg, oldBytes, path), oldBytes, nil
 		}
 		return old, oldBytes, d
 	}
 	l, hd := pipeline.Lock(ctx, cfg, env, pipeline.LockOptions{Upgrade: opts.Upgrade, ReadOnly: opts.ReadOnly, Read: read})
-	res := LockResult{Path: l.Path, Lock: l.Lock, Changes: l.Changes, Wrote: l.Wrote, Old: l.Old, Files: l.Sources()}
+	res := LockResult{Path: l.Path, Lock: l.Lock, Changes: l.Changes, Wrote: l.Wrote, Old: l.Old, Repaired: repaired, Files: l.Sources()}
 	ds := diags.Diagnostics{}.Append(hd)
 	if ds.HasErrors() {
 		res.Lock = nil
