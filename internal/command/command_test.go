@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/sbx-dev/sbx/internal/lockfiles"
@@ -649,5 +651,56 @@ func TestApplyLockTimeoutNamed(t *testing.T) {
 	}
 	if strings.Contains(r.stderr, "deadline exceeded") {
 		t.Errorf("apply while the state is locked ends in Go's error:\n%s", r)
+	}
+}
+
+// countingTransport counts the requests it passes on.
+type countingTransport struct {
+	n  atomic.Int64
+	rt http.RoundTripper
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return c.rt.RoundTrip(r)
+}
+
+// TestReadonlyLockListsWhatDiffersUnresolved checks that lock
+// -lockfile=readonly, when the new pin cannot be resolved (the version
+// does not exist, or the host is unreachable), still says which inputs
+// the lock file no longer matches, and that plan -lockfile=readonly on
+// the same checkout sends no request at all.
+func TestReadonlyLockListsWhatDiffersUnresolved(t *testing.T) {
+	f := newFixture(t)
+	ct := &countingTransport{rt: f.client.Transport}
+	f.client.Transport = ct
+	dir := f.writeConfig(t.TempDir(), specOptions{})
+	f.mustRun(ExitOK, "lock", dir)
+	lockPath := filepath.Join(dir, lockfiles.FileName)
+	before := readFile(t, lockPath)
+	f.writeConfig(dir, specOptions{toolVersion: "9.9.9", baseTag: "v9"})
+
+	r := f.mustRun(ExitError, "lock", "-lockfile=readonly", dir)
+	for _, want := range []string{
+		lockPath + " is not up to date",
+		`artifact.tool is locked for source "npm:@acme/tool@1.0.0" but the spec declares "npm:@acme/tool@9.9.9"`,
+		"base is locked for source",
+		"test/base:v9",
+	} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("lock -lockfile=readonly with an unresolvable pin does not say %q:\n%s", want, r)
+		}
+	}
+	if !bytes.Equal(readFile(t, lockPath), before) {
+		t.Error("lock -lockfile=readonly changed the lock file")
+	}
+
+	ct.n.Store(0)
+	r = f.mustRun(ExitError, "plan", "-lockfile=readonly", dir)
+	if !strings.Contains(r.stderr, "is not up to date") {
+		t.Errorf("plan -lockfile=readonly with a stale lock:\n%s", r)
+	}
+	if n := ct.n.Load(); n != 0 {
+		t.Errorf("plan -lockfile=readonly sent %d requests", n)
 	}
 }
