@@ -35,6 +35,11 @@ Usage: sbx lock [options] [DIR]
   names (comma-separated, e.g. SBX_NPMRC_ENV=NPM_TOKEN); any other is an
   error, since the project chooses where the value is sent.
 
+  A URL input whose spec declares its sha256 is taken, without a
+  download, from the directory SBX_MIRROR_DIR names when a file there
+  (named as the URL names it, or by the sha256 in hex) has that sha256;
+  builds do the same for the pinned sha256.
+
 Options:
 
   -upgrade            Re-resolve every input, not only new or changed ones.
