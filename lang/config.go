@@ -213,7 +213,12 @@ type Source struct {
 	// holds it (as Image.HostPaths has it); empty for a path inside the
 	// configuration directory and for every other kind.
 	HostPath string
-	Range    hcl.Range
+	// Vars are the input variables the source's expression refers to,
+	// directly or through locals, sorted: where its value comes from,
+	// for messages that say which variable to change. Empty for a
+	// literal.
+	Vars  []string
+	Range hcl.Range
 }
 
 // Egress is an egress block: hosts and ports a sandbox may reach.

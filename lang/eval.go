@@ -136,6 +136,33 @@ func declareHint(kind addrs.Kind, name string) string {
 	return ""
 }
 
+// varsOf returns the input variables expr refers to, directly or through
+// locals, sorted and without repeats.
+func (l *loader) varsOf(expr hcl.Expression) []string {
+	seen := map[string]bool{}
+	visited := map[string]bool{}
+	var walk func(hcl.Expression)
+	walk = func(e hcl.Expression) {
+		for _, t := range e.Variables() {
+			name, ok := traversalName(t)
+			if !ok {
+				continue
+			}
+			switch t.RootName() {
+			case "var":
+				seen[name] = true
+			case "local":
+				if a := l.localsAttr[name]; a != nil && !visited[name] {
+					visited[name] = true
+					walk(a.Expr)
+				}
+			}
+		}
+	}
+	walk(expr)
+	return slices.Sorted(maps.Keys(seen))
+}
+
 // traversalName returns NAME from a KIND.NAME traversal.
 func traversalName(t hcl.Traversal) (string, bool) {
 	if len(t) < 2 {

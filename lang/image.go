@@ -294,6 +294,7 @@ func (l *loader) attrSource(a, sha *hcl.Attribute) *Source {
 		l.errorf(a.Expr.Range(), "Invalid source", "%v.", err)
 		return nil
 	}
+	src.Vars = l.varsOf(a.Expr)
 	if sha == nil {
 		return src
 	}

@@ -212,7 +212,7 @@ func TestLoadFull(t *testing.T) {
 				Artifacts: []*Artifact{
 					{
 						Name:   "claude",
-						Source: &Source{Kind: SourceNPM, Raw: "npm:@anthropic-ai/claude-code-linux-x64-musl@2.1.328", Ref: "@anthropic-ai/claude-code-linux-x64-musl", Version: "2.1.328"},
+						Source: &Source{Kind: SourceNPM, Raw: "npm:@anthropic-ai/claude-code-linux-x64-musl@2.1.328", Ref: "@anthropic-ai/claude-code-linux-x64-musl", Version: "2.1.328", Vars: []string{"claude_version"}},
 						File:   "package/claude",
 						Dest:   "/usr/local/bin/claude",
 						Mode:   0o755,

@@ -127,6 +127,7 @@ func runApply(ctx context.Context, env *Env, args []string) int {
 		Lock:        lock,
 		Saved:       saved,
 		SavedPath:   a.planFile,
+		Replan:      shellJoin([]string{"sbx", "plan", "-out", a.planFile, a.dir}),
 		LockTimeout: a.lockTimeout,
 		AutoApprove: a.autoApprove,
 		Parallelism: a.parallelism,

@@ -2,15 +2,20 @@ package command
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/sbx-dev/sbx/internal/lockfiles"
+	"github.com/sbx-dev/sbx/internal/state"
 )
 
 func TestValidateExamples(t *testing.T) {
@@ -604,5 +609,98 @@ func TestInterspersedFlags(t *testing.T) {
 	r := f.mustRun(ExitError, "plan", dir, dir)
 	if !strings.Contains(r.stderr, "at most one directory") {
 		t.Errorf("two directories:\n%s", r)
+	}
+}
+
+// TestApplyStalePlanNamesDir checks that apply -plan with a plan the
+// configuration no longer matches says to plan again with the
+// configuration directory, as a command that runs as printed. It is
+// refused before anything is built or started.
+func TestApplyStalePlanNamesDir(t *testing.T) {
+	f := newFixture(t)
+	dir := f.writeConfig(t.TempDir(), specOptions{})
+	f.mustRun(ExitOK, "lock", dir)
+	out := filepath.Join(t.TempDir(), "box.plan")
+	f.mustRun(ExitOK, "plan", "-out", out, dir)
+	f.writeConfig(dir, specOptions{cpus: 2})
+	r := f.mustRun(ExitError, "apply", "-plan", out, dir)
+	want := fmt.Sprintf(`Run "sbx plan -out %s %s" again`, out, dir)
+	if !strings.Contains(r.stderr, "The saved plan is out of date") || !strings.Contains(r.stderr, want) {
+		t.Errorf("apply -plan with a stale plan does not say %q:\n%s", want, r)
+	}
+}
+
+// TestApplyLockTimeoutNamed checks that an apply that waited out
+// -lock-timeout for another run's state lock names the holder and the
+// option that waits longer, not Go's "context deadline exceeded". It
+// fails before anything is built or started.
+func TestApplyLockTimeoutNamed(t *testing.T) {
+	f := newFixture(t)
+	dir := f.writeConfig(t.TempDir(), specOptions{})
+	f.mustRun(ExitOK, "lock", dir)
+	lease, err := state.Lock(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Close()
+	r := f.mustRun(ExitError, "apply", "-auto-approve", "-lock-timeout=100ms", dir)
+	for _, want := range []string{"Cannot lock the state", fmt.Sprintf("(pid %d)", os.Getpid()), "within -lock-timeout (100ms)", "-lock-timeout=5m"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("apply while the state is locked does not say %q:\n%s", want, r)
+		}
+	}
+	if strings.Contains(r.stderr, "deadline exceeded") {
+		t.Errorf("apply while the state is locked ends in Go's error:\n%s", r)
+	}
+}
+
+// countingTransport counts the requests it passes on.
+type countingTransport struct {
+	n  atomic.Int64
+	rt http.RoundTripper
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return c.rt.RoundTrip(r)
+}
+
+// TestReadonlyLockListsWhatDiffersUnresolved checks that lock
+// -lockfile=readonly, when the new pin cannot be resolved (the version
+// does not exist, or the host is unreachable), still says which inputs
+// the lock file no longer matches, and that plan -lockfile=readonly on
+// the same checkout sends no request at all.
+func TestReadonlyLockListsWhatDiffersUnresolved(t *testing.T) {
+	f := newFixture(t)
+	ct := &countingTransport{rt: f.client.Transport}
+	f.client.Transport = ct
+	dir := f.writeConfig(t.TempDir(), specOptions{})
+	f.mustRun(ExitOK, "lock", dir)
+	lockPath := filepath.Join(dir, lockfiles.FileName)
+	before := readFile(t, lockPath)
+	f.writeConfig(dir, specOptions{toolVersion: "9.9.9", baseTag: "v9"})
+
+	r := f.mustRun(ExitError, "lock", "-lockfile=readonly", dir)
+	for _, want := range []string{
+		lockPath + " is not up to date",
+		`artifact.tool is locked for source "npm:@acme/tool@1.0.0" but the spec declares "npm:@acme/tool@9.9.9"`,
+		"base is locked for source",
+		"test/base:v9",
+	} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("lock -lockfile=readonly with an unresolvable pin does not say %q:\n%s", want, r)
+		}
+	}
+	if !bytes.Equal(readFile(t, lockPath), before) {
+		t.Error("lock -lockfile=readonly changed the lock file")
+	}
+
+	ct.n.Store(0)
+	r = f.mustRun(ExitError, "plan", "-lockfile=readonly", dir)
+	if !strings.Contains(r.stderr, "is not up to date") {
+		t.Errorf("plan -lockfile=readonly with a stale lock:\n%s", r)
+	}
+	if n := ct.n.Load(); n != 0 {
+		t.Errorf("plan -lockfile=readonly sent %d requests", n)
 	}
 }

@@ -33,11 +33,13 @@ Usage: sbx eval [options] [DIR] SANDBOX -- COMMAND [ARG...]
   each other's changes and the host's tree is never written. Its command
   gets SBX_RUN (0 to N-1) and SBX_RUNS (N) in its environment.
 
-  The results directory gets index.jsonl, one JSON line per finished run,
-  written and synced as each run finishes, and runs/N/ with stdout,
-  stderr, changes.tar (the files the run added or modified), changes.diff
-  (a unified diff of its text files) and its egress audit log.
-  docs/eval.md describes them.
+  Each run's result (exit code, duration, how many paths it changed) is
+  printed on standard output as the run finishes, then how many runs
+  finished. The results directory gets index.jsonl, one JSON line per
+  finished run, written and synced as each run finishes, and runs/N/
+  with stdout, stderr, changes.tar (the files the run added or
+  modified), changes.diff (a unified diff of its text files) and its
+  egress audit log. docs/eval.md describes them.
 
   Interrupting sbx (Ctrl-C) kills every running command and stops every
   VM; the runs that had finished stay in the index, the others leave
@@ -169,9 +171,8 @@ func runEval(ctx context.Context, env *Env, args []string) int {
 		}
 		return s
 	})
-	opts.OnRun = func(r fanout.Run) {
-		fmt.Fprintf(env.Stderr, "sbx eval: run %d: %s\n", r.Run, runSummary(r))
-	}
+	out := &evalOutput{w: env.Stdout}
+	opts.OnRun = out.run
 	fmt.Fprintf(env.Stderr, "sbx eval: %s of %s, at most %d at once, into %s\n", count(a.runs, "run", "runs"), sb.Addr(), min(a.parallel, a.runs), quoteText(a.results))
 	res, err := fanout.Execute(ctx, opts)
 	if res == nil {
@@ -181,14 +182,9 @@ func runEval(ctx context.Context, env *Env, args []string) int {
 		v.errorFrom("Eval failed", err, true)
 		return ExitError
 	}
-	runs := slices.Clone(res.Runs)
-	slices.SortFunc(runs, func(x, y fanout.Run) int { return x.Run - y.Run })
-	failed := false
-	for _, r := range runs {
-		fmt.Fprintf(env.Stdout, "run %d: %s\n", r.Run, runSummary(r))
-		failed = failed || r.Status == fanout.StatusError
-	}
-	fmt.Fprintf(env.Stdout, "%d of %d runs finished; results in %s\n", len(runs), a.runs, quoteText(a.results))
+	runs := res.Runs
+	failed := slices.ContainsFunc(runs, func(r fanout.Run) bool { return r.Status == fanout.StatusError })
+	out.finish(len(runs), a.runs, a.results)
 	switch {
 	case ctx.Err() != nil:
 		return interrupted(env, fmt.Sprintf("every VM was stopped; %s in the index", count(len(runs), "finished run is", "finished runs are")))
@@ -202,6 +198,22 @@ func runEval(ctx context.Context, env *Env, args []string) int {
 }
 
 // runSummary says in one line how a run ended.
+// evalOutput prints what sbx eval found on standard output: one line per
+// run as it finishes (fanout calls run from one goroutine at a time), then
+// how many finished. Each run's line is printed once, when it finishes, so
+// that a long eval shows its progress and a terminal does not see it twice.
+type evalOutput struct {
+	w io.Writer
+}
+
+func (o *evalOutput) run(r fanout.Run) {
+	fmt.Fprintf(o.w, "run %d: %s\n", r.Run, runSummary(r))
+}
+
+func (o *evalOutput) finish(finished, runs int, results string) {
+	fmt.Fprintf(o.w, "%d of %d runs finished; results in %s\n", finished, runs, quoteText(results))
+}
+
 func runSummary(r fanout.Run) string {
 	var s string
 	switch r.Status {

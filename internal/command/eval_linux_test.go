@@ -52,17 +52,19 @@ func TestEvalCommand(t *testing.T) {
 	writeFile(t, filepath.Join(cfgDir, "work/README.md"), "host\n")
 	writeFile(t, filepath.Join(cfgDir, "work/.env"), "TOKEN=host-only\n")
 
-	eval := func(ctx context.Context, stderr io.Writer, args ...string) (int, string) {
-		var stdout bytes.Buffer
-		code := Run(append([]string{"eval"}, args...), &Env{Stdin: strings.NewReader("input\n"), Stdout: &stdout, Stderr: stderr, Environ: f.Environ, Context: ctx})
-		return code, stdout.String()
+	eval := func(ctx context.Context, stdout *lockedBuffer, stderr io.Writer, args ...string) (int, string) {
+		if stdout == nil {
+			stdout = new(lockedBuffer)
+		}
+		code := Run(append([]string{"eval"}, args...), &Env{Stdin: strings.NewReader("input\n"), Stdout: stdout, Stderr: stderr, Environ: f.Environ, Context: ctx})
+		return code, string(stdout.Bytes())
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	results := filepath.Join(t.TempDir(), "r1")
 	var stderr lockedBuffer
-	code, stdout := eval(ctx, &stderr, "-n", "3", "-p", "2", "-i", "-e", "GREETING=hi", "-results", results, cfgDir, "evalbox", "--",
+	code, stdout := eval(ctx, nil, &stderr, "-n", "3", "-p", "2", "-i", "-e", "GREETING=hi", "-results", results, cfgDir, "evalbox", "--",
 		"sh", "-c", `test ! -e /workspace/.env || exit 9; read line; echo "$GREETING-$SBX_RUN-$line" > "/workspace/r-$SBX_RUN"; echo out; exit $SBX_RUN`)
 	t.Logf("exit %d\n--- stdout\n%s--- stderr\n%s", code, stdout, string(stderr.Bytes()))
 	if code != ExitOK {
@@ -71,6 +73,12 @@ func TestEvalCommand(t *testing.T) {
 	for _, want := range []string{"run 0: exit 0 in ", "run 1: exit 1 in ", "run 2: exit 2 in ", "s, 1 changed path\n", "3 of 3 runs finished; results in "} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("stdout lacks %q", want)
+		}
+	}
+	for run := range 3 {
+		line := fmt.Sprintf("run %d: ", run)
+		if n := strings.Count(stdout, line) + strings.Count(string(stderr.Bytes()), line); n != 1 {
+			t.Errorf("%q is printed %d times, not once", line, n)
 		}
 	}
 	index := evalIndex(t, results)
@@ -102,14 +110,14 @@ func TestEvalCommand(t *testing.T) {
 	ictx, interrupt := context.WithCancel(ctx)
 	defer interrupt()
 	results2 := filepath.Join(t.TempDir(), "r2")
-	var stderr2 lockedBuffer
+	var stdout2, stderr2 lockedBuffer
 	go func() {
-		for ictx.Err() == nil && !strings.Contains(string(stderr2.Bytes()), "sbx eval: run 0: ") {
+		for ictx.Err() == nil && !strings.Contains(string(stdout2.Bytes()), "run 0: ") {
 			time.Sleep(50 * time.Millisecond)
 		}
 		interrupt()
 	}()
-	code, stdout = eval(ictx, &stderr2, "-n", "3", "-results", results2, cfgDir, "evalbox", "--",
+	code, stdout = eval(ictx, &stdout2, &stderr2, "-n", "3", "-results", results2, cfgDir, "evalbox", "--",
 		"sh", "-c", `if [ "$SBX_RUN" = 0 ]; then exit 0; fi; sleep 600`)
 	t.Logf("exit %d\n--- stdout\n%s--- stderr\n%s", code, stdout, string(stderr2.Bytes()))
 	if code != ExitInterrupted || !strings.Contains(string(stderr2.Bytes()), "Interrupted: every VM was stopped; 1 finished run is in the index") {
@@ -122,7 +130,7 @@ func TestEvalCommand(t *testing.T) {
 	// A command over -timeout is killed and recorded as such.
 	results3 := filepath.Join(t.TempDir(), "r3")
 	var stderr3 lockedBuffer
-	code, stdout = eval(ctx, &stderr3, "-timeout", "3s", "-results", results3, cfgDir, "evalbox", "--", "sleep", "600")
+	code, stdout = eval(ctx, nil, &stderr3, "-timeout", "3s", "-results", results3, cfgDir, "evalbox", "--", "sleep", "600")
 	t.Logf("exit %d\n--- stdout\n%s--- stderr\n%s", code, stdout, string(stderr3.Bytes()))
 	index = evalIndex(t, results3)
 	if code != ExitOK || !strings.Contains(stdout, "run 0: timed out in ") || len(index) != 1 || index[0].Status != fanout.StatusTimeout ||

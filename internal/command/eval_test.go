@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sbx-dev/sbx/internal/fanout"
 )
 
 // TestEvalRefuses checks sbx eval's usage errors, each reported before
@@ -46,5 +48,20 @@ func TestEvalRefuses(t *testing.T) {
 	}
 	if _, err := os.Stat(fresh); err == nil {
 		t.Error("a refused eval made its results directory")
+	}
+}
+
+// TestEvalOutputOnce checks that sbx eval prints each run's line once, on
+// standard output as the run finishes, and then the count: the line is
+// not repeated in a summary.
+func TestEvalOutputOnce(t *testing.T) {
+	var stdout bytes.Buffer
+	out := &evalOutput{w: &stdout}
+	out.run(fanout.Run{Run: 1, Status: fanout.StatusExited, ExitCode: 1, DurationMS: 1200})
+	out.run(fanout.Run{Run: 0, Status: fanout.StatusTimeout, DurationMS: 3000})
+	out.finish(2, 3, "/tmp/r")
+	want := "run 1: exit 1 in 1.2s, 0 changed paths\nrun 0: timed out in 3s, 0 changed paths\n2 of 3 runs finished; results in /tmp/r\n"
+	if stdout.String() != want {
+		t.Errorf("stdout:\n%s\nwant:\n%s", stdout.String(), want)
 	}
 }

@@ -35,6 +35,11 @@ Usage: sbx lock [options] [DIR]
   names (comma-separated, e.g. SBX_NPMRC_ENV=NPM_TOKEN); any other is an
   error, since the project chooses where the value is sent.
 
+  A URL input whose spec declares its sha256 is taken, without a
+  download, from the directory SBX_MIRROR_DIR names when a file there
+  (named as the URL names it, or by the sha256 in hex) has that sha256;
+  builds do the same for the pinned sha256.
+
 Options:
 
   -upgrade            Re-resolve every input, not only new or changed ones.
@@ -89,7 +94,9 @@ func runLock(ctx context.Context, env *Env, args []string) int {
 }
 
 // reportLock prints what operation.UpdateLock found and did: its
-// diagnostics, then, when it wrote the lock file, each pin that changed.
+// diagnostics, then, when it wrote the lock file, each pin that changed
+// (after a repair, each pin resolved again); never a heading over an
+// empty list.
 // It reports whether the lock is in force.
 func reportLock(v *view, res operation.LockResult, ds diags.Diagnostics) bool {
 	v.render(res.Files, ds)
@@ -101,9 +108,18 @@ func reportLock(v *view, res operation.LockResult, ds diags.Diagnostics) bool {
 	if !res.Wrote {
 		return true
 	}
-	if res.Old == nil {
+	switch {
+	case res.Repaired && len(res.Changes) == 0:
+		v.println("Repaired %s; no pin needed resolving again.", res.Path)
+		return true
+	case res.Repaired:
+		v.println("Repaired %s, resolving again:", res.Path)
+	case len(res.Changes) == 0:
+		v.println("Rewrote %s; no pin changed.", res.Path)
+		return true
+	case res.Old == nil:
 		v.println("Created %s:", res.Path)
-	} else {
+	default:
 		v.println("Updated %s:", res.Path)
 	}
 	for _, c := range res.Changes {

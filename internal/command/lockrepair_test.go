@@ -118,7 +118,7 @@ func TestLockRepairsMergeConflict(t *testing.T) {
 	}
 
 	r = f.mustRun(ExitOK, "lock", dir)
-	if !strings.Contains(r.stdout, "conflict") || !strings.Contains(r.stdout, "image.box base") || !strings.Contains(r.stdout, "Updated") {
+	if !strings.Contains(r.stdout, "conflict") || !strings.Contains(r.stdout, "image.box base") || !strings.Contains(r.stdout, "Repaired "+lockPath+"; no pin needed resolving again.\n") {
 		t.Errorf("lock does not report the repair:\n%s", r)
 	}
 	got := mustParseLock(t, readFile(t, lockPath))
@@ -173,7 +173,7 @@ func TestLockRepairResolvesAgainWhenBothSidesMatch(t *testing.T) {
 	newest := f.pushImage("v2")
 
 	r := f.mustRun(ExitOK, "lock", dir)
-	if !strings.Contains(r.stdout, "resolving it again") {
+	if !strings.Contains(r.stdout, "resolving it again") || !strings.Contains(r.stdout, "Repaired "+filepath.Join(dir, lockfiles.FileName)+", resolving again:\n  ") || !strings.Contains(r.stdout, "base") {
 		t.Errorf("lock does not say it resolves the conflicting pin again:\n%s", r)
 	}
 	got := mustParseLock(t, readFile(t, filepath.Join(dir, lockfiles.FileName)))

@@ -115,7 +115,7 @@ func Run(ctx context.Context, opts Options) []Result {
 	if opts.Config != nil {
 		out = append(out, checkConfig(&opts))
 		kinds := sourceKinds(opts.Config)
-		if kinds[lang.SourceDeb] {
+		if kinds[lang.SourceDeb] || hostAptPackagesIn(opts.Config) {
 			out = append(out, checkApt(ctx, &opts, pm))
 		}
 		if kinds[lang.SourceNPM] {
@@ -192,6 +192,17 @@ func sources(cfg *lang.Config) []platformSource {
 		}
 	}
 	return out
+}
+
+// hostAptPackagesIn reports whether an image of cfg takes its package
+// set from the host's apt sources (hostAptPackages).
+func hostAptPackagesIn(cfg *lang.Config) bool {
+	for _, img := range cfg.Images {
+		if hostAptPackages(img) {
+			return true
+		}
+	}
+	return false
 }
 
 type platformSource struct {

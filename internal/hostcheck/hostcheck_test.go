@@ -269,6 +269,25 @@ func TestApt(t *testing.T) {
 		t.Errorf("a version apt does not offer: %+v", r)
 	}
 
+	// A package set from the host's apt sources counts, and is checked,
+	// with the deb: sources: five packages and a kernel are six.
+	cfg := config(t, "deb:busybox-static")
+	cfg.Images["i"].Packages.Requests = []string{"bash", "coreutils", "git", "ca-certificates", "busybox-static"}
+	r = checkApt(context.Background(), &Options{Environ: env, Config: cfg}, pm)
+	if r.Status != OK || !strings.Contains(r.Detail, "apt offers the 5 packages") {
+		t.Errorf("a package set and a deb: source: %+v", r)
+	}
+	cfg.Images["i"].Packages.Requests = append(cfg.Images["i"].Packages.Requests, "no-such-package-sbx-doctor")
+	r = checkApt(context.Background(), &Options{Environ: env, Config: cfg}, pm)
+	if r.Status != Fail || !strings.Contains(r.Detail, "no package no-such-package-sbx-doctor") {
+		t.Errorf("a package set naming a package apt does not know: %+v", r)
+	}
+	cfg = config(t)
+	cfg.Images["i"].Packages.Requests = []string{"bash"}
+	if res := Run(context.Background(), Options{Environ: env, Config: cfg}); !strings.Contains(find(t, res, "apt").Detail, "apt offers the 1 package") {
+		t.Errorf("a package set alone is not checked with apt: %+v", res)
+	}
+
 	env = baseEnv(t, t.TempDir())
 	if r := run("deb:busybox-static"); r.Status != Fail || !strings.Contains(r.Detail, "apt-get and apt-cache") {
 		t.Errorf("apt missing from PATH: %+v", r)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/sbx-dev/sbx/internal/build/debrepo"
 	"github.com/sbx-dev/sbx/lang"
 )
 
@@ -40,7 +41,8 @@ func runTool(ctx context.Context, opts *Options, dir, bin string, args ...string
 // checkApt checks what deb: sources need: apt-get and apt-cache, package
 // indexes from at least one source, and, for the packages of images of
 // the host's architecture, that apt offers them (and the version the
-// spec names, if it names one).
+// spec names, if it names one) — deb: sources and the package sets that
+// come from the host's apt sources (hostAptPackages) alike.
 func checkApt(ctx context.Context, opts *Options, pm PackageManager) Result {
 	r := Result{Name: "apt"}
 	path := opts.getenv("PATH")
@@ -95,6 +97,25 @@ func checkApt(ctx context.Context, opts *Options, pm PackageManager) Result {
 			want[s.src.Ref] = append(want[s.src.Ref], exact)
 		}
 	}
+	for _, name := range slices.Sorted(maps.Keys(opts.Config.Images)) {
+		img := opts.Config.Images[name]
+		if !hostAptPackages(img) {
+			continue
+		}
+		for _, raw := range img.Packages.Requests {
+			req, err := debrepo.ParseRequest(raw)
+			if err != nil {
+				continue // the lock reports it, with its position
+			}
+			exact := ""
+			if req.Relation != nil && req.Relation.Operator == "=" {
+				exact = req.Relation.Number
+			}
+			if !slices.Contains(want[req.Name], exact) {
+				want[req.Name] = append(want[req.Name], exact)
+			}
+		}
+	}
 	if len(want) == 0 {
 		r.Status = OK
 		r.Detail = "apt-get and apt-cache found; apt has package indexes"
@@ -131,6 +152,15 @@ func checkApt(ctx context.Context, opts *Options, pm PackageManager) Result {
 	r.Status = OK
 	r.Detail = fmt.Sprintf("apt-get and apt-cache found; apt offers the %s the configuration names", count(len(names), "package"))
 	return r
+}
+
+// hostAptPackages reports whether img's package set comes from the
+// host's apt sources and is checked with apt-cache here: an image of the
+// host's architecture with packages, no repositories of its own and no
+// base image (whose own repositories an Alpine base would use instead).
+func hostAptPackages(img *lang.Image) bool {
+	return len(img.Packages.Requests) > 0 && len(img.Packages.Repositories) == 0 &&
+		img.Base == nil && img.Platform.Architecture == runtime.GOARCH
 }
 
 // aptSources counts the package files of "apt-cache policy" beyond dpkg's

@@ -26,6 +26,10 @@ type ApplyRequest struct {
 	// the approval.
 	Saved     *plan.Plan
 	SavedPath string
+	// Replan is the command that saves the plan again ("sbx plan -out
+	// FILE DIR"), which the error about an out-of-date Saved says to run;
+	// empty means "sbx plan -out SavedPath".
+	Replan string
 	// LockTimeout is how long to wait for another run holding the state
 	// lock.
 	LockTimeout time.Duration
@@ -93,7 +97,11 @@ func Apply(ctx context.Context, req ApplyRequest, h Hooks) (ApplyOutcome, diags.
 		if err := SamePlan(req.Saved, p); err != nil {
 			detail := fmt.Sprintf("%v. Plan again and review it.", err)
 			if req.SavedPath != "" {
-				detail = fmt.Sprintf("%s: %v.\nRun \"sbx plan -out %s\" again and review it.", req.SavedPath, err, req.SavedPath)
+				replan := req.Replan
+				if replan == "" {
+					replan = "sbx plan -out " + req.SavedPath
+				}
+				detail = fmt.Sprintf("%s: %v.\nRun \"%s\" again and review it.", req.SavedPath, err, replan)
 			}
 			return out, ds.Append(diags.Sourceless(diags.Error, "The saved plan is out of date", detail))
 		}

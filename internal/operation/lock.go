@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"maps"
 	"path/filepath"
+	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/sbx-dev/sbx/internal/build/resolve"
@@ -42,6 +43,10 @@ type LockResult struct {
 	// (nil when there was no file).
 	Wrote bool
 	Old   *lockfiles.Lock
+	// Repaired says the old file could not be parsed and was rebuilt
+	// (LockOptions.Repair); Old is then what SalvageLock kept of it, and
+	// Changes are relative to that.
+	Repaired bool
 	// Files are the sources the diagnostics refer to: the
 	// configuration's and the lock file's.
 	Files map[string]*hcl.File
@@ -59,20 +64,29 @@ type LockResult struct {
 // SalvageLock). A lock file that cannot be read at all (a link out of its
 // directory) is always an error.
 func UpdateLock(ctx context.Context, env pipeline.Env, h Hooks, cfg *lang.Config, opts LockOptions) (LockResult, diags.Diagnostics) {
+	repaired := false
 	read := func(path string) (*lockfiles.Lock, []byte, hcl.Diagnostics) {
 		old, oldBytes, d := pipeline.ReadLock(path)
 		if d.HasErrors() && oldBytes != nil && opts.Repair && !opts.ReadOnly {
 			// The file was read but cannot be parsed: rebuild it from
 			// what can still be read of it.
+			repaired = true
 			return SalvageLock(h, cfg, oldBytes, path), oldBytes, nil
 		}
 		return old, oldBytes, d
 	}
 	l, hd := pipeline.Lock(ctx, cfg, env, pipeline.LockOptions{Upgrade: opts.Upgrade, ReadOnly: opts.ReadOnly, Read: read})
-	res := LockResult{Path: l.Path, Lock: l.Lock, Changes: l.Changes, Wrote: l.Wrote, Old: l.Old, Files: l.Sources()}
+	res := LockResult{Path: l.Path, Lock: l.Lock, Changes: l.Changes, Wrote: l.Wrote, Old: l.Old, Repaired: repaired, Files: l.Sources()}
 	ds := diags.Diagnostics{}.Append(hd)
 	if ds.HasErrors() {
 		res.Lock = nil
+		if opts.ReadOnly && l.OldBytes != nil && !repaired {
+			// Resolving failed (a registry or host that cannot be
+			// reached, a version that does not exist), but what the lock
+			// file lacks is known without it: say so, so that the check
+			// still lists what differs.
+			ds = ds.Append(staleList(res.Path, recipe.CheckLocked(cfg, l.Old)))
+		}
 		return res, ds
 	}
 	if opts.ReadOnly && l.Differs {
@@ -88,6 +102,22 @@ func UpdateLock(ctx context.Context, env pipeline.Env, h Hooks, cfg *lang.Config
 		return res, ds.Append(diags.Sourceless(diags.Error, fmt.Sprintf("%s needs changes", res.Path), detail))
 	}
 	return res, ds
+}
+
+// staleList is the error of a read-only lock check that could not resolve
+// the new pins: the lock file at path and the ways stale (CheckLocked's
+// diagnostics) says it differs from the configuration. It is nil when
+// stale is empty: then resolving found what differs, or nothing does.
+func staleList(path string, stale hcl.Diagnostics) diags.Diagnostics {
+	if !stale.HasErrors() {
+		return nil
+	}
+	detail := "The lock file is read-only (-lockfile=readonly), and it is not up to date with the configuration:\n"
+	for _, d := range stale {
+		detail += "  " + strings.TrimSuffix(strings.TrimSuffix(d.Detail, "."), "; run `sbx lock`") + "\n"
+	}
+	detail += "\nThe new pins could not be resolved (see above). Run \"sbx lock\" where they can be, and commit " + lockfiles.FileName + "."
+	return diags.Diagnostics{diags.Sourceless(diags.Error, fmt.Sprintf("%s is not up to date", path), detail)}
 }
 
 // SalvageLock reads what it can of the lock file data, which Parse

@@ -56,7 +56,7 @@ func ReadState(ctx context.Context, h Hooks, dir string, opts StateReadOptions) 
 			h.Message(fmt.Sprintf("Note: the state lock cannot be taken (%v); reading the state without it.\n", err))
 			return unlocked()
 		}
-		return nil, nil, diags.Diagnostics{diags.Sourceless(diags.Error, "Cannot lock the state", err.Error())}
+		return nil, nil, diags.Diagnostics{lockError(ctx, err, opts.Timeout)}
 	}
 	st, err := lease.Load()
 	if err != nil {
@@ -88,7 +88,22 @@ func LockOnly(ctx context.Context, dir string, timeout time.Duration) (*state.Le
 	defer cancel()
 	lease, err := state.Lock(lctx, dir)
 	if err != nil {
-		return nil, diags.Diagnostics{diags.Sourceless(diags.Error, "Cannot lock the state", err.Error())}
+		return nil, diags.Diagnostics{lockError(ctx, err, timeout)}
 	}
 	return lease, nil
+}
+
+// lockError is the diagnostic of state.Lock's err, which waited at most
+// timeout under ctx: when another run held the lock for all of timeout,
+// it says how to wait longer (-lock-timeout).
+func lockError(ctx context.Context, err error, timeout time.Duration) diags.Diagnostic {
+	var held *state.HeldError
+	if !errors.As(err, &held) {
+		return diags.Sourceless(diags.Error, "Cannot lock the state", err.Error())
+	}
+	if ctx.Err() != nil {
+		return diags.Sourceless(diags.Error, "Cannot lock the state", fmt.Sprintf("%v; stopped waiting for it: %v.", held, ctx.Err()))
+	}
+	return diags.Sourceless(diags.Error, "Cannot lock the state",
+		fmt.Sprintf("%v and did not release it within -lock-timeout (%v). Wait for it to finish and try again, or wait longer for it with -lock-timeout (as in -lock-timeout=5m).", held, timeout))
 }

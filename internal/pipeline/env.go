@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/sbx-dev/sbx/internal/build/fetch"
+	"github.com/sbx-dev/sbx/internal/build/mirror"
 	"github.com/sbx-dev/sbx/internal/build/resolve"
 	"github.com/sbx-dev/sbx/internal/hostenv"
 )
@@ -17,8 +18,8 @@ import (
 // zero value means the process's environment and default clients.
 type Env struct {
 	// Environ is the environment, as os.Environ returns it: npm and apt
-	// configuration, SBX_CACHE_DIR, SBX_GUEST_AGENT and SOURCE_DATE_EPOCH
-	// are read from it. Nil means os.Environ().
+	// configuration, SBX_CACHE_DIR, SBX_MIRROR_DIR, SBX_GUEST_AGENT and
+	// SOURCE_DATE_EPOCH are read from it. Nil means os.Environ().
 	Environ []string
 	// HTTPClient fetches npm packages and https URLs and, through its
 	// transport, OCI registries. Nil means a default client.
@@ -62,12 +63,20 @@ func (e Env) fetchOptions(dir string) fetch.Options {
 		Keychain:   e.Keychain,
 		OCIOptions: e.ociOptions(),
 		Logger:     e.Logger,
+		MirrorDir:  e.mirrorDir(),
 	}
+}
+
+// mirrorDir is the directory of local copies of url inputs that
+// $SBX_MIRROR_DIR names (package internal/build/mirror), or "".
+func (e Env) mirrorDir() string {
+	dir, _ := e.Getenv(mirror.EnvVar)
+	return dir
 }
 
 // resolveOptions are the options of resolving the pins of the
 // configuration in dir: those of fetching its inputs.
 func (e Env) resolveOptions(dir string) resolve.Options {
 	f := e.fetchOptions(dir)
-	return resolve.Options{Dir: f.Dir, Environ: f.Environ, HTTPClient: f.HTTPClient, Keychain: f.Keychain, OCIOptions: f.OCIOptions, Logger: f.Logger}
+	return resolve.Options{Dir: f.Dir, Environ: f.Environ, HTTPClient: f.HTTPClient, Keychain: f.Keychain, OCIOptions: f.OCIOptions, Logger: f.Logger, MirrorDir: f.MirrorDir}
 }

@@ -200,6 +200,8 @@ func TestInputHashCoversEveryField(t *testing.T) {
 		// Where local sources may be read from, like the source string,
 		// is how the content was found.
 		"HostPaths": true, "Base.HostPath": true, "Kernel.Source.HostPath": true, "Artifacts[0].Source.HostPath": true,
+		// The variables a source's value comes from are for messages.
+		"Base.Vars": true, "Kernel.Source.Vars": true, "Artifacts[0].Source.Vars": true,
 		// Where packages come from is covered by the digest of the
 		// "packages" pin, and the packages themselves by their pins.
 		"Packages.Repositories": true, "Packages.Keyring": true, "Packages.Range": true,

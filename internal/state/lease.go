@@ -40,8 +40,8 @@ type Lease struct {
 // Lock takes the exclusive lock on dir/.sbx/state.lock (creating .sbx and
 // the lock file if needed), waiting while another process holds it until
 // ctx is done. The lock file records the holder's process id so that a
-// waiter can name it: when ctx ends first, the error says which sbx
-// process holds the lock. The operating system releases the lock when its
+// waiter can name it: when ctx ends first, the error is a *HeldError
+// saying which sbx process holds the lock. The operating system releases the lock when its
 // holder exits, so a crashed sbx never leaves it behind.
 //
 // Lock follows no symbolic link below dir (see Load) and never truncates
@@ -76,18 +76,39 @@ func Lock(ctx context.Context, dir string) (*Lease, error) {
 		}
 		select {
 		case <-ctx.Done():
-			holder := ""
-			if pid := readHolder(f); pid != 0 {
-				holder = fmt.Sprintf(" (pid %d)", pid)
-			}
+			pid := readHolder(f)
 			f.Close()
 			d.Close()
-			return nil, fmt.Errorf("another sbx process%s holds the state lock %s; wait for it to finish and try again: %w", holder, path, ctx.Err())
+			return nil, &HeldError{PID: pid, Path: path, Err: ctx.Err()}
 		case <-time.After(retryInterval):
 		}
 	}
 	return &Lease{dir: dir, d: d, f: f, recorded: writeHolder(f, os.Getpid())}, nil
 }
+
+// HeldError is Lock's error when ctx ended while another process held
+// the lock. It unwraps to ctx's error (context.DeadlineExceeded when a
+// timeout ran out); its message leaves that to the caller, which knows
+// what the wait was and how to make it longer.
+type HeldError struct {
+	// PID is the holder's process id, 0 when the lock file does not name
+	// it.
+	PID int
+	// Path is the lock file's path.
+	Path string
+	// Err is ctx's error.
+	Err error
+}
+
+func (e *HeldError) Error() string {
+	holder := ""
+	if e.PID != 0 {
+		holder = fmt.Sprintf(" (pid %d)", e.PID)
+	}
+	return fmt.Sprintf("another sbx process%s holds the state lock %s", holder, e.Path)
+}
+
+func (e *HeldError) Unwrap() error { return e.Err }
 
 // holderSize is the size of the lock file's record: a process id padded
 // with spaces, and a newline. A fixed size lets a new record overwrite an

@@ -24,6 +24,7 @@ import (
 	"github.com/sbx-dev/sbx/internal/build/digest"
 	"github.com/sbx-dev/sbx/internal/build/download"
 	"github.com/sbx-dev/sbx/internal/build/localsrc"
+	"github.com/sbx-dev/sbx/internal/build/mirror"
 	"github.com/sbx-dev/sbx/internal/build/npmreg"
 	"github.com/sbx-dev/sbx/internal/lockfiles"
 	"github.com/sbx-dev/sbx/internal/recipe"
@@ -60,6 +61,10 @@ type Options struct {
 	// Logger receives what is fetched and what is found in the cache, at
 	// debug level; nil discards it.
 	Logger *slog.Logger
+	// MirrorDir is a directory of local copies of url inputs (package
+	// internal/build/mirror): a file in it with the pinned sha256 is
+	// copied into the cache instead of downloading. "" means none.
+	MirrorDir string
 }
 
 // Blob is a file in the cache.
@@ -204,6 +209,22 @@ func (f *fetcher) url(ctx context.Context, key string, src *lang.Source, pin *lo
 	if err != nil || u.Scheme != "https" || u.Host == "" {
 		return Fetched{}, errors.New("only https URLs can be sources")
 	}
+	found, err := mirror.Find(ctx, f.opts.MirrorDir, src.Ref, sha)
+	if err != nil {
+		return Fetched{}, err
+	}
+	if found.Path != "" {
+		p, err := f.c.PutFile(ctx, sha, found.Path)
+		if err != nil {
+			return Fetched{}, mismatch(found.Path, "", err)
+		}
+		fi, err := os.Stat(p)
+		if err != nil {
+			return Fetched{}, err
+		}
+		f.log.Debug("copied from the mirror directory", "input", key, "path", found.Path)
+		return Fetched{File: &Blob{Digest: "sha256:" + sha, Size: fi.Size(), Path: p}}, nil
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, src.Ref, nil)
 	if err != nil {
 		return Fetched{}, errors.New("invalid URL")
@@ -211,7 +232,11 @@ func (f *fetcher) url(ctx context.Context, key string, src *lang.Source, pin *lo
 	req.Header.Set("User-Agent", "sbx")
 	b, err := f.download(ctx, key, download.HTTPSOnly(f.client), req, sha, "")
 	if err != nil {
-		return Fetched{}, err
+		var me *digest.MismatchError
+		if errors.As(err, &me) || ctx.Err() != nil {
+			return Fetched{}, err
+		}
+		return Fetched{}, fmt.Errorf("%w. %s", err, mirror.Hint(src, sha, f.opts.MirrorDir, found))
 	}
 	return Fetched{File: b}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -133,5 +134,40 @@ func TestUnknownKind(t *testing.T) {
 	_, err := s.Resolve(context.Background(), &lang.Source{Kind: "git", Raw: "git:x"}, linuxAMD64)
 	if err == nil || !strings.Contains(err.Error(), `unknown source kind "git"`) {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// TestURLResolverMirror checks that a url source with a declared sha256
+// is pinned from a copy in the mirror directory without a download, even
+// when its host cannot be reached, and that an unreachable host without
+// a copy is an error naming the variable behind the URL and the mirror.
+func TestURLResolverMirror(t *testing.T) {
+	body := []byte("moltnet release tarball")
+	sha := sha256Hex(body)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "moltnet_linux_amd64.tar.gz"), body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const unreachable = "https://127.0.0.1:1/download/moltnet_linux_amd64.tar.gz"
+	src := urlSource(unreachable, sha)
+	src.Vars = []string{"moltnet_url"}
+
+	pin, err := New(Options{MirrorDir: dir}).Resolve(ctx, src, linuxAMD64)
+	if err != nil || pin.SHA256 != sha {
+		t.Fatalf("pin from the mirror = %+v, %v", pin, err)
+	}
+	// Without a declared sha256 a copy is not taken on trust.
+	if _, err := New(Options{MirrorDir: dir}).Resolve(ctx, urlSource(unreachable, ""), linuxAMD64); err == nil {
+		t.Error("a copy was pinned without a declared sha256")
+	}
+	_, err = New(Options{}).Resolve(ctx, src, linuxAMD64)
+	if err == nil {
+		t.Fatal("an unreachable URL was pinned")
+	}
+	for _, want := range []string{"var.moltnet_url", "-var moltnet_url=", "SBX_VAR_moltnet_url", "SBX_MIRROR_DIR", sha} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
 	}
 }

@@ -75,6 +75,11 @@ type Options struct {
 	// resolved with (its Arch and Keys are set per image); nil means one
 	// with HTTPClient and the cache as for DebRepo.
 	ApkRepo *apkrepo.Client
+	// MirrorDir is a directory of local copies of url inputs (package
+	// internal/build/mirror): a url source with a declared sha256 is
+	// pinned without a download when a file in it has that sha256. ""
+	// means none.
+	MirrorDir string
 }
 
 // Set pins sources of every kind, dispatching on lang.SourceKind.
@@ -119,7 +124,7 @@ func New(opts Options) *Set {
 			lang.SourceOCI:       oci,
 			lang.SourceOCILayout: &layoutResolver{dir: opts.Dir},
 			lang.SourceNPM:       &npmResolver{reg: npmreg.New(opts.Dir, opts.Environ, opts.HTTPClient), client: opts.HTTPClient},
-			lang.SourceURL:       &urlResolver{client: opts.HTTPClient},
+			lang.SourceURL:       &urlResolver{client: opts.HTTPClient, mirrorDir: opts.MirrorDir},
 			lang.SourceFile:      &fileResolver{dir: opts.Dir},
 			lang.SourceDeb:       &debResolver{apt: opts.Apt},
 		},

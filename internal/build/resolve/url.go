@@ -14,15 +14,19 @@ import (
 	"github.com/sbx-dev/sbx/internal/build/digest"
 	"github.com/sbx-dev/sbx/internal/build/download"
 	"github.com/sbx-dev/sbx/internal/build/localsrc"
+	"github.com/sbx-dev/sbx/internal/build/mirror"
 	"github.com/sbx-dev/sbx/internal/lockfiles"
 	"github.com/sbx-dev/sbx/lang"
 )
 
 // urlResolver pins https downloads by their sha256. A declared sha256 is
 // checked; without one the first download's hash is recorded (trust on
-// first use) and later locks keep it.
+// first use) and later locks keep it. A declared sha256 that a file in
+// mirrorDir has is pinned without a download (package
+// internal/build/mirror).
 type urlResolver struct {
-	client *http.Client
+	client    *http.Client
+	mirrorDir string
 }
 
 var _ Resolver = (*urlResolver)(nil)
@@ -39,9 +43,20 @@ func (r *urlResolver) Resolve(ctx context.Context, src *lang.Source, _ lang.Plat
 	if err != nil {
 		return nil, err
 	}
-	got, err := download.Get(ctx, download.HTTPSOnly(r.client), src.Ref, nil, download.Want{SHA256: want}, io.Discard)
+	found, err := mirror.Find(ctx, r.mirrorDir, src.Ref, want)
 	if err != nil {
 		return nil, err
+	}
+	if found.Path != "" {
+		return &lockfiles.Pin{SHA256: want}, nil
+	}
+	got, err := download.Get(ctx, download.HTTPSOnly(r.client), src.Ref, nil, download.Want{SHA256: want}, io.Discard)
+	if err != nil {
+		var me *digest.MismatchError
+		if errors.As(err, &me) || ctx.Err() != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w. %s", err, mirror.Hint(src, want, r.mirrorDir, found))
 	}
 	return &lockfiles.Pin{SHA256: got.SHA256}, nil
 }
