@@ -38,10 +38,10 @@ func TestNotInState(t *testing.T) {
 		got = append(got, c.Addr.String()+" "+string(c.Action)+" | "+c.Reason)
 	}
 	want := []string{
-		"sandbox.dev create | one that is not in the state runs: apply stops it first",
-		"sandbox.left delete | one that is not in the state was left in the runtime directory (its supervisor (pid 41) has exited) and the configuration has no such sandbox: apply removes what it left",
-		"sandbox.redo create | one that is not in the state was left in the runtime directory (no spec): apply removes what it left first",
-		"sandbox.stray delete | one that is not in the state runs and the configuration has no such sandbox: apply stops it",
+		"sandbox.dev create | it is not in the state, but a sandbox of that name runs: apply stops that one first",
+		"sandbox.left delete | it is not in the state nor in the configuration, but it left its runtime directory (its supervisor (pid 41) has exited): apply removes what it left",
+		"sandbox.redo create | it is not in the state, but a sandbox of that name left its runtime directory (no spec): apply removes what it left first",
+		"sandbox.stray delete | it is not in the state nor in the configuration, but it runs: apply stops it and removes its directory",
 		"sandbox.web no-op | ",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {

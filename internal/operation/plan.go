@@ -188,29 +188,28 @@ func NotInState(p *plan.Plan, st *state.State, found []supervisor.Entry) {
 		if recorded[addr] {
 			continue
 		}
-		what := "one that is not in the state was left in the runtime directory"
-		switch {
-		case e.Liveness.Running:
-			what = "one that is not in the state runs"
-		case e.Liveness.Gone != "":
-			what += " (" + e.Liveness.Gone + ")"
+		left := "left its runtime directory"
+		if e.Liveness.Running {
+			left = "runs"
+		} else if e.Liveness.Gone != "" {
+			left += " (" + e.Liveness.Gone + ")"
 		}
 		c := byAddr[addr]
 		switch {
 		case c == nil:
 			how := "apply removes what it left"
 			if e.Liveness.Running {
-				how = "apply stops it"
+				how = "apply stops it and removes its directory"
 			}
 			p.Changes = append(p.Changes, &plan.ResourceChange{Addr: addr, Action: plan.Delete,
-				Reason: what + " and the configuration has no such sandbox: " + how})
+				Reason: "it is not in the state nor in the configuration, but it " + left + ": " + how})
 			added = true
 		case c.Action == plan.Create:
 			how := "apply removes what it left first"
 			if e.Liveness.Running {
-				how = "apply stops it first"
+				how = "apply stops that one first"
 			}
-			c.Reason = what + ": " + how
+			c.Reason = "it is not in the state, but a sandbox of that name " + left + ": " + how
 		}
 	}
 	if added {
