@@ -360,6 +360,55 @@ sandbox "t" {
 	}
 }
 
+// TestEgressUnusedHostsWarned: a hosts mapping of a name that no allow,
+// passthrough or tcp rule of the sandbox reaches is warned about (it does
+// nothing), per sandbox: the same block's mapping is used in a sandbox
+// whose other block allows the name. It stays in the policy, which
+// marks it unused.
+func TestEgressUnusedHostsWarned(t *testing.T) {
+	dir := writeDir(t, map[string]string{
+		"image.hcl": egressImage,
+		"main.hcl": `egress "fixtures" {
+  allow = ["api.test"]
+  tcp   = ["git.test:22"]
+  hosts = {
+    "api.test"    = "127.0.0.1:8443"
+    "git.test"    = "127.0.0.1:2222"
+    "ollama.test" = "127.0.0.1:11434"
+  }
+}
+egress "ollama" {
+  passthrough = ["ollama.test"]
+}
+sandbox "s" {
+  image  = image.agent
+  egress = [egress.fixtures]
+}
+sandbox "t" {
+  image  = image.agent
+  egress = [egress.fixtures, egress.ollama]
+}
+`,
+	})
+	cfg, diags := Load(dir, Options{})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	var got []string
+	for _, d := range diags {
+		if d.Severity == hcl.DiagWarning && d.Subject != nil {
+			got = append(got, fmt.Sprintf("%d: %s: %s", d.Subject.Start.Line, d.Summary, d.Detail))
+		}
+	}
+	want := `15: Unused host mapping: In sandbox.s, egress.fixtures (main.hcl:7) maps ollama.test to 127.0.0.1:11434, but no allow, passthrough or tcp rule of egress.fixtures lets the guest reach ollama.test, so the mapping is unused`
+	if len(got) != 1 || !strings.HasPrefix(got[0], want) {
+		t.Errorf("warnings:\n%s\nwant one:\n%s…", strings.Join(got, "\n"), want)
+	}
+	if used := cfg.Sandboxes["s"].Policy.UsedHosts(); len(used) != 2 || len(cfg.Sandboxes["s"].Policy.Hosts) != 3 {
+		t.Errorf("sandbox.s uses the mappings %+v", used)
+	}
+}
+
 // TestEgressCAWithKeyRefused: a CA file that also holds a private key is
 // refused, naming the block type, and neither the key nor the
 // certificate beside it reaches the policy or the diagnostics.

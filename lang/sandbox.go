@@ -265,6 +265,9 @@ func (l *loader) sandboxPolicy(sb *Sandbox, egress, secrets, vfs []blockRef, env
 	sort.SliceStable(pol.TCP, func(i, j int) bool { return pol.TCP[i].Dest.String() < pol.TCP[j].Dest.String() })
 	pol.TCP = uniqueBy(pol.TCP, func(t policy.TCPRule) string { return t.Dest.String() })
 	sort.Slice(pol.Hosts, func(i, j int) bool { return pol.Hosts[i].Name < pol.Hosts[j].Name })
+	if egressComplete {
+		l.warnUnusedHosts(sb, egress, pol)
+	}
 
 	envOf := map[string]string{} // env name -> secret name
 	for _, r := range secrets {
@@ -414,6 +417,25 @@ func (l *loader) warnShadowed(sb *Sandbox, egress []blockRef, allow []policy.All
 				break
 			}
 		}
+	}
+}
+
+// warnUnusedHosts warns about each hosts mapping of pol whose name no
+// allow or tcp rule of the sandbox's egress blocks reaches: it does
+// nothing (policy.Sandbox.UsedHosts), so DNS does not answer the name,
+// a connection to it is refused, and plan does not count the mapping.
+func (l *loader) warnUnusedHosts(sb *Sandbox, egress []blockRef, pol policy.Sandbox) {
+	refRange := map[string]hcl.Range{}
+	for _, r := range egress {
+		refRange["egress."+r.name] = r.rng
+	}
+	for _, h := range pol.Hosts {
+		if pol.Reaches(h.Name) {
+			continue
+		}
+		l.warnf(refRange[h.Origin.Block], "Unused host mapping",
+			"In sandbox.%s, %s (%s:%d) maps %s to %s, but no allow, passthrough or tcp rule of %s lets the guest reach %s, so the mapping is unused: DNS does not answer the name and connections to it are refused. Allow the name, or remove the mapping.",
+			sb.Name, h.Origin.Block, h.Origin.File, h.Origin.Line, h.Name, h.Addr, egressList(egress), h.Name)
 	}
 }
 

@@ -302,20 +302,22 @@ func compareTCP(old, new []TCPRule) []Change {
 	return cs
 }
 
-// compareHosts classifies changes to the hosts mappings. A new mapping,
-// or one to another address, widens: connections to the name go to an
-// address the spec chose, which may be loopback or private. Removing the
-// mapping of a name the new policy still lets the guest reach (an allow or
-// tcp rule) widens too: its connections, and any secret sent with them,
-// then go wherever public DNS points. Removing one of a name nothing
-// reaches narrows.
+// compareHosts classifies changes to the hosts mappings a policy uses
+// (UsedHosts: those of names it reaches; a mapping of a name no rule
+// allows does nothing). A mapping that comes into use, or one to another
+// address, widens: connections to the name go to an address the spec
+// chose, which may be loopback or private. Removing the mapping of a
+// name the new policy still lets the guest reach (an allow or tcp rule)
+// widens too: its connections, and any secret sent with them, then go
+// wherever public DNS points. A mapping that goes out of use because
+// nothing reaches its name any more narrows.
 func compareHosts(old, new Sandbox) []Change {
 	oldMap := map[string]HostMapping{}
-	for _, m := range old.Hosts {
+	for _, m := range old.UsedHosts() {
 		oldMap[m.Name] = m
 	}
 	newMap := map[string]HostMapping{}
-	for _, m := range new.Hosts {
+	for _, m := range new.UsedHosts() {
 		newMap[m.Name] = m
 	}
 	var cs []Change
@@ -334,13 +336,16 @@ func compareHosts(old, new Sandbox) []Change {
 		if _, ok := newMap[name]; ok {
 			continue
 		}
-		if new.reaches(name) {
+		if new.Reaches(name) {
 			cs = append(cs, Change{Direction: Widen, Op: RuleRemoved, Kind: "hosts", Subject: name,
 				Detail: fmt.Sprintf("removes the mapping of %s to %s: connections to %s go wherever public DNS points", name, o.Addr, name), Origin: o.Origin})
 			continue
 		}
-		cs = append(cs, Change{Direction: Narrow, Op: RuleRemoved, Kind: "hosts", Subject: name,
-			Detail: fmt.Sprintf("removes the mapping of %s to %s", name, o.Addr), Origin: o.Origin})
+		detail := fmt.Sprintf("removes the mapping of %s to %s", name, o.Addr)
+		if new.dialTarget(name) != "" {
+			detail = fmt.Sprintf("the mapping of %s to %s is no longer used: nothing reaches %s", name, o.Addr, name)
+		}
+		cs = append(cs, Change{Direction: Narrow, Op: RuleRemoved, Kind: "hosts", Subject: name, Detail: detail, Origin: o.Origin})
 	}
 	return cs
 }

@@ -96,6 +96,16 @@ func TestCompare(t *testing.T) {
 		f(&p)
 		return p
 	}
+	// reachedHosts is base with api.test and ollama.test allowed, so
+	// that their mappings are used, then changed by f (when not nil).
+	reachedHosts := func(f func(p *policy.Sandbox)) policy.Sandbox {
+		return edit(func(p *policy.Sandbox) {
+			p.Allow = allow("api.anthropic.com", "*.openai.com", "api.test", "ollama.test")
+			if f != nil {
+				f(p)
+			}
+		})
+	}
 	tests := []struct {
 		name     string
 		old, new policy.Sandbox
@@ -137,14 +147,37 @@ func TestCompare(t *testing.T) {
 				{N, R, "tcp", "github.com:22", "removes raw TCP to github.com:22"},
 				{W, A, "tcp", "github.com:443", "adds raw TCP to github.com:443"},
 			}},
-		{name: "hosts added", old: base, new: edit(func(p *policy.Sandbox) {
+		// Mappings count only for names the sandbox reaches: reachedHosts
+		// allows api.test and ollama.test.
+		{name: "hosts added", old: reachedHosts(nil), new: reachedHosts(func(p *policy.Sandbox) {
 			p.Hosts = []policy.HostMapping{{Name: "api.test", Addr: "127.0.0.1:8443"}, {Name: "ollama.test", Addr: "127.0.0.1:11434"}}
 		}), want: []short{{W, A, "hosts", "ollama.test", "maps ollama.test to 127.0.0.1:11434"}}},
-		{name: "hosts address changed", old: base, new: edit(func(p *policy.Sandbox) {
+		{name: "hosts address changed", old: reachedHosts(nil), new: reachedHosts(func(p *policy.Sandbox) {
 			p.Hosts = []policy.HostMapping{{Name: "api.test", Addr: "10.0.0.5:443"}}
 		}), want: []short{{W, M, "hosts", "api.test", "maps api.test to 10.0.0.5:443 instead of 127.0.0.1:8443"}}},
-		{name: "hosts removed", old: base, new: edit(func(p *policy.Sandbox) { p.Hosts = nil }),
-			want: []short{{N, R, "hosts", "api.test", "removes the mapping of api.test to 127.0.0.1:8443"}}},
+		{name: "hosts removed", old: reachedHosts(nil), new: reachedHosts(func(p *policy.Sandbox) {
+			p.Hosts = nil
+			p.Allow = allow("api.anthropic.com", "*.openai.com", "ollama.test")
+		}), want: []short{
+			{N, R, "allow", "api.test", "removes host api.test"},
+			{N, R, "hosts", "api.test", "removes the mapping of api.test to 127.0.0.1:8443"},
+		}},
+		// A mapping of a name nothing allows is unused: adding, moving or
+		// removing it changes nothing the guest can do.
+		{name: "unused hosts", old: base, new: edit(func(p *policy.Sandbox) {
+			p.Hosts = []policy.HostMapping{{Name: "api.test", Addr: "10.0.0.5:443"}, {Name: "ollama.test", Addr: "127.0.0.1:11434"}}
+		})},
+		{name: "unused hosts removed", old: base, new: edit(func(p *policy.Sandbox) { p.Hosts = nil })},
+		// One that comes into use widens as a new mapping does; one that
+		// goes out of use narrows.
+		{name: "hosts come into use", old: base, new: edit(func(p *policy.Sandbox) { p.Allow = allow("api.anthropic.com", "*.openai.com", "api.test") }), want: []short{
+			{W, A, "allow", "api.test", "adds host api.test"},
+			{W, A, "hosts", "api.test", "maps api.test to 127.0.0.1:8443"},
+		}},
+		{name: "hosts go out of use", old: edit(func(p *policy.Sandbox) { p.Allow = allow("api.anthropic.com", "*.openai.com", "api.test") }), new: base, want: []short{
+			{N, R, "allow", "api.test", "removes host api.test"},
+			{N, R, "hosts", "api.test", "the mapping of api.test to 127.0.0.1:8443 is no longer used: nothing reaches api.test"},
+		}},
 		// A name the sandbox reaches that loses its mapping is dialled
 		// wherever public DNS points, and so is a secret sent to it.
 		{name: "hosts removed from a reached name",

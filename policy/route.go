@@ -10,9 +10,10 @@ import (
 // The engine's own functions are in internal/egress (flowKind,
 // dialTarget, rewriteRequest); its tests hold Compare to them.
 
-// reaches reports whether the guest may open any connection to name: an
-// allow rule matches it or a tcp rule names it.
-func (p Sandbox) reaches(name string) bool {
+// Reaches reports whether the guest may open any connection to name: an
+// allow rule matches it or a tcp rule names it. Only then does DNS answer
+// a name a hosts mapping pins (UsedHosts).
+func (p Sandbox) Reaches(name string) bool {
 	if len(p.RulesFor(name)) > 0 {
 		return true
 	}
@@ -22,6 +23,20 @@ func (p Sandbox) reaches(name string) bool {
 		}
 	}
 	return false
+}
+
+// UsedHosts returns the hosts mappings whose names p reaches, in p's
+// order. The others are unused: the guest cannot connect to their
+// names, DNS does not answer them, and Compare does not count them
+// (package lang warns about them).
+func (p Sandbox) UsedHosts() []HostMapping {
+	var used []HostMapping
+	for _, m := range p.Hosts {
+		if p.Reaches(m.Name) {
+			used = append(used, m)
+		}
+	}
+	return used
 }
 
 // dialTarget is the address a hosts mapping pins name to; "" when name

@@ -51,7 +51,9 @@ variable "workspace" {
 
 # Where the model APIs are really reached, for a company gateway or a
 # local test server: host name to IP:PORT. Each name keeps its own egress
-# block's rules and secrets; a name no block allows is ignored.
+# block's rules and secrets; each block below keeps only the names it
+# allows (a mapping of a name no block allows would be unused, and
+# validation warns about it).
 variable "upstreams" {
   description = "Host name to IP:PORT overrides for the provider APIs."
   type        = map(string)

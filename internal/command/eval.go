@@ -16,7 +16,6 @@ import (
 	"github.com/sbx-dev/sbx/internal/machine"
 	"github.com/sbx-dev/sbx/internal/pipeline"
 	"github.com/sbx-dev/sbx/internal/sandbox"
-	"github.com/sbx-dev/sbx/internal/sandbox/sandboxnet"
 )
 
 const evalUsage = `
@@ -57,8 +56,8 @@ Options:
                       Default: the sandbox's user, else root.
   -e KEY=VALUE        Set an environment variable; may be repeated. The
                       image's and the sandbox's env come first.
-  -w DIR              Working directory in the guest. Default: the user's
-                      home directory.
+  -w DIR              Working directory in the guest, an absolute path.
+                      Default: the user's home directory.
   -i                  Read standard input to its end and give it to every
                       run.
   -timeout DURATION   Kill a run's command if it runs longer (e.g. 10m);
@@ -117,8 +116,7 @@ func runEval(ctx context.Context, env *Env, args []string) int {
 	if !ok {
 		return ExitError
 	}
-	if err := sandboxnet.CheckEnv(sb.Policy, a.env); err != nil {
-		v.usageError("eval", "Invalid -e", "-e "+quoteErr(err))
+	if !a.checkEnv(v, "eval", sb.Policy) {
 		return ExitError
 	}
 	user := a.user

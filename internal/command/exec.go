@@ -11,7 +11,6 @@ import (
 	"syscall"
 
 	"github.com/sbx-dev/sbx/internal/guestconn"
-	"github.com/sbx-dev/sbx/internal/sandbox/sandboxnet"
 	"github.com/sbx-dev/sbx/internal/supervisor"
 )
 
@@ -36,8 +35,8 @@ Options:
                       Default: the sandbox's user, else root.
   -e KEY=VALUE        Set an environment variable; may be repeated. The
                       image's and the sandbox's env come first.
-  -w DIR              Working directory in the guest. Default: the user's
-                      home directory.
+  -w DIR              Working directory in the guest, an absolute path.
+                      Default: the user's home directory.
   -i                  Pass standard input to the command.
   -t                  Run the command on a pseudo-terminal the size of this
                       terminal, resized with it (with -i and a terminal on
@@ -81,6 +80,9 @@ func runExec(ctx context.Context, env *Env, args []string) int {
 		}
 		return ExitError
 	}
+	if !a.checkEnv(newView(env, false), "exec", spec.Policy) {
+		return ExitError
+	}
 	c, err := supervisor.Dial(ctx, dir)
 	if err != nil {
 		if errors.Is(err, supervisor.ErrNotRunning) {
@@ -100,10 +102,6 @@ func (a *execArgs) exec(ctx context.Context, env *Env, c *guestconn.Client, spec
 	user := a.user
 	if user == "" {
 		user = spec.User
-	}
-	if err := sandboxnet.CheckEnv(spec.Policy, a.env); err != nil {
-		usageError(env, "exec", "Invalid -e", "-e "+quoteErr(err))
-		return ExitError
 	}
 	vars := append(slices.Clip(spec.Env), a.env...)
 	g := guestCommand{verb: "exec", target: "sandbox." + strings.TrimPrefix(a.sandbox, "sandbox."), stdin: a.stdin, tty: a.tty, timeout: a.timeout}

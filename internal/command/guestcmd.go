@@ -17,7 +17,9 @@ import (
 	"github.com/sbx-dev/sbx/addrs"
 	"github.com/sbx-dev/sbx/internal/guestconn"
 	"github.com/sbx-dev/sbx/internal/hostenv"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxnet"
 	"github.com/sbx-dev/sbx/lang"
+	"github.com/sbx-dev/sbx/policy"
 	"golang.org/x/term"
 )
 
@@ -290,5 +292,28 @@ func (a *guestArgs) parse(env *Env, verb, usage string, flags *flag.FlagSet, arg
 		usageError(env, verb, "Invalid -e", "-e "+quoteErr(err))
 		return ExitError, false
 	}
+	// The checks that need no guest come before anything boots or is
+	// reached: here those that need no spec either, and checkEnv once
+	// the spec is read.
+	if err := guestconn.CheckUser(a.user); err != nil {
+		usageError(env, verb, "Invalid -u", "-u "+quoteErr(err))
+		return ExitError, false
+	}
+	if err := guestconn.CheckDir(a.workdir); err != nil {
+		usageError(env, verb, "Invalid -w", "-w "+quoteErr(err))
+		return ExitError, false
+	}
 	return ExitOK, true
+}
+
+// checkEnv refuses -e entries that the sandbox's policy p keeps from its
+// commands (sandboxnet.CheckEnv), printing a usage error of verb; ok is
+// false when it did. It runs before the sandbox is built, booted or
+// reached.
+func (a *guestArgs) checkEnv(v *view, verb string, p policy.Sandbox) (ok bool) {
+	if err := sandboxnet.CheckEnv(p, a.env); err != nil {
+		v.usageError(verb, "Invalid -e", "-e "+quoteErr(err))
+		return false
+	}
+	return true
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/sbx-dev/sbx/internal/lockfiles"
 	"github.com/sbx-dev/sbx/internal/machine"
 	"github.com/sbx-dev/sbx/internal/pipeline"
-	"github.com/sbx-dev/sbx/internal/sandbox/sandboxnet"
 	"github.com/sbx-dev/sbx/lang"
 )
 
@@ -53,8 +52,8 @@ Options:
                       Default: the sandbox's user, else root.
   -e KEY=VALUE        Set an environment variable; may be repeated. The
                       image's and the sandbox's env come first.
-  -w DIR              Working directory in the guest. Default: the user's
-                      home directory.
+  -w DIR              Working directory in the guest, an absolute path.
+                      Default: the user's home directory.
   -i                  Pass standard input to the command. Without it the
                       command reads nothing (like "docker run" without -i).
   -t                  Run the command on a pseudo-terminal the size of this
@@ -142,7 +141,7 @@ func runRun(ctx context.Context, env *Env, args []string) int {
 	defer stopSignals()
 
 	cfg, sb, ok := loadSandbox(v, a.dir, a.vars.options(env), a.sandbox)
-	if !ok {
+	if !ok || !a.checkEnv(v, "run", sb.Policy) {
 		return ExitError
 	}
 	img, ok := lockAndBuild(ctx, &quiet, v, cfg, sb.Image, a.lockfile == "readonly")
@@ -175,10 +174,6 @@ func (a *runArgs) exec(ctx context.Context, env *Env, m *machine.Machine, cfg *l
 	user := a.user
 	if user == "" {
 		user = sb.User
-	}
-	if err := sandboxnet.CheckEnv(sb.Policy, a.env); err != nil {
-		newView(env, a.noColor).usageError("run", "Invalid -e", "-e "+quoteErr(err))
-		return ExitError
 	}
 	vars := append(cfg.CommandEnv(sb), a.env...)
 	g := guestCommand{verb: "run", target: sb.Addr().String(), stdin: a.stdin, tty: a.tty, timeout: a.timeout}

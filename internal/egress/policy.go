@@ -177,14 +177,13 @@ func (p *Policy) Placeholders() map[string]string {
 }
 
 // Resolves reports whether DNS should answer for name: an allowed HTTP(S)
-// host, the host of a tcp rule, or a name a hosts mapping pins.
+// host or the host of a tcp rule. A hosts mapping alone does not make a
+// name resolve: it only says where an allowed name is dialled, and one
+// of a name nothing allows is unused (policy.Sandbox.UsedHosts).
 func (p *Policy) Resolves(name string) bool {
 	name = canonicalName(name)
 	if name == "" {
 		return false
-	}
-	if _, ok := p.hosts[name]; ok {
-		return true
 	}
 	for hp := range p.tcp {
 		if hp.Host == name {

@@ -239,7 +239,7 @@ func TestPolicyDecisions(t *testing.T) {
 		{"ssh.test", 80, true, kindHTTP}, // passthrough is for TLS only
 		{"ssh.test", 22, true, kindTCP},
 		{"ssh.test", 23, true, kindDeny},
-		{"mapped.test", 443, true, kindDeny}, // a mapping alone allows nothing
+		{"mapped.test", 443, false, kindDeny}, // a mapping alone allows nothing, and DNS does not answer it
 		{"other.test", 443, false, kindDeny},
 		{"", 443, false, kindDeny},
 		{"pinned.test", 443, false, kindDeny},

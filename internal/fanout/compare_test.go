@@ -243,6 +243,8 @@ func TestExecuteRefuses(t *testing.T) {
 		{Options{Runs: 2, Parallel: 0, Cmd: cmd, ResultsDir: t.TempDir(), Start: start}, "at once must be at least 1, not 0"},
 		{Options{Runs: 1, Parallel: 1, ResultsDir: t.TempDir(), Start: start}, "no command"},
 		{Options{Runs: 1, Parallel: 1, Cmd: cmd, Start: start}, "no results directory"},
+		{Options{Runs: 1, Parallel: 1, Cmd: guestconn.Cmd{Args: []string{"true"}, Dir: "work"}, ResultsDir: t.TempDir(), Start: start}, `working directory "work" is not an absolute path`},
+		{Options{Runs: 1, Parallel: 1, Cmd: guestconn.Cmd{Args: []string{"true"}, User: "root:"}, ResultsDir: t.TempDir(), Start: start}, `user "root:": want NAME, UID`},
 		{Options{Runs: 1, Parallel: 1, Cmd: cmd, ResultsDir: full, Start: start}, "is not empty"},
 		{Options{Runs: 1, Parallel: 1, Cmd: cmd, ResultsDir: file, Start: start}, "not a directory"},
 		{Options{Runs: 1, Parallel: 1, Cmd: cmd, ResultsDir: failedCopy, Start: start,

@@ -107,6 +107,8 @@ func (o *Options) Check() error {
 	}
 	if len(o.Cmd.Args) == 0 {
 		errs = append(errs, errors.New("no command to run"))
+	} else if err := o.Cmd.Check(); err != nil {
+		errs = append(errs, err)
 	}
 	if o.ResultsDir == "" {
 		errs = append(errs, errors.New("no results directory"))

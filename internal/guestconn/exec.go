@@ -169,6 +169,9 @@ func (c *Client) Start(ctx context.Context, cmd Cmd) (*Process, error) {
 	if len(cmd.Args) == 0 {
 		return nil, errors.New("guestconn: exec: no command")
 	}
+	if err := cmd.Check(); err != nil {
+		return nil, fmt.Errorf("guestconn: exec %s: %w", cmd.Args[0], err)
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("guestconn: exec %s: %w", cmd.Args[0], err)
 	}

@@ -66,7 +66,8 @@ type ApplyOutcome struct {
 // Apply makes the sandboxes match req.Config, as sbx apply does, in this
 // order: take the state lock for the whole run (waiting LockTimeout) and
 // read the state; check the sandboxes it records still run
-// (apply.Refresh); plan against it; with a saved plan, refuse unless it
+// (apply.Refresh); plan against it, with the sandboxes that run but are
+// not in it (NotInState); with a saved plan, refuse unless it
 // is the plan computed now; inspect the mounts; show the plan
 // (Hooks.ShowPlan); ask (Hooks.Confirm) unless AutoApprove or a saved
 // plan; apply it (apply.Apply, which builds with req.Build, starts,
@@ -93,6 +94,7 @@ func Apply(ctx context.Context, req ApplyRequest, h Hooks) (ApplyOutcome, diags.
 		return out, ds
 	}
 	p := plan.FromState(desired, st)
+	ds = ds.Append(planRuntime(ctx, p, st, req.RuntimeBase, cfg.Dir))
 	if req.Saved != nil {
 		if err := SamePlan(req.Saved, p); err != nil {
 			detail := fmt.Sprintf("%v. Plan again and review it.", err)

@@ -6,19 +6,24 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/sbx-dev/sbx/addrs"
 	"github.com/sbx-dev/sbx/internal/apply"
 	"github.com/sbx-dev/sbx/internal/diags"
 	"github.com/sbx-dev/sbx/internal/lockfiles"
 	"github.com/sbx-dev/sbx/internal/pipeline"
 	"github.com/sbx-dev/sbx/internal/plan"
+	"github.com/sbx-dev/sbx/internal/state"
+	"github.com/sbx-dev/sbx/internal/supervisor"
 	"github.com/sbx-dev/sbx/lang"
 )
 
 // PlanState plans cfg against the state in its directory, read as
-// ReadState reads it, after checking the sandboxes it records (unless
-// opts.Refresh is unset); runtimeBase is where its sandboxes run
+// ReadState reads it, after checking the sandboxes it records and
+// looking for those it does not (NotInState), unless opts.Refresh is
+// unset; runtimeBase is where its sandboxes run
 // (supervisor.RuntimeBase). Notes go to h. The plan's mount reports are
 // not filled in: the caller inspects the checkout as it needs.
 func PlanState(ctx context.Context, h Hooks, cfg *lang.Config, lock *lockfiles.Lock, opts StateReadOptions, runtimeBase string) (*plan.Plan, diags.Diagnostics) {
@@ -35,7 +40,11 @@ func PlanState(ctx context.Context, h Hooks, cfg *lang.Config, lock *lockfiles.L
 	if ds.HasErrors() {
 		return nil, ds
 	}
-	return plan.FromState(desired, st), ds
+	p := plan.FromState(desired, st)
+	if opts.Refresh {
+		ds = ds.Append(planRuntime(ctx, p, st, runtimeBase, cfg.Dir))
+	}
+	return p, ds
 }
 
 // SamePlan checks that the plan computed now is the one saved: same state
@@ -131,4 +140,87 @@ func PlanAgainst(ctx context.Context, environ []string, dir, rev string, load la
 		p = nil
 	}
 	return p, sections
+}
+
+// planRuntime marks in p, a plan against st for the configuration in
+// configDir, the sandboxes its runtime directory holds that st does not
+// record (NotInState). A runtime directory that cannot be listed is a
+// warning: the plan is then made from the state alone.
+func planRuntime(ctx context.Context, p *plan.Plan, st *state.State, runtimeBase, configDir string) diags.Diagnostics {
+	abs, err := filepath.Abs(configDir)
+	var found []supervisor.Entry
+	if err == nil {
+		found, err = supervisor.ListConfig(ctx, runtimeBase, abs)
+	}
+	if err != nil {
+		return diags.Diagnostics{diags.Sourceless(diags.Warning, "Cannot look for sandboxes that are not in the state",
+			err.Error()+". The plan is made from the state alone: a sandbox that runs without being recorded there is not shown.")}
+	}
+	NotInState(p, st, found)
+	return nil
+}
+
+// NotInState marks in p, a plan against st, each sandbox found in the
+// runtime directory (supervisor.ListConfig) that st does not record — an
+// apply that failed or was interrupted left it, or the state was
+// restored from a backup older than it — saying "not in the state" and
+// what apply does to it:
+//
+//   - one the configuration wants is created, as before, and its Reason
+//     says that apply first stops the one that runs (or removes what the
+//     gone one left), as apply does before it starts a sandbox;
+//   - one it does not want is deleted (a change with no Before), and
+//     apply stops it and removes its directory, as destroy would.
+//
+// The changes stay sorted by address.
+func NotInState(p *plan.Plan, st *state.State, found []supervisor.Entry) {
+	recorded := map[addrs.Ref]bool{}
+	for _, r := range st.Resources {
+		recorded[r.Addr] = true
+	}
+	byAddr := map[addrs.Ref]*plan.ResourceChange{}
+	for _, c := range p.Changes {
+		byAddr[c.Addr] = c
+	}
+	added := false
+	for _, e := range found {
+		addr := addrs.SandboxRef(e.Name)
+		if recorded[addr] {
+			continue
+		}
+		left := "left its runtime directory"
+		if e.Liveness.Running {
+			left = "runs"
+		} else if e.Liveness.Gone != "" {
+			left += " (" + e.Liveness.Gone + ")"
+		}
+		c := byAddr[addr]
+		switch {
+		case c == nil:
+			how := "apply removes what it left"
+			if e.Liveness.Running {
+				how = "apply stops it and removes its directory"
+			}
+			p.Changes = append(p.Changes, &plan.ResourceChange{Addr: addr, Action: plan.Delete,
+				Reason: "it is not in the state nor in the configuration, but it " + left + ": " + how})
+			added = true
+		case c.Action == plan.Create:
+			how := "apply removes what it left first"
+			if e.Liveness.Running {
+				how = "apply stops that one first"
+			}
+			c.Reason = "it is not in the state, but a sandbox of that name " + left + ": " + how
+		}
+	}
+	if added {
+		slices.SortFunc(p.Changes, func(x, y *plan.ResourceChange) int {
+			switch {
+			case x.Addr.Less(y.Addr):
+				return -1
+			case y.Addr.Less(x.Addr):
+				return 1
+			}
+			return 0
+		})
+	}
 }

@@ -33,6 +33,10 @@ import (
 // can run, and a reviewer sees everything it may reach. A destroyed
 // sandbox lists none.
 //
+// A policy whose only difference is in hosts mappings of names it does
+// not reach (policy.Sandbox.UsedHosts) has not moved: such a mapping
+// does nothing, so the sandbox is left as it is.
+//
 // A sandbox that state records as running but that a refresh found gone
 // (SandboxAttrs.Runtime.Gone) is replaced: it is re-created, after what
 // is left of it (a QEMU whose supervisor was killed) is cleaned up. So is
@@ -276,7 +280,7 @@ func diffSandbox(a addrs.Ref, before, after *state.Resource, replacedImages map[
 	default:
 		rc.Policy = policy.Compare(b.Policy, n.Policy)
 		policyMoved := len(rc.Policy) > 0 ||
-			(b.PolicyHash != "" && n.PolicyHash != "" && b.PolicyHash != n.PolicyHash)
+			(b.PolicyHash != "" && n.PolicyHash != "" && b.PolicyHash != n.PolicyHash && !onlyUnusedHostsDiffer(b, n))
 		switch {
 		case len(rc.Attrs) > 0:
 			rc.Action = Replace
@@ -450,3 +454,18 @@ func (p *Plan) HasChanges() bool {
 // Widens reports whether any policy change in the plan widens what a
 // sandbox may do (including the policy of a created sandbox).
 func (p *Plan) Widens() bool { return p.Summary().Widen > 0 }
+
+// onlyUnusedHostsDiffer reports whether the recorded and the desired
+// policies differ only in mappings neither uses: b's policy is the one
+// its hash was computed from, and the two hash the same once each keeps
+// only the hosts mappings it uses.
+func onlyUnusedHostsDiffer(b, n *state.SandboxAttrs) bool {
+	if policy.Hash(b.Policy) != b.PolicyHash {
+		return false
+	}
+	used := func(p policy.Sandbox) policy.Sandbox {
+		p.Hosts = p.UsedHosts()
+		return p
+	}
+	return policy.Hash(used(b.Policy)) == policy.Hash(used(n.Policy))
+}

@@ -281,6 +281,40 @@ func TestComputePolicyHashOnly(t *testing.T) {
 	}
 }
 
+// TestComputeUnusedHostsNoChange: a hosts mapping of a name the sandbox
+// does not reach does nothing, so adding, moving or removing one leaves
+// the sandbox as it is, though it moves the policy hash; a mapping of a
+// name it reaches is an update, widening.
+func TestComputeUnusedHostsNoChange(t *testing.T) {
+	withHosts := func(hosts ...policy.HostMapping) *state.Resource {
+		return sandbox("eval", func(s *state.SandboxAttrs) {
+			s.Policy.Hosts = hosts
+			s.PolicyHash = policy.Hash(s.Policy)
+		})
+	}
+	unused := policy.HostMapping{Name: "ollama.test", Addr: "127.0.0.1:11434"}
+	moved := policy.HostMapping{Name: "ollama.test", Addr: "127.0.0.1:11435"}
+	used := policy.HostMapping{Name: "api.anthropic.com", Addr: "127.0.0.1:8443"}
+	for _, c := range []struct {
+		name          string
+		before, after *state.Resource
+		want          plan.Action
+	}{
+		{"added", withHosts(), withHosts(unused), plan.NoOp},
+		{"moved", withHosts(unused), withHosts(moved), plan.NoOp},
+		{"removed", withHosts(unused), withHosts(), plan.NoOp},
+		{"used added", withHosts(unused), withHosts(unused, used), plan.Update},
+	} {
+		p := plan.Compute([]*state.Resource{c.after}, []*state.Resource{c.before})
+		if got := p.Changes[0].Action; got != c.want {
+			t.Errorf("%s: %s with %+v, want %s", c.name, got, p.Changes[0].Policy, c.want)
+		}
+		if s := p.Summary(); (s.Widen != 0) != (c.want == plan.Update) {
+			t.Errorf("%s: summary %+v", c.name, s)
+		}
+	}
+}
+
 func TestRenderNoChanges(t *testing.T) {
 	var buf bytes.Buffer
 	p := plan.Compute([]*state.Resource{sandbox("eval", nil)}, []*state.Resource{sandbox("eval", nil)})

@@ -167,7 +167,9 @@ func (p *Plan) UnmarshalJSON(b []byte) error {
 			}
 			r.Addr = a
 		}
-		if (jc.Before == nil && jc.Action != Create) || (jc.After == nil && jc.Action != Delete) {
+		// A delete may have no before: a sandbox the state does not
+		// record (operation.NotInState).
+		if (jc.Before == nil && jc.Action != Create && (jc.Action != Delete || a.Kind != addrs.Sandbox)) || (jc.After == nil && jc.Action != Delete) {
 			return fmt.Errorf("invalid plan: resource_changes[%d] (%s): action %q needs both before and after", i, a, jc.Action)
 		}
 		rc := &ResourceChange{Addr: a, Action: jc.Action, Reason: jc.Reason, Policy: jc.Policy, Before: jc.Before, After: jc.After}

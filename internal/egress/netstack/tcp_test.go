@@ -167,6 +167,7 @@ func TestTCPRefusedDestinations(t *testing.T) {
 		{netip.AddrPortFrom(addr, 22), "api.example.com", "not allowed by the egress policy"},
 		{netip.MustParseAddrPort("169.254.169.254:80"), "", "link-local"},
 		{netip.MustParseAddrPort("127.0.0.1:443"), "", "loopback"},
+		{netip.MustParseAddrPort("127.0.0.5:8443"), "", "loopback"},
 		{netip.MustParseAddrPort("10.83.0.1:80"), "", "gateway serves only DNS"},
 		{netip.MustParseAddrPort("10.83.0.7:443"), "", "private"},
 		{netip.MustParseAddrPort("192.168.1.1:443"), "", "private"},

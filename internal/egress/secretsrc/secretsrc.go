@@ -262,6 +262,12 @@ func Placeholder(name string) (string, error) {
 	if _, err := rand.Read(r[:]); err != nil {
 		return "", err
 	}
+	return placeholderPrefix(name) + hex.EncodeToString(r[:]), nil
+}
+
+// placeholderPrefix is what every placeholder of the secret called name
+// starts with: "sbx_ph_", name reduced, and "_" after a non-empty name.
+func placeholderPrefix(name string) string {
 	var b strings.Builder
 	b.WriteString("sbx_ph_")
 	n := 0
@@ -277,6 +283,32 @@ func Placeholder(name string) (string, error) {
 	if n > 0 {
 		b.WriteByte('_')
 	}
-	b.WriteString(hex.EncodeToString(r[:]))
-	return b.String(), nil
+	return b.String()
+}
+
+// HasPlaceholder reports whether s holds a placeholder Placeholder could
+// have made for the secret called name: its prefix followed by 32 hex
+// digits, anywhere in s. It needs no particular placeholder, so it
+// recognises one of a sandbox's before the sandbox has made them.
+func HasPlaceholder(s, name string) bool {
+	prefix := placeholderPrefix(name)
+	for {
+		i := strings.Index(s, prefix)
+		if i < 0 {
+			return false
+		}
+		s = s[i+len(prefix):]
+		if len(s) >= 32 && isHex(s[:32]) {
+			return true
+		}
+	}
+}
+
+func isHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }

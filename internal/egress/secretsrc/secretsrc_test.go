@@ -255,3 +255,27 @@ func TestPlaceholder(t *testing.T) {
 		t.Errorf("placeholder %q does not say which secret", p)
 	}
 }
+
+// TestHasPlaceholder: every placeholder Placeholder makes for a name is
+// found in any text around it, and nothing that is not one, nor one made
+// for another name.
+func TestHasPlaceholder(t *testing.T) {
+	for _, name := range []string{"api_key", "gh-token", "", strings.Repeat("N", 100)} {
+		p, err := Placeholder(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range []string{p, "Bearer " + p, "x" + p + "y", "sbx_ph_" + p} {
+			if !HasPlaceholder(s, name) {
+				t.Errorf("HasPlaceholder(%q, %q) is false", s, name)
+			}
+		}
+		if HasPlaceholder(p[:len(p)-1], name) || HasPlaceholder(strings.ToUpper(p), name) {
+			t.Errorf("a cut or upper-cased %q is taken for a placeholder of %q", p, name)
+		}
+	}
+	other, _ := Placeholder("other")
+	if HasPlaceholder(other, "api_key") || HasPlaceholder("sbx_ph_api_key_", "api_key") || HasPlaceholder("", "api_key") {
+		t.Error("text without a placeholder of api_key is taken for one")
+	}
+}

@@ -2,7 +2,9 @@ package sandboxnet
 
 import (
 	"fmt"
+	"strings"
 
+	"github.com/sbx-dev/sbx/internal/egress/secretsrc"
 	"github.com/sbx-dev/sbx/internal/hostenv"
 	"github.com/sbx-dev/sbx/policy"
 )
@@ -10,10 +12,15 @@ import (
 // CheckEnv refuses environment entries ("KEY=value", or a bare KEY) that
 // a command started in the sandbox may not be given:
 //
-//   - a variable carrying a secret's placeholder: a command given its
-//     own value there would send it where the placeholder goes (and the
-//     spec already refuses such a collision between its own env and a
-//     secret's);
+//   - a variable named as a secret's env: that name is reserved for the
+//     secret's placeholder, which the guest already has there (the spec
+//     refuses the same collision between its own env and a secret's);
+//   - a value that holds a placeholder of one of the policy's secrets
+//     (secretsrc.HasPlaceholder: any placeholder shaped for the
+//     secret's name, so it is refused before the sandbox has made its
+//     own): the host puts the secret's real value in its place in
+//     requests to the secret's hosts, so such a value is the credential
+//     under another name, which only the secret's env may carry;
 //   - a variable whose name matches one of the policy's forbid_env
 //     patterns: those names never reach the guest, whoever sets them
 //     (sbx exec -e, sbx run -e, the Go API). The error names the pattern
@@ -24,9 +31,16 @@ import (
 func CheckEnv(p policy.Sandbox, env []string) error {
 	for _, kv := range env {
 		k := hostenv.Name(kv)
+		v, _ := strings.CutPrefix(kv, k+"=")
+		if v == kv {
+			v = "" // a bare name
+		}
 		for _, s := range p.Secrets {
 			if s.Env == k {
-				return fmt.Errorf("%s carries the placeholder of secret.%s; a command cannot set it (rename the variable, or change the secret's env)", k, s.Name)
+				return fmt.Errorf("%s is reserved for the placeholder of secret.%s, which the guest has there already; a command cannot set it (use another name, or change the secret's env)", k, s.Name)
+			}
+			if secretsrc.HasPlaceholder(v, s.Name) {
+				return fmt.Errorf("the value of %s holds a placeholder of secret.%s, which the host replaces with the secret's value where a credential goes in requests to its hosts; a command cannot be given one (the guest has it in %s)", k, s.Name, s.Env)
 			}
 		}
 		if pat, ok := p.ForbiddenEnv(k); ok {

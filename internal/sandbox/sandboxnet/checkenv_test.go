@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/sbx-dev/sbx/internal/egress/ca"
+	"github.com/sbx-dev/sbx/internal/egress/secretsrc"
+	"github.com/sbx-dev/sbx/internal/hostenv"
 	"github.com/sbx-dev/sbx/internal/proto/imageinfo"
 	"github.com/sbx-dev/sbx/policy"
 )
@@ -15,11 +17,40 @@ func TestCheckEnv(t *testing.T) {
 		t.Errorf("unrelated variables: %v", err)
 	}
 	err := CheckEnv(p, []string{"A=1", "TOKEN=mine"})
-	if err == nil || !strings.Contains(err.Error(), "secret.token") {
-		t.Errorf("TOKEN=mine: %v; want it refused naming secret.token", err)
+	if err == nil || !strings.Contains(err.Error(), "TOKEN is reserved for the placeholder of secret.token") {
+		t.Errorf("TOKEN=mine: %v; want it refused as the name of secret.token's placeholder", err)
 	}
 	if err := CheckEnv(p, []string{"TOKEN"}); err == nil {
 		t.Error("TOKEN without a value was let through")
+	}
+}
+
+// TestCheckEnvPlaceholderValue: a value that holds a placeholder of one
+// of the sandbox's secrets is refused, under any name and with any text
+// around it, with a message that says it is the value (never showing
+// it); the placeholders of secrets the sandbox does not have, and text
+// that only looks like the start of one, pass.
+func TestCheckEnvPlaceholderValue(t *testing.T) {
+	p := policy.Sandbox{Secrets: []policy.SecretBinding{{Name: "api_key", Env: "FIXTURE_API_KEY"}}}
+	ph, err := secretsrc.Placeholder("api_key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range []string{"X=" + ph, "AUTH=Bearer " + ph, "X=a" + ph + "b"} {
+		err := CheckEnv(p, []string{"OK=1", kv})
+		if err == nil {
+			t.Errorf("%q was let through", kv)
+			continue
+		}
+		if msg := err.Error(); !strings.Contains(msg, "value of "+hostenv.Name(kv)+" holds a placeholder of secret.api_key") || strings.Contains(msg, ph) {
+			t.Errorf("%q: %v; want the value named as holding secret.api_key's placeholder, and not shown", kv, err)
+		}
+	}
+	other, _ := secretsrc.Placeholder("other")
+	for _, kv := range []string{"X=" + other, "X=sbx_ph_api_key_", "X=" + ph[:len(ph)-1], "X"} {
+		if err := CheckEnv(p, []string{kv}); err != nil {
+			t.Errorf("%q: %v", kv, err)
+		}
 	}
 }
 
