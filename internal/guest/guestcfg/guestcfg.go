@@ -50,6 +50,9 @@ type Options struct {
 	// device under Root and vfsmount.Mount. The mount lives on after
 	// the request that made it. Tests replace it.
 	Mount func(m agentproto.Mount) error
+	// Identity sets the kernel's host name, clock and random pool; nil
+	// means the guest's own (SetIdentity). Tests replace it.
+	Identity func(id agentproto.Identity) error
 }
 
 // State applies configure requests and holds the exec defaults they set.
@@ -64,6 +67,10 @@ type State struct {
 
 	mu  sync.Mutex
 	env []string
+
+	// hostname is the name /etc/hosts gives the machine: Options'
+	// until an Identity names another.
+	hostname string
 
 	// mounted maps each path mounted so far to its port.
 	mounted map[string]string
@@ -93,7 +100,10 @@ func New(opts Options) *State {
 			return vfsmount.Mount(ctx, dev, m.Path, vfsmount.Options{ReadOnly: m.ReadOnly})
 		}
 	}
-	return &State{opts: opts, mounted: map[string]string{}}
+	if opts.Identity == nil {
+		opts.Identity = SetIdentity
+	}
+	return &State{opts: opts, hostname: opts.Hostname, mounted: map[string]string{}}
 }
 
 // portWait bounds the wait for a mount's port to appear.
@@ -124,6 +134,16 @@ func (s *State) Configure(ctx context.Context, req agentproto.Configure) error {
 	s.apply.Lock()
 	defer s.apply.Unlock()
 
+	// First: what follows may read the clock or draw random numbers.
+	if id := req.Identity; id != nil {
+		if err := s.opts.Identity(*id); err != nil {
+			return err
+		}
+		if id.Hostname != "" {
+			s.hostname = id.Hostname
+			s.hosts = true
+		}
+	}
 	if err := s.installCA(ca); err != nil {
 		return err
 	}
@@ -225,7 +245,7 @@ func (s *State) installCA(ca []byte) error {
 // writeHosts writes /etc/hosts: localhost, the machine's name, and the
 // host's extra lines.
 func (s *State) writeHosts(extra []string) error {
-	name := s.opts.Hostname
+	name := s.hostname
 	if name == "" {
 		var err error
 		if name, err = os.Hostname(); err != nil {
