@@ -40,6 +40,10 @@ type Snapshotter interface {
 	// Restore loads the state in r into p's VM, started with
 	// vm.Spec.Incoming, and returns once its guest runs.
 	Restore(ctx context.Context, p vm.Process, r *os.File) error
+	// StateID names what a saved state of a guest of architecture arch
+	// depends on here (the hypervisor's build, its accelerator): a
+	// state saved under one ID is only restored under the same.
+	StateID(ctx context.Context, arch string) (string, error)
 }
 
 var (
@@ -50,3 +54,7 @@ var (
 // defaultHypervisor is the Hypervisor of a machine given none: QEMU, on
 // what qemu.Probe finds, probed by each Start, as machines given no host always were.
 func defaultHypervisor() Hypervisor { return qemu.New(nil) }
+
+// DefaultHypervisor is the Hypervisor a machine given none runs on, as
+// a value to hand to several machines (one probe of the host for all).
+func DefaultHypervisor() Hypervisor { return defaultHypervisor() }

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/sbx-dev/sbx/internal/egress/ca"
 	"github.com/sbx-dev/sbx/internal/guestconn"
@@ -15,6 +16,7 @@ import (
 	"github.com/sbx-dev/sbx/internal/proto/agentproto"
 	"github.com/sbx-dev/sbx/internal/sandbox/sandboxfs"
 	"github.com/sbx-dev/sbx/internal/sandbox/sandboxnet"
+	"github.com/sbx-dev/sbx/internal/snapshot"
 	"github.com/sbx-dev/sbx/policy"
 )
 
@@ -44,6 +46,12 @@ type Options struct {
 	// KeepConsole, when set, is a file the machine's console log is
 	// moved to when it ends (machine.Options.KeepConsole).
 	KeepConsole string
+	// Snapshots, when set, is where saved machines for warm starts are
+	// kept: the machine resumes from the one of its shape (image,
+	// size, devices, hypervisor), which the first start of a shape
+	// saves, and boots only when that fails (Started says so). nil
+	// always boots.
+	Snapshots *snapshot.Cache
 	// Bench holds the machine's knobs for benchmarks
 	// (machine.Options.Bench). Sandboxes never set it: only bench/ does,
 	// to measure what a setting costs against the sandbox's own.
@@ -65,6 +73,8 @@ type Sandbox struct {
 
 	mu        sync.Mutex
 	configure func(context.Context, agentproto.Configure) error
+
+	started Started
 
 	closeOnce sync.Once
 	closeErr  error
@@ -98,7 +108,8 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Sandbox, error) {
 	if err != nil {
 		return nil, errors.Join(err, files.Close())
 	}
-	m, err := machine.Start(ctx, machine.Options{
+	begin := time.Now()
+	m, started, err := startMachine(ctx, spec, opts, machine.Options{
 		Name:        spec.Name,
 		Boot:        boot,
 		CPUs:        spec.CPUs,
@@ -121,12 +132,26 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Sandbox, error) {
 		s.close()
 		close(s.done)
 	}()
-	if err := m.Client().Configure(ctx, s.Configure()); err != nil {
+	c := s.Configure()
+	if m.Resumed() {
+		// The guest has the saved machine's name, clock and random
+		// state until it is told its own.
+		if c.Identity, err = identity(spec.Name); err != nil {
+			return nil, errors.Join(err, s.Stop(context.WithoutCancel(ctx)))
+		}
+	}
+	if err := m.Client().Configure(ctx, c); err != nil {
 		err = fmt.Errorf("configuring the guest: %w", err)
 		return nil, errors.Join(err, s.Stop(context.WithoutCancel(ctx)))
 	}
+	started.Took = time.Since(begin)
+	s.started = started
 	return s, nil
 }
+
+// Started says how the sandbox's machine started: booted or resumed,
+// and how long Start took.
+func (s *Sandbox) Started() Started { return s.started }
 
 // Spec returns the spec the sandbox runs, with the policy it enforces
 // now (the last Update's).

@@ -88,3 +88,18 @@ func (h *Hypervisor) Restore(ctx context.Context, p vm.Process, r *os.File) erro
 	}
 	return qp.Restore(ctx, r)
 }
+
+// StateID names the QEMU a guest of arch runs on, its version and
+// accelerator: QEMU loads only the states of a machine it could have
+// run itself.
+func (h *Hypervisor) StateID(ctx context.Context, arch string) (string, error) {
+	host, err := h.QEMUHost(ctx)
+	if err != nil {
+		return "", err
+	}
+	bin, ok := host.QEMU[arch]
+	if !ok {
+		return "", fmt.Errorf("qemu: no emulator for %s", arch)
+	}
+	return fmt.Sprintf("qemu %s %s %s", bin.Version, bin.Path, host.Accel(arch)), nil
+}
