@@ -97,6 +97,11 @@ func DialContext(ctx context.Context, conn io.ReadWriteCloser) (*Client, error) 
 	return c, nil
 }
 
+// ErrRefused is what DialContext's error matches (errors.Is) when the
+// guest answered the hello with an error: it serves, but not this
+// connection.
+var ErrRefused = errors.New("guestconn: the guest refused the connection")
+
 func (c *Client) handshake() (agentproto.Hello, error) {
 	err := c.conn.WriteJSON(agentproto.TypeHello, 0, &agentproto.Hello{Versions: agentproto.Versions, Software: Software})
 	if err != nil {
@@ -112,7 +117,7 @@ func (c *Client) handshake() (agentproto.Hello, error) {
 		if err := agentproto.ParseJSON(f.Type, f.Payload, &e); err != nil {
 			return agentproto.Hello{}, err
 		}
-		return agentproto.Hello{}, fmt.Errorf("guestconn: the guest refused the connection: %w", &e)
+		return agentproto.Hello{}, fmt.Errorf("%w: %w", ErrRefused, &e)
 	case f.Type != agentproto.TypeHello || f.Stream != 0:
 		return agentproto.Hello{}, fmt.Errorf("guestconn: the guest answered the hello with %s on stream %d", f.Type, f.Stream)
 	}

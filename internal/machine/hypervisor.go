@@ -2,6 +2,7 @@ package machine
 
 import (
 	"context"
+	"os"
 
 	"github.com/sbx-dev/sbx/internal/machine/qemu"
 	"github.com/sbx-dev/sbx/internal/machine/vm"
@@ -11,9 +12,8 @@ import (
 // another hypervisor, and nothing more. Its types are package vm's, so
 // that a hypervisor implements it without importing this package.
 // Capabilities only some hypervisors have are separate interfaces a
-// Hypervisor or its vm.Process may also implement, found by type
-// assertion (a warm start from a snapshot is to be one); Start uses
-// none yet.
+// Hypervisor may also implement, found by type assertion: Snapshotter,
+// the warm start's.
 type Hypervisor interface {
 	// Probe says what the host offers a guest of architecture arch
 	// (an OCI name): its accelerator, and a note when a better one is
@@ -29,8 +29,32 @@ type Hypervisor interface {
 	Start(ctx context.Context, spec vm.Spec) (vm.Process, error)
 }
 
-var _ Hypervisor = (*qemu.Hypervisor)(nil)
+// Snapshotter is a Hypervisor that saves a running VM's state and
+// starts a VM from a saved one: what Machine.Save and Options.Resume
+// need. The guest's RAM is not in the state: it is the file the saved VM
+// ran on (vm.Spec.Memory, shared), which the restored VM maps private.
+type Snapshotter interface {
+	// Save writes the state of p's VM to w and leaves the VM stopped,
+	// its disk flushed; the caller ends it.
+	Save(ctx context.Context, p vm.Process, w *os.File) error
+	// Restore loads the state in r into p's VM, started with
+	// vm.Spec.Incoming, and returns once its guest runs.
+	Restore(ctx context.Context, p vm.Process, r *os.File) error
+	// StateID names what a saved state of a guest of architecture arch
+	// depends on here (the hypervisor's build, its accelerator): a
+	// state saved under one ID is only restored under the same.
+	StateID(ctx context.Context, arch string) (string, error)
+}
+
+var (
+	_ Hypervisor  = (*qemu.Hypervisor)(nil)
+	_ Snapshotter = (*qemu.Hypervisor)(nil)
+)
 
 // defaultHypervisor is the Hypervisor of a machine given none: QEMU, on
 // what qemu.Probe finds, probed by each Start, as machines given no host always were.
 func defaultHypervisor() Hypervisor { return qemu.New(nil) }
+
+// DefaultHypervisor is the Hypervisor a machine given none runs on, as
+// a value to hand to several machines (one probe of the host for all).
+func DefaultHypervisor() Hypervisor { return defaultHypervisor() }

@@ -102,6 +102,19 @@ type Options struct {
 	Network Network
 	// Bench holds knobs for benchmarks only; sandboxes leave it zero.
 	Bench Bench
+	// MAC is the network device's address; empty derives one from
+	// the machine's name. A machine to be saved and those resumed from
+	// it share one (Resume.MAC).
+	MAC string
+	// MemoryFile, when set, is a file to create for the guest's RAM,
+	// mapped shared: a machine that Save is to be called on needs one
+	// (its RAM is the saved machine's memory). It must not exist.
+	MemoryFile string
+	// Resume, when set, starts the machine from a saved one (Save)
+	// instead of booting it: Boot, CPUs, Memory size, Ports' names and
+	// Hostname must be those of the saved machine. The hypervisor must
+	// be a Snapshotter.
+	Resume *Resume
 	// Ports are further virtio-serial ports, by the name the guest finds
 	// them under (bootproto.PortsDir), each served on the host by its
 	// Port from the start of the boot until the machine stops: a
@@ -162,6 +175,26 @@ type BootFiles struct {
 	Cmdline []string
 }
 
+// Resume is a saved machine (Machine.Save) to start from.
+type Resume struct {
+	// State is the device state Save wrote; Memory the saved RAM, a
+	// sealed copy of the file the saved machine ran on (SealMemory),
+	// which the machine maps private. One Memory may serve any number
+	// of machines at once: each writes only its own copies of the pages
+	// it changes. The caller keeps both, and may close them once Start
+	// returns.
+	State  *os.File
+	Memory *os.File
+	// Disk is the saved root disk (a qcow2 image whose backing file is
+	// Boot.Disk): the machine's overlay is made over it instead.
+	Disk string
+	// MAC is the saved machine's network address (Options.MAC).
+	MAC string
+	// Ready is the saved machine's ready line: a resumed guest does not
+	// boot, so does not write one.
+	Ready bootproto.Ready
+}
+
 // Port serves one of a machine's extra virtio-serial ports. Serve is given
 // the host's end of the port once QEMU listens on it; what it writes the
 // guest reads from the port's device, and the other way round. It must
@@ -198,13 +231,18 @@ type Machine struct {
 	client  *guestconn.Client
 	control net.Conn
 	ready   bootproto.Ready
-	network Network
-	net     *netLink
-	console *consoleLink
-	keep    string // Options.KeepConsole
-	keepMax int64  // Options.ConsoleMax
-	booted  time.Duration
-	stopTO  time.Duration
+	hv      Hypervisor
+	// saveable says the guest's RAM is a shared file (Options.MemoryFile),
+	// resumed that the machine was resumed rather than booted.
+	saveable bool
+	resumed  bool
+	network  Network
+	net      *netLink
+	console  *consoleLink
+	keep     string // Options.KeepConsole
+	keepMax  int64  // Options.ConsoleMax
+	booted   time.Duration
+	stopTO   time.Duration
 
 	stopOnce sync.Once
 	stopErr  error
@@ -264,6 +302,20 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 	if hv == nil {
 		hv = defaultHypervisor()
 	}
+	snap, _ := hv.(Snapshotter)
+	if r := opts.Resume; r != nil {
+		switch {
+		case snap == nil:
+			return nil, fmt.Errorf("%s: the hypervisor cannot resume a saved machine", where)
+		case r.State == nil || r.Memory == nil || r.Disk == "":
+			return nil, fmt.Errorf("%s: a saved machine with no state, memory or disk", where)
+		case opts.MemoryFile != "":
+			return nil, fmt.Errorf("%s: a resumed machine maps the saved memory, not a file of its own", where)
+		}
+		if err := checkSealed(r.Memory); err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+	}
 	host, err := hv.Probe(ctx, platform.Architecture)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
@@ -277,7 +329,7 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
-	m := &Machine{name: name, dir: dir, host: host, stopTO: stopTO, network: opts.Network, keep: opts.KeepConsole, keepMax: opts.ConsoleMax}
+	m := &Machine{name: name, dir: dir, host: host, hv: hv, stopTO: stopTO, network: opts.Network, keep: opts.KeepConsole, keepMax: opts.ConsoleMax, saveable: opts.MemoryFile != ""}
 	defer func() {
 		if err != nil {
 			m.kill()
@@ -303,7 +355,11 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 	}
 
 	overlay := filepath.Join(dir, OverlayFile)
-	backing, err := filepath.Abs(boot.Disk)
+	disk := boot.Disk
+	if opts.Resume != nil {
+		disk = opts.Resume.Disk
+	}
+	backing, err := filepath.Abs(disk)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
@@ -320,6 +376,14 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	m.proc = proc
+	if opts.Resume != nil {
+		// The saved devices load, and the guest runs on from where it
+		// was saved: its agent serves the connection made below.
+		if err := snap.Restore(bootCtx, proc, opts.Resume.State); err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+		m.resumed = true
+	}
 	// The user-mode network has no socket to wait for.
 	if m.net != nil {
 		if err := m.net.wait(bootCtx, m.proc.Done()); err != nil {
@@ -362,11 +426,25 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 		}
 	}()
 	m.client, err = guestconn.DialContext(dialCtx, agentConn)
+	// A resumed guest's agent may still hold the saved machine's
+	// connection, which it ends when a new hello arrives on it,
+	// refusing that one: it serves the next.
+	for tries := 0; err != nil && opts.Resume != nil && errors.Is(err, guestconn.ErrRefused) && tries < 5 && dialCtx.Err() == nil; tries++ {
+		agentConn.Close()
+		time.Sleep(20 * time.Millisecond)
+		if agentConn, err = d.DialContext(dialCtx, "unix", spec.AgentSocket); err == nil {
+			m.client, err = guestconn.DialContext(dialCtx, agentConn)
+		}
+	}
 	stopDial()
 	if err != nil {
 		return nil, m.bootError(ctx, bootTO, err)
 	}
 	m.booted = time.Since(begin)
+	if opts.Resume != nil {
+		m.ready = opts.Resume.Ready
+		return m, nil
+	}
 	// The agent wrote its ready line before it answered; it may still
 	// be on its way to the log.
 	for deadline := time.Now().Add(readyWait); ; {
@@ -400,6 +478,8 @@ func vmSpec(name string, opts Options, dir string) vm.Spec {
 	params = append(params, cfg.Params()...)
 
 	spec := vm.Spec{
+		MAC:           opts.MAC,
+		Incoming:      opts.Resume != nil,
 		Name:          "sbx-" + name,
 		Platform:      opts.Boot.Platform,
 		CPUs:          opts.CPUs,
@@ -422,6 +502,13 @@ func vmSpec(name string, opts Options, dir string) vm.Spec {
 	}
 	if !opts.Bench.UserNetwork {
 		spec.NetSocket = filepath.Join(dir, NetSocket)
+	}
+	switch {
+	case opts.MemoryFile != "":
+		spec.Memory = &vm.Memory{Path: opts.MemoryFile, Shared: true}
+	case opts.Resume != nil:
+		spec.Memory = &vm.Memory{Path: opts.Resume.Memory.Name(), File: opts.Resume.Memory}
+		spec.MAC = opts.Resume.MAC
 	}
 	return spec
 }
@@ -517,6 +604,73 @@ func (m *Machine) Ready() bootproto.Ready { return m.ready }
 // BootTime returns how long Start took, from its call to the agent's
 // answer.
 func (m *Machine) BootTime() time.Duration { return m.booted }
+
+// Resumed reports whether the machine was started from a saved one
+// (Options.Resume) rather than booted.
+func (m *Machine) Resumed() bool { return m.resumed }
+
+// Save saves the machine, started with Options.MemoryFile, and ends it: its
+// device state is written to state, its guest's RAM stays in the memory
+// file, and its root disk (an overlay over the image's disk) is moved to
+// disk. The three are a saved machine Options.Resume starts others
+// from; this one does not run again, and its directory is removed. The
+// guest agent's connection is closed first, so that a resumed guest's
+// agent waits for its new host. ctx bounds the save.
+func (m *Machine) Save(ctx context.Context, state *os.File, disk string) error {
+	snap, ok := m.hv.(Snapshotter)
+	if !ok || !m.saveable {
+		return fmt.Errorf("sandbox %s: the machine cannot be saved (no Options.MemoryFile, or a hypervisor that does not save)", m.name)
+	}
+	if m.client != nil {
+		m.client.Close()
+		m.client = nil
+	}
+	err := snap.Save(ctx, m.proc, state)
+	if err == nil {
+		// QEMU has flushed the disk and runs the guest no more.
+		m.proc.Kill()
+		err = moveFile(filepath.Join(m.dir, OverlayFile), disk)
+	}
+	m.stopOnce.Do(func() {
+		m.kill()
+		m.stopErr = errors.New("the machine was saved")
+	})
+	if err != nil {
+		return fmt.Errorf("sandbox %s: %w", m.name, err)
+	}
+	return nil
+}
+
+// moveFile renames src to dst, copying it when the two are on different
+// file systems; dst is written whole or not at all.
+func moveFile(src, dst string) error {
+	if err := os.Rename(src, dst); err == nil {
+		return nil
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	tmp, err := os.CreateTemp(filepath.Dir(dst), ".move-*")
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(tmp, in); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := errors.Join(tmp.Sync(), tmp.Close()); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := os.Rename(tmp.Name(), dst); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return os.Remove(src)
+}
 
 // Client returns the connection to the guest agent.
 func (m *Machine) Client() *guestconn.Client { return m.client }

@@ -19,6 +19,7 @@ import (
 	"github.com/sbx-dev/sbx/internal/proto/vfsproto"
 	"github.com/sbx-dev/sbx/internal/sandbox/sandboxfs"
 	"github.com/sbx-dev/sbx/internal/sandbox/sandboxnet"
+	"github.com/sbx-dev/sbx/internal/snapshot"
 	"github.com/sbx-dev/sbx/policy"
 )
 
@@ -51,6 +52,12 @@ type Options struct {
 	// ConfigureTimeout bounds the guest's configure request in Start;
 	// zero means DefaultConfigureTimeout's.
 	ConfigureTimeout time.Duration
+	// Snapshots, when set, is where saved machines for warm starts are
+	// kept: the machine resumes from the one of its shape (image,
+	// size, devices, hypervisor), which the first start of a shape
+	// saves, and boots only when that fails (Started says so). nil
+	// always boots.
+	Snapshots *snapshot.Cache
 	// Bench holds the machine's knobs for benchmarks
 	// (machine.Options.Bench). Sandboxes never set it: only bench/ does,
 	// to measure what a setting costs against the sandbox's own.
@@ -72,6 +79,8 @@ type Sandbox struct {
 
 	mu        sync.Mutex
 	configure func(context.Context, agentproto.Configure) error
+
+	started Started
 
 	closeOnce sync.Once
 	closeErr  error
@@ -105,7 +114,8 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Sandbox, error) {
 	if err != nil {
 		return nil, errors.Join(err, files.Close())
 	}
-	m, err := machine.Start(ctx, machine.Options{
+	begin := time.Now()
+	m, started, err := startMachine(ctx, spec, opts, machine.Options{
 		Name:        spec.Name,
 		Boot:        boot,
 		CPUs:        spec.CPUs,
@@ -128,12 +138,20 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Sandbox, error) {
 		s.close()
 		close(s.done)
 	}()
+	c := s.Configure()
+	if m.Resumed() {
+		// The guest has the saved machine's name, clock and random
+		// state until it is told its own.
+		if c.Identity, err = identity(spec.Name); err != nil {
+			return nil, errors.Join(err, s.Stop(context.WithoutCancel(ctx)))
+		}
+	}
 	timeout := opts.ConfigureTimeout
 	if timeout <= 0 {
 		timeout = DefaultConfigureTimeout(spec)
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
-	err = m.Client().Configure(cctx, s.Configure())
+	err = m.Client().Configure(cctx, c)
 	cancel()
 	if err != nil {
 		if ctx.Err() == nil && cctx.Err() != nil {
@@ -143,6 +161,8 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Sandbox, error) {
 		}
 		return nil, errors.Join(err, s.Stop(context.WithoutCancel(ctx)))
 	}
+	started.Took = time.Since(begin)
+	s.started = started
 	return s, nil
 }
 
@@ -204,6 +224,10 @@ func consoleTail(console []byte, n int) string {
 	}
 	return "  " + strings.Join(lines, "\n  ")
 }
+
+// Started says how the sandbox's machine started: booted or resumed,
+// and how long Start took.
+func (s *Sandbox) Started() Started { return s.started }
 
 // Spec returns the spec the sandbox runs, with the policy it enforces
 // now (the last Update's).

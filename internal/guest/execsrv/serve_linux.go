@@ -182,7 +182,7 @@ func (s *server) hello() error {
 func (s *server) capabilities() []string {
 	caps := slices.Clone(Capabilities)
 	if s.opts.Configurer != nil {
-		caps = append(caps, agentproto.CapConfigure)
+		caps = append(caps, agentproto.CapConfigure, agentproto.CapIdentity)
 	}
 	return caps
 }

@@ -56,6 +56,9 @@ type Options struct {
 	// (bootproto.StepLine), so that a request that never finishes says
 	// where it waits.
 	Step func(step string)
+	// Identity sets the kernel's host name, clock and random pool; nil
+	// means the guest's own (SetIdentity). Tests replace it.
+	Identity func(id agentproto.Identity) error
 }
 
 // State applies configure requests and holds the exec defaults they set.
@@ -70,6 +73,10 @@ type State struct {
 
 	mu  sync.Mutex
 	env []string
+
+	// hostname is the name /etc/hosts gives the machine: Options'
+	// until an Identity names another.
+	hostname string
 
 	// mounted maps each path mounted so far to its port.
 	mounted map[string]string
@@ -99,7 +106,10 @@ func New(opts Options) *State {
 			return vfsmount.Mount(ctx, dev, m.Path, vfsmount.Options{ReadOnly: m.ReadOnly})
 		}
 	}
-	return &State{opts: opts, mounted: map[string]string{}}
+	if opts.Identity == nil {
+		opts.Identity = SetIdentity
+	}
+	return &State{opts: opts, hostname: opts.Hostname, mounted: map[string]string{}}
 }
 
 // portWait bounds the wait for a mount's port to appear.
@@ -130,6 +140,16 @@ func (s *State) Configure(ctx context.Context, req agentproto.Configure) error {
 	s.apply.Lock()
 	defer s.apply.Unlock()
 
+	// First: what follows may read the clock or draw random numbers.
+	if id := req.Identity; id != nil {
+		if err := s.opts.Identity(*id); err != nil {
+			return err
+		}
+		if id.Hostname != "" {
+			s.hostname = id.Hostname
+			s.hosts = true
+		}
+	}
 	if err := s.installCA(ca); err != nil {
 		return err
 	}
@@ -239,7 +259,7 @@ func (s *State) installCA(ca []byte) error {
 // writeHosts writes /etc/hosts: localhost, the machine's name, and the
 // host's extra lines.
 func (s *State) writeHosts(extra []string) error {
-	name := s.opts.Hostname
+	name := s.hostname
 	if name == "" {
 		var err error
 		if name, err = os.Hostname(); err != nil {

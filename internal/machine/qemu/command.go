@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -120,6 +121,13 @@ type VMSpec struct {
 	// Paused starts the machine with its CPUs stopped ("-S") until a
 	// QMP "cont".
 	Paused bool `json:"paused,omitempty"`
+	// Incoming starts the machine waiting for a migration stream
+	// ("-incoming defer"), which Process.Restore then feeds it; it runs
+	// once the state is loaded.
+	Incoming bool `json:"incoming,omitempty"`
+	// Memory, when set, backs guest RAM with a file
+	// ("memory-backend-file"); nil is anonymous memory.
+	Memory *Memory `json:"memory,omitempty"`
 	// TCGBufferMiB sizes TCG's translation buffer when the machine runs
 	// under TCG; zero means the package's TCGBufferMiB. Benchmarks set
 	// it to measure what the size costs.
@@ -136,6 +144,29 @@ type VMSpec struct {
 	// error; empty keeps their last few KiB in memory for error
 	// messages only. Command does not use it.
 	QEMULog string `json:"qemu_log,omitempty"`
+}
+
+// Memory is a file that backs a guest's RAM.
+type Memory struct {
+	// Path is the file's path. When File is set, QEMU is handed File
+	// as its descriptor MemoryFD (Launch passes it) and maps
+	// /proc/self/fd/MemoryFD; Path then only names it.
+	Path string   `json:"path"`
+	File *os.File `json:"-"`
+	// Shared maps the file shared ("share=on"); else QEMU maps it
+	// private, copy-on-write.
+	Shared bool `json:"shared,omitempty"`
+}
+
+// MemoryFD is the descriptor number a Memory.File has in QEMU.
+const MemoryFD = 3
+
+// memPath is where QEMU finds the RAM file.
+func (m *Memory) memPath() string {
+	if m.File != nil {
+		return "/proc/self/fd/" + strconv.Itoa(MemoryFD)
+	}
+	return m.Path
 }
 
 // machine is what differs between guest architectures.
@@ -202,6 +233,9 @@ func Command(spec VMSpec, host Host) ([]string, error) {
 	const mib = 1 << 20
 	if spec.MemoryBytes <= 0 || spec.MemoryBytes%mib != 0 {
 		return nil, fmt.Errorf("%s: memory of %d bytes is not a positive whole number of MiB", where, spec.MemoryBytes)
+	}
+	if spec.Memory != nil && spec.Memory.Path == "" && spec.Memory.File == nil {
+		return nil, fmt.Errorf("%s: a memory file with no path", where)
 	}
 	if spec.Kernel == "" && !spec.Paused {
 		return nil, fmt.Errorf("%s: no kernel to boot", where)
@@ -287,6 +321,18 @@ func Command(spec VMSpec, host Host) ([]string, error) {
 	if bin.Sandbox {
 		argv = append(argv, "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny")
 	}
+	if spec.Memory != nil {
+		// The machine's RAM is the file: guest memory in it from the
+		// first page, so that a migration with x-ignore-shared leaves
+		// it out of the stream (Process.Save) and a warm start maps it
+		// back (Process.Restore).
+		share := "off"
+		if spec.Memory.Shared {
+			share = "on"
+		}
+		argv = append(argv, "-object", "memory-backend-file,id=ram0,size="+strconv.FormatInt(spec.MemoryBytes/mib, 10)+"M,share="+share+",mem-path="+optValue(spec.Memory.memPath()))
+		machineOpt += ",memory-backend=ram0"
+	}
 	argv = append(argv,
 		"-machine", machineOpt,
 		"-accel", accelOpt,
@@ -296,6 +342,9 @@ func Command(spec VMSpec, host Host) ([]string, error) {
 	)
 	if spec.Paused {
 		argv = append(argv, "-S")
+	}
+	if spec.Incoming {
+		argv = append(argv, "-incoming", "defer")
 	}
 	argv = append(argv,
 		"-chardev", "socket,id=qmp,path="+optValue(spec.QMPSocket)+",server=on,wait=off",

@@ -263,3 +263,40 @@ func TestHostAccel(t *testing.T) {
 		t.Errorf("foreign guest: %s", a)
 	}
 }
+
+// TestCommandMemoryFile: a machine to be saved maps its RAM file shared,
+// one resumed maps the descriptor it is handed private and waits for its
+// state; the machine's memory is the backend's.
+func TestCommandMemoryFile(t *testing.T) {
+	s := testSpec()
+	s.Memory = &Memory{Path: "/cache/memory,x", Shared: true}
+	argv, err := Command(s, testHost())
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := strings.Join(argv, " ")
+	for _, want := range []string{"-object memory-backend-file,id=ram0,size=1024M,share=on,mem-path=/cache/memory,,x", ",memory-backend=ram0 "} {
+		if !strings.Contains(line, want) {
+			t.Errorf("argv %q lacks %q", line, want)
+		}
+	}
+	if strings.Contains(line, "-incoming") {
+		t.Errorf("a machine to be saved waits for a state: %q", line)
+	}
+	s.Memory = &Memory{Path: "saved", File: os.Stdin}
+	s.Incoming = true
+	argv, err = Command(s, testHost())
+	if err != nil {
+		t.Fatal(err)
+	}
+	line = strings.Join(argv, " ")
+	for _, want := range []string{"share=off,mem-path=/proc/self/fd/3", "-incoming defer"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("argv %q lacks %q", line, want)
+		}
+	}
+	s.Memory = &Memory{}
+	if _, err := Command(s, testHost()); err == nil {
+		t.Error("a memory file with no path or descriptor was accepted")
+	}
+}

@@ -5,6 +5,7 @@ package qemu
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 
 	"github.com/sbx-dev/sbx/internal/machine/vm"
@@ -66,4 +67,39 @@ func (h *Hypervisor) Start(ctx context.Context, spec vm.Spec) (vm.Process, error
 		return nil, err
 	}
 	return p, nil
+}
+
+// Save writes the state of p, a VM this Hypervisor started, to w
+// (Process.Save).
+func (h *Hypervisor) Save(ctx context.Context, p vm.Process, w *os.File) error {
+	qp, ok := p.(*Process)
+	if !ok {
+		return fmt.Errorf("qemu: saving a %T, not a QEMU process", p)
+	}
+	return qp.Save(ctx, w)
+}
+
+// Restore loads the state in r into p, started with vm.Spec.Incoming
+// (Process.Restore).
+func (h *Hypervisor) Restore(ctx context.Context, p vm.Process, r *os.File) error {
+	qp, ok := p.(*Process)
+	if !ok {
+		return fmt.Errorf("qemu: restoring a %T, not a QEMU process", p)
+	}
+	return qp.Restore(ctx, r)
+}
+
+// StateID names the QEMU a guest of arch runs on, its version and
+// accelerator: QEMU loads only the states of a machine it could have
+// run itself.
+func (h *Hypervisor) StateID(ctx context.Context, arch string) (string, error) {
+	host, err := h.QEMUHost(ctx)
+	if err != nil {
+		return "", err
+	}
+	bin, ok := host.QEMU[arch]
+	if !ok {
+		return "", fmt.Errorf("qemu: no emulator for %s", arch)
+	}
+	return fmt.Sprintf("qemu %s %s %s", bin.Version, bin.Path, host.Accel(arch)), nil
 }

@@ -67,6 +67,10 @@ func Launch(ctx context.Context, spec VMSpec, host Host) (*Process, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = Environment(os.Environ())
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if spec.Memory != nil && spec.Memory.File != nil {
+		// Descriptor MemoryFD in QEMU, which Command's mem-path names.
+		cmd.ExtraFiles = []*os.File{spec.Memory.File}
+	}
 	var logFile *os.File
 	if spec.QEMULog != "" {
 		logFile, err = os.OpenFile(spec.QEMULog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)

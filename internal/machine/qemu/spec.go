@@ -25,5 +25,15 @@ func SpecFor(spec vm.Spec) VMSpec {
 		TCGBufferMiB:  spec.Bench.TCGBufferMiB,
 		Legacy:        spec.Bench.Legacy,
 		QEMULog:       spec.Log,
+		MAC:           spec.MAC,
+		Incoming:      spec.Incoming,
+		Memory:        memoryFor(spec.Memory),
 	}
+}
+
+func memoryFor(m *vm.Memory) *Memory {
+	if m == nil {
+		return nil
+	}
+	return &Memory{Path: m.Path, File: m.File, Shared: m.Shared}
 }

@@ -16,9 +16,10 @@
 // used, in package machine; a hypervisor implements it with these
 // types and imports nothing of package machine. Capabilities only some
 // hypervisors have are to be separate small interfaces, found by type
-// assertion, never methods every hypervisor must stub: a warm start
-// (restoring a VM from a snapshot or a migration stream) will be one,
-// with the stream named in a field of Spec.
+// assertion, never methods every hypervisor must stub: a warm start is
+// one (machine.Snapshotter: Save a VM's state to a file, Restore a VM
+// started with Spec.Incoming from one), its RAM a file named in
+// Spec.Memory.
 //
 // Package vm only describes: it runs nothing and probes nothing.
 package vm

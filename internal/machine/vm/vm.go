@@ -2,6 +2,7 @@ package vm
 
 import (
 	"context"
+	"os"
 
 	"github.com/sbx-dev/sbx/platform"
 )
@@ -73,10 +74,38 @@ type Spec struct {
 	// its last few KiB, for error messages.
 	Log string
 
+	// Memory, when set, backs the guest's RAM with a file instead of
+	// anonymous memory: the RAM of a VM whose state is to be saved
+	// (Shared), or the saved RAM a warm start maps (not Shared). nil is
+	// anonymous memory.
+	Memory *Memory
+	// Incoming starts the VM waiting for its saved state rather than
+	// booting: its CPUs run once a Snapshotter's Restore has loaded the
+	// state. Kernel, Initrd, Cmdline and every device must be those of
+	// the VM the state was saved from.
+	Incoming bool
+	// MAC is the network device's address; empty lets the hypervisor
+	// derive one from Name. A warm start sets the saved VM's.
+	MAC string
+
 	// Bench are settings for comparisons only (machine.Bench, which
 	// says what each gives up); sandboxes leave them zero. A hypervisor
 	// that has no such setting refuses a Spec that asks for it.
 	Bench Bench
+}
+
+// Memory is a file that holds a guest's RAM.
+type Memory struct {
+	// Path names the file; File, when set, is it already open (the
+	// hypervisor then uses the descriptor and not Path, which only
+	// names it in messages).
+	Path string
+	File *os.File
+	// Shared maps the file shared: the guest's writes reach it. A
+	// private mapping (Shared false) gives the guest a copy-on-write
+	// view: its writes stay in its own memory and the file is never
+	// changed through it.
+	Shared bool
 }
 
 // Bench are a Spec's settings for benchmarks only, as machine.Bench

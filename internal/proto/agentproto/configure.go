@@ -39,7 +39,32 @@ type Configure struct {
 	// mounts each once; a later request naming a path already mounted
 	// from the same port leaves it as it is.
 	Mounts []Mount `json:"mounts,omitempty"`
+	// Identity is what makes this guest its own: its name, clock and
+	// entropy. A guest resumed from a saved machine has the saved one's
+	// until it is told; a guest that announced CapIdentity applies it
+	// first. nil leaves them as they are.
+	Identity *Identity `json:"identity,omitempty"`
 }
+
+// Identity is what must differ between guests resumed from one saved
+// machine, and be right after a resume.
+type Identity struct {
+	// Hostname is the guest's host name (the kernel's, and /etc/hosts'
+	// line for it); empty leaves it.
+	Hostname string `json:"hostname,omitempty"`
+	// TimeUnixNano is the host's clock, in nanoseconds since the Unix
+	// epoch, when the request was made: the guest sets its clock to it.
+	// Zero leaves the clock.
+	TimeUnixNano int64 `json:"time_unix_nano,omitempty"`
+	// Entropy is fresh random bytes from the host, which the guest mixes
+	// into its kernel's random pool, crediting them, and then reseeds
+	// the pool's generator: a resumed guest's random numbers are not the
+	// saved one's. At most MaxEntropy bytes.
+	Entropy []byte `json:"entropy,omitempty"`
+}
+
+// MaxEntropy is the most bytes of Identity.Entropy.
+const MaxEntropy = 512
 
 // Mount is one workspace mount the guest makes.
 type Mount struct {
@@ -158,6 +183,19 @@ func (c *Configure) Validate() error {
 	}
 	if len(c.Mounts) > MaxConfigureMounts {
 		return fmt.Errorf("configure: %d mounts (maximum %d)", len(c.Mounts), MaxConfigureMounts)
+	}
+	if id := c.Identity; id != nil {
+		if len(id.Entropy) > MaxEntropy {
+			return fmt.Errorf("configure: %d bytes of entropy (maximum %d)", len(id.Entropy), MaxEntropy)
+		}
+		if id.Hostname != "" {
+			if err := checkHostname(id.Hostname); err != nil {
+				return err
+			}
+		}
+		if id.TimeUnixNano < 0 {
+			return fmt.Errorf("configure: a clock before 1970")
+		}
 	}
 	seen := map[string]bool{}
 	for _, m := range c.Mounts {
@@ -358,4 +396,18 @@ func ParseCACerts(p []byte) ([]byte, error) {
 		return nil, errors.New("configure: the CA certificate holds no PEM CERTIFICATE block")
 	}
 	return out, nil
+}
+
+// checkHostname checks a host name as the kernel takes it: 1 to 64
+// letters, digits, dashes and dots, not beginning with a dash or dot.
+func checkHostname(name string) error {
+	if len(name) == 0 || len(name) > 64 || name[0] == '-' || name[0] == '.' {
+		return fmt.Errorf("configure: host name %q: 1 to 64 characters, not beginning with '-' or '.'", name)
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.') {
+			return fmt.Errorf("configure: host name %q: letters, digits, '-' and '.' only", name)
+		}
+	}
+	return nil
 }

@@ -26,6 +26,9 @@ const (
 	// CapConfigure: TypeConfigure. A guest without it has no way to
 	// reach the host's network, trust its CA or carry placeholders.
 	CapConfigure = "configure"
+	// CapIdentity: Configure.Identity. Only a guest with it can be
+	// resumed from a saved machine as a sandbox of its own.
+	CapIdentity = "identity"
 )
 
 // MaxPing is the largest ping payload.

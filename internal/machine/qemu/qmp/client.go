@@ -218,6 +218,20 @@ func (c *Client) Greeting() Greeting { return c.greeting }
 // when the reply arrived, and an error wrapping ErrClosed when the
 // connection ended first.
 func (c *Client) Execute(ctx context.Context, command string, args, result any) error {
+	return c.execute(ctx, command, args, result, nil)
+}
+
+// ExecuteWithFile is Execute, with f's descriptor passed along with the
+// command (SCM_RIGHTS), as "getfd" and "add-fd" take one. The client's
+// connection must be a unix socket. f stays the caller's to close.
+func (c *Client) ExecuteWithFile(ctx context.Context, command string, args, result any, f *os.File) error {
+	if _, ok := c.conn.(*net.UnixConn); !ok {
+		return fmt.Errorf("qmp: %s: passing a file needs a unix socket", command)
+	}
+	return c.execute(ctx, command, args, result, f)
+}
+
+func (c *Client) execute(ctx context.Context, command string, args, result any, f *os.File) error {
 	cl := &call{command: command, ch: make(chan reply, 1)}
 	c.mu.Lock()
 	if c.err != nil {
@@ -231,7 +245,7 @@ func (c *Client) Execute(ctx context.Context, command string, args, result any) 
 	c.order = append(c.order, id)
 	c.mu.Unlock()
 
-	if err := c.write(ctx, id, command, args); err != nil {
+	if err := c.write(ctx, id, command, args, f); err != nil {
 		c.forget(id)
 		return err
 	}
@@ -270,7 +284,7 @@ func (c *Client) Execute(ctx context.Context, command string, args, result any) 
 }
 
 // write sends one command. Writes are serialized; ctx bounds the write.
-func (c *Client) write(ctx context.Context, id uint64, name string, args any) error {
+func (c *Client) write(ctx context.Context, id uint64, name string, args any, f *os.File) error {
 	b, err := json.Marshal(command{Execute: name, Arguments: args, ID: id})
 	if err != nil {
 		return fmt.Errorf("qmp: %s: encoding the arguments: %w", name, err)
@@ -286,7 +300,18 @@ func (c *Client) write(ctx context.Context, id uint64, name string, args any) er
 	if dl, ok := ctx.Deadline(); ok {
 		c.conn.SetWriteDeadline(dl)
 	}
-	n, err := c.conn.Write(b)
+	var n int
+	if f != nil {
+		// The descriptor travels with the command's first byte; QEMU
+		// keeps it for the command that reads the same message.
+		var oobn int
+		n, oobn, err = c.conn.(*net.UnixConn).WriteMsgUnix(b, syscall.UnixRights(int(f.Fd())), nil)
+		if err == nil && oobn == 0 {
+			err = errors.New("the descriptor was not sent")
+		}
+	} else {
+		n, err = c.conn.Write(b)
+	}
 	cancelled := !stop()
 	if cancelled {
 		<-fired // so that its deadline is not set after the reset below

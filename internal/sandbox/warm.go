@@ -1,0 +1,196 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/sbx-dev/sbx/internal/machine"
+	"github.com/sbx-dev/sbx/internal/proto/agentproto"
+	"github.com/sbx-dev/sbx/internal/proto/bootproto"
+	"github.com/sbx-dev/sbx/internal/snapshot"
+)
+
+// How a sandbox's machine started (Started.How).
+const (
+	// Cold: booted from the image.
+	Cold = "cold"
+	// Warm: resumed from the saved machine of its shape.
+	Warm = "warm"
+	// Saved: no saved machine of its shape was there: one was booted
+	// and saved, and the sandbox resumed from it.
+	Saved = "saved"
+)
+
+// Started says how a sandbox's machine started.
+type Started struct {
+	// How is Cold, Warm or Saved.
+	How string
+	// Took is the time from Start's call to a configured guest.
+	Took time.Duration
+	// Warning says why a warm start was not made, when one was to be
+	// (a snapshot that did not verify or resume): the sandbox then
+	// booted cold.
+	Warning string
+	// Snapshot is the key of the snapshot the machine resumed from.
+	Snapshot string
+}
+
+// warmMAC is the network address of every machine saved for warm starts
+// and resumed from one: each sandbox has a network of its own, so they
+// need not differ.
+const warmMAC = "52:54:00:5b:78:01"
+
+// startMachine starts the sandbox's machine: resumed from the saved
+// machine of its shape when opts.Snapshots is set (saving one first if
+// the cache has none), booted otherwise, or when the warm start fails
+// for another reason than ctx (Started.Warning says why).
+func startMachine(ctx context.Context, spec Spec, opts Options, mopts machine.Options) (*machine.Machine, Started, error) {
+	if opts.Snapshots == nil || opts.Bench != (machine.Bench{}) {
+		m, err := machine.Start(ctx, mopts)
+		return m, Started{How: Cold}, err
+	}
+	if mopts.Hypervisor == nil {
+		// The shape names the hypervisor the machine runs on.
+		mopts.Hypervisor = machine.DefaultHypervisor()
+	}
+	m, st, err := startWarm(ctx, spec.Image, opts, mopts)
+	if err == nil {
+		return m, st, nil
+	}
+	if ctx.Err() != nil {
+		return nil, st, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log.Warn("warm start failed; booting", "sandbox", spec.Name, "error", err)
+	warning := "warm start failed, booted instead: " + err.Error()
+	m, err = machine.Start(ctx, mopts)
+	return m, Started{How: Cold, Warning: warning}, err
+}
+
+// startWarm resumes the machine from the snapshot of its shape, making
+// the snapshot first if there is none.
+func startWarm(ctx context.Context, img *Image, opts Options, mopts machine.Options) (*machine.Machine, Started, error) {
+	st := Started{How: Warm}
+	shape, err := shapeOf(ctx, img, mopts)
+	if err != nil {
+		st.Warning = err.Error()
+		return nil, st, err
+	}
+	st.Snapshot = shape.Key()
+	snap, err := opts.Snapshots.Get(shape)
+	if errors.Is(err, snapshot.ErrMissing) {
+		st.How = Saved
+		snap, err = opts.Snapshots.Create(ctx, shape, func(ctx context.Context, memory string, state *os.File, disk string) (snapshot.Saved, error) {
+			return saveMachine(ctx, mopts, memory, state, disk)
+		})
+	}
+	if err != nil {
+		st.Warning = err.Error()
+		return nil, st, err
+	}
+	r, err := snap.Resume()
+	if err != nil {
+		st.Warning = err.Error()
+		return nil, st, err
+	}
+	defer r.State.Close()
+	mopts.Resume = r
+	m, err := machine.Start(ctx, mopts)
+	if err != nil {
+		st.Warning = err.Error()
+		return nil, st, err
+	}
+	return m, st, nil
+}
+
+// shapeOf is the snapshot shape of the machine mopts describes.
+func shapeOf(ctx context.Context, img *Image, mopts machine.Options) (snapshot.Shape, error) {
+	snap, ok := mopts.Hypervisor.(machine.Snapshotter)
+	if !ok {
+		return snapshot.Shape{}, errors.New("the hypervisor cannot save machines")
+	}
+	b := mopts.Boot
+	id, err := snap.StateID(ctx, b.Platform.Architecture)
+	if err != nil {
+		return snapshot.Shape{}, err
+	}
+	digests := map[string]string{}
+	for _, out := range []string{OutputKernel, OutputInitramfs, OutputDisk} {
+		d := img.Outputs[out].Digest
+		if d == "" {
+			return snapshot.Shape{}, fmt.Errorf("no digest of the image's %s", out)
+		}
+		digests[out] = d
+	}
+	cpus, memory := mopts.CPUs, mopts.Memory
+	if cpus <= 0 {
+		cpus = machine.DefaultCPUs
+	}
+	if memory <= 0 {
+		memory = machine.DefaultMemory
+	}
+	memory = (memory + 1<<20 - 1) &^ (1<<20 - 1)
+	return snapshot.Shape{
+		Kernel: digests[OutputKernel], Initrd: digests[OutputInitramfs], Disk: digests[OutputDisk],
+		Platform: b.Platform.String(), Cmdline: b.Cmdline,
+		CPUs: cpus, Memory: memory,
+		Ports:      slices.Sorted(maps.Keys(mopts.Ports)),
+		Hypervisor: id,
+	}, nil
+}
+
+// saveMachine boots the machine mopts describes, as no sandbox yet (no
+// network, no one serving its ports, the image's host name), and saves
+// it once its agent answers.
+func saveMachine(ctx context.Context, mopts machine.Options, memory string, state *os.File, disk string) (snapshot.Saved, error) {
+	o := mopts
+	o.Name = "warm"
+	o.Hostname = bootproto.DefaultHostname
+	o.MAC = warmMAC
+	o.MemoryFile = memory
+	o.Network = nil
+	o.KeepConsole = ""
+	o.Ports = map[string]machine.Port{}
+	for name := range mopts.Ports {
+		o.Ports[name] = idlePort{}
+	}
+	m, err := machine.Start(ctx, o)
+	if err != nil {
+		return snapshot.Saved{}, err
+	}
+	if !m.Client().Guest().Has(agentproto.CapIdentity) {
+		m.Stop(context.WithoutCancel(ctx))
+		return snapshot.Saved{}, errors.New("the image's guest agent cannot take a sandbox's identity after a resume (an image built by an older sbx): rebuild it")
+	}
+	saved := snapshot.Saved{MAC: warmMAC, Ready: m.Ready()}
+	return saved, m.Save(ctx, state, disk)
+}
+
+// idlePort is a port nobody serves yet: the saved guest never opens it.
+type idlePort struct{}
+
+func (idlePort) Serve(ctx context.Context, conn net.Conn) error { return nil }
+
+// identity is what makes a resumed guest this sandbox: its name, the
+// host's clock and fresh entropy.
+func identity(name string) (*agentproto.Identity, error) {
+	id := &agentproto.Identity{TimeUnixNano: time.Now().UnixNano(), Entropy: make([]byte, 64)}
+	if bootproto.CheckHostname(name) == nil {
+		id.Hostname = name
+	}
+	if _, err := rand.Read(id.Entropy); err != nil {
+		return nil, err
+	}
+	return id, nil
+}

@@ -1,0 +1,485 @@
+package snapshot
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sbx-dev/sbx/internal/machine"
+	"github.com/sbx-dev/sbx/internal/proto/bootproto"
+)
+
+// Version is the format of a snapshot; a change of what is saved or of
+// how a resume uses it changes it, and with it every Key.
+const Version = 1
+
+// Names of a snapshot's files.
+const (
+	StateFile  = "state"
+	MemoryFile = "memory"
+	DiskFile   = "disk.qcow2"
+	MetaFile   = "meta.json"
+)
+
+// ErrMissing is Get's error when the cache holds no snapshot of a shape.
+var ErrMissing = errors.New("no snapshot of this shape")
+
+// Shape is what a snapshot is of: a resume needs the same of each.
+type Shape struct {
+	// Kernel, Initrd and Disk are the image's boot files' digests.
+	Kernel string `json:"kernel"`
+	Initrd string `json:"initrd"`
+	Disk   string `json:"disk"`
+	// Platform and Cmdline are the image's platform and kernel
+	// parameters.
+	Platform string   `json:"platform"`
+	Cmdline  []string `json:"cmdline,omitempty"`
+	// CPUs and Memory size the machine.
+	CPUs   int   `json:"cpus"`
+	Memory int64 `json:"memory"`
+	// Ports are the names of the machine's extra virtio-serial ports.
+	Ports []string `json:"ports,omitempty"`
+	// Hypervisor names the hypervisor, its version and accelerator: a
+	// state one saved another may not load.
+	Hypervisor string `json:"hypervisor"`
+}
+
+// Key is the shape's name in the cache: a digest of everything in it and
+// of Version.
+func (s Shape) Key() string {
+	s.Ports = slices.Sorted(slices.Values(s.Ports))
+	b, _ := json.Marshal(struct {
+		Version int   `json:"version"`
+		Shape   Shape `json:"shape"`
+	}{Version, s})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}
+
+// Meta is a snapshot's meta.json.
+type Meta struct {
+	Version int       `json:"version"`
+	Key     string    `json:"key"`
+	Shape   Shape     `json:"shape"`
+	Created time.Time `json:"created"`
+	// SaveMillis is how long the boot and the save took.
+	SaveMillis int64 `json:"save_millis"`
+	// The files' digests: sha256 of the state and the disk, and
+	// MemoryDigest of the memory.
+	State      string `json:"state_sha256"`
+	Disk       string `json:"disk_sha256"`
+	Memory     string `json:"memory_digest"`
+	MemorySize int64  `json:"memory_size"`
+	// MAC is the saved machine's network address, Ready its ready
+	// line.
+	MAC   string          `json:"mac"`
+	Ready bootproto.Ready `json:"ready"`
+}
+
+// Snapshot is a verified snapshot, ready to resume machines from.
+type Snapshot struct {
+	Meta
+	// Dir is the snapshot's directory.
+	Dir string
+	// Memory is the saved RAM, sealed (machine.SealMemory), shared by
+	// every machine resumed from the snapshot in this process; the
+	// cache owns it.
+	Memory *os.File
+}
+
+// Resume is what machine.Options.Resume needs of the snapshot; the
+// caller closes State once the machine has started.
+func (s *Snapshot) Resume() (*machine.Resume, error) {
+	st, err := os.Open(filepath.Join(s.Dir, StateFile))
+	if err != nil {
+		return nil, err
+	}
+	return &machine.Resume{State: st, Memory: s.Memory, Disk: filepath.Join(s.Dir, DiskFile), MAC: s.MAC, Ready: s.Ready}, nil
+}
+
+// Cache is a directory of snapshots. Its methods are safe for concurrent
+// use; a Cache keeps the sealed memory of each snapshot it loaded until
+// Close, so that machines resumed in this process share it.
+type Cache struct {
+	dir string
+
+	mu     sync.Mutex
+	loaded map[string]*Snapshot
+	making map[string]*sync.Mutex
+}
+
+// Open opens (making it, mode 0700) the snapshot cache in dir.
+func Open(dir string) (*Cache, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("snapshot cache: %w", err)
+	}
+	return &Cache{dir: dir, loaded: map[string]*Snapshot{}, making: map[string]*sync.Mutex{}}, nil
+}
+
+// Dir returns the cache's directory.
+func (c *Cache) Dir() string { return c.dir }
+
+// Close releases the memory of the snapshots loaded; machines resumed
+// from them keep theirs.
+func (c *Cache) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, s := range c.loaded {
+		s.Memory.Close()
+		delete(c.loaded, k)
+	}
+	return nil
+}
+
+// Get returns the snapshot of shape, verified: ErrMissing when there is
+// none, another error when it does not verify (its files are then
+// removed, so that the next start makes it again).
+func (c *Cache) Get(shape Shape) (*Snapshot, error) {
+	key := shape.Key()
+	c.mu.Lock()
+	if s, ok := c.loaded[key]; ok {
+		c.mu.Unlock()
+		return s, nil
+	}
+	c.mu.Unlock()
+	s, err := c.load(key, shape)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.loaded[key]; ok {
+		s.Memory.Close()
+		return old, nil
+	}
+	c.loaded[key] = s
+	return s, nil
+}
+
+func (c *Cache) load(key string, shape Shape) (*Snapshot, error) {
+	dir := filepath.Join(c.dir, key)
+	b, err := os.ReadFile(filepath.Join(dir, MetaFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, ErrMissing
+	}
+	if err != nil {
+		return nil, fmt.Errorf("snapshot %s: %w", key, err)
+	}
+	bad := func(format string, args ...any) error {
+		c.discard(key)
+		return fmt.Errorf("snapshot %s: %s (removed; the next start saves it again)", key, fmt.Sprintf(format, args...))
+	}
+	var meta Meta
+	if err := json.Unmarshal(b, &meta); err != nil {
+		return nil, bad("%s: %v", MetaFile, err)
+	}
+	if meta.Version != Version || meta.Key != key || meta.Shape.Key() != key {
+		return nil, bad("%s is of another shape or format", MetaFile)
+	}
+	for name, want := range map[string]string{StateFile: meta.State, DiskFile: meta.Disk} {
+		got, err := fileDigest(filepath.Join(dir, name))
+		if err != nil {
+			return nil, bad("%v", err)
+		}
+		if got != want {
+			return nil, bad("%s has digest %s, not the %s it was saved with", name, got, want)
+		}
+	}
+	f, err := os.Open(filepath.Join(dir, MemoryFile))
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || fi.Size() != meta.MemorySize {
+		return nil, bad("%s is not of the size it was saved with", MemoryFile)
+	}
+	d := newMemoryDigest()
+	mem, err := machine.SealMemory(f, d.add)
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+	if got := d.sum(); got != meta.Memory {
+		mem.Close()
+		return nil, bad("%s has digest %s, not the %s it was saved with", MemoryFile, got, meta.Memory)
+	}
+	return &Snapshot{Meta: meta, Dir: dir, Memory: mem}, nil
+}
+
+// discard removes a snapshot's directory.
+func (c *Cache) discard(key string) {
+	os.RemoveAll(filepath.Join(c.dir, key))
+}
+
+// Saved is what a Create's save function reports of the machine it
+// saved.
+type Saved struct {
+	MAC   string
+	Ready bootproto.Ready
+}
+
+// SaveFunc boots a machine with its RAM in a new file at memory
+// (machine.Options.MemoryFile) and saves it (machine.Machine.Save) to
+// state and disk.
+type SaveFunc func(ctx context.Context, memory string, state *os.File, disk string) (Saved, error)
+
+// Create makes the snapshot of shape with save, unless one is there
+// already, and returns it verified (Get). Concurrent Creates of one
+// shape, in this process or others, save it once: the others wait for
+// it under a lock on the cache.
+func (c *Cache) Create(ctx context.Context, shape Shape, save SaveFunc) (*Snapshot, error) {
+	key := shape.Key()
+	c.mu.Lock()
+	mu, ok := c.making[key]
+	if !ok {
+		mu = new(sync.Mutex)
+		c.making[key] = mu
+	}
+	c.mu.Unlock()
+	mu.Lock()
+	defer mu.Unlock()
+	unlock, err := c.lock(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if s, err := c.Get(shape); !errors.Is(err, ErrMissing) {
+		return s, err
+	}
+	tmp, err := os.MkdirTemp(c.dir, ".new-"+key+"-")
+	if err != nil {
+		return nil, fmt.Errorf("snapshot %s: %w", key, err)
+	}
+	defer os.RemoveAll(tmp)
+	begin := time.Now()
+	state, err := os.OpenFile(filepath.Join(tmp, StateFile), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot %s: %w", key, err)
+	}
+	saved, err := save(ctx, filepath.Join(tmp, MemoryFile), state, filepath.Join(tmp, DiskFile))
+	if err == nil {
+		err = state.Sync()
+	}
+	state.Close()
+	if err != nil {
+		return nil, fmt.Errorf("saving a machine for warm starts: %w", err)
+	}
+	meta := Meta{Version: Version, Key: key, Shape: shape, Created: time.Now().UTC(), SaveMillis: time.Since(begin).Milliseconds(), MAC: saved.MAC, Ready: saved.Ready}
+	if meta.State, err = fileDigest(filepath.Join(tmp, StateFile)); err != nil {
+		return nil, err
+	}
+	if meta.Disk, err = fileDigest(filepath.Join(tmp, DiskFile)); err != nil {
+		return nil, err
+	}
+	if meta.Memory, meta.MemorySize, err = memoryDigest(filepath.Join(tmp, MemoryFile)); err != nil {
+		return nil, err
+	}
+	b, err := json.MarshalIndent(meta, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(tmp, MetaFile), append(b, '\n'), 0o600); err != nil {
+		return nil, fmt.Errorf("snapshot %s: %w", key, err)
+	}
+	if err := syncDir(tmp); err != nil {
+		return nil, err
+	}
+	final := filepath.Join(c.dir, key)
+	os.RemoveAll(final) // a snapshot that did not verify
+	if err := os.Rename(tmp, final); err != nil {
+		return nil, fmt.Errorf("snapshot %s: %w", key, err)
+	}
+	syncDir(c.dir)
+	return c.Get(shape)
+}
+
+// lock takes the cache's lock on key, waiting while another process
+// holds it, until ctx ends.
+func (c *Cache) lock(ctx context.Context, key string) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(c.dir, "."+key+".lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot %s: %w", key, err)
+	}
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("snapshot %s: lock: %w", key, err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("snapshot %s: waiting for another start saving it: %w", key, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Entry is one snapshot in the cache, as List reports it.
+type Entry struct {
+	Key string
+	// Meta is the snapshot's meta.json; zero when it cannot be read.
+	Meta Meta
+	// Bytes is the space its files take on disk.
+	Bytes int64
+	// Used is when a machine last resumed from it (its state file's
+	// access time), else its creation.
+	Used time.Time
+}
+
+// List returns the snapshots in the cache, newest first.
+func (c *Cache) List() ([]Entry, error) {
+	des, err := os.ReadDir(c.dir)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot cache: %w", err)
+	}
+	var out []Entry
+	for _, de := range des {
+		if !de.IsDir() || strings.HasPrefix(de.Name(), ".") {
+			continue
+		}
+		e := Entry{Key: de.Name()}
+		dir := filepath.Join(c.dir, de.Name())
+		if b, err := os.ReadFile(filepath.Join(dir, MetaFile)); err == nil {
+			json.Unmarshal(b, &e.Meta)
+		}
+		e.Used = e.Meta.Created
+		for _, name := range []string{StateFile, MemoryFile, DiskFile, MetaFile} {
+			var st unix.Stat_t
+			if unix.Stat(filepath.Join(dir, name), &st) == nil {
+				e.Bytes += st.Blocks * 512
+				if name == StateFile {
+					e.Used = time.Unix(st.Atim.Unix())
+				}
+			}
+		}
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b Entry) int { return b.Used.Compare(a.Used) })
+	return out, nil
+}
+
+// Remove removes the snapshot key; machines running from it keep
+// running (they hold its files open).
+func (c *Cache) Remove(key string) error {
+	if key == "" || strings.ContainsAny(key, "/.") {
+		return fmt.Errorf("snapshot cache: %q is not a snapshot's key", key)
+	}
+	if _, err := os.Stat(filepath.Join(c.dir, key)); err != nil {
+		return fmt.Errorf("snapshot cache: %w", err)
+	}
+	return os.RemoveAll(filepath.Join(c.dir, key))
+}
+
+// Prune removes the least recently used snapshots until those left take
+// at most maxBytes, and returns what it removed.
+func (c *Cache) Prune(maxBytes int64) ([]Entry, error) {
+	es, err := c.List()
+	if err != nil {
+		return nil, err
+	}
+	var total int64
+	var removed []Entry
+	for _, e := range es {
+		total += e.Bytes
+		if total > maxBytes {
+			if err := c.Remove(e.Key); err != nil {
+				return removed, err
+			}
+			removed = append(removed, e)
+		}
+	}
+	return removed, nil
+}
+
+// fileDigest is "sha256:<hex>" of a file.
+func fileDigest(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// memoryDigest is the digest of a memory file (memoryDigestOf) and its
+// size, read as SealMemory reads it.
+func memoryDigest(path string) (string, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", 0, err
+	}
+	d := newMemoryDigest()
+	mem, err := machine.SealMemory(f, d.add)
+	if err != nil {
+		return "", 0, err
+	}
+	mem.Close()
+	return d.sum(), fi.Size(), nil
+}
+
+// page is the unit of a memory digest.
+const page = 4096
+
+// memDigest digests a memory file's pages that are not all zeros, each
+// with its offset: holes and zero pages alike count as zeros, so the
+// digest is the content's, whatever the file's layout on disk.
+type memDigest struct {
+	h    hash.Hash
+	zero [page]byte
+}
+
+func newMemoryDigest() *memDigest { return &memDigest{h: sha256.New()} }
+
+// add takes data at offset off; SealMemory hands it page-aligned chunks.
+func (d *memDigest) add(off int64, b []byte) {
+	var o [8]byte
+	for len(b) > 0 {
+		n := min(page-int(off%page), len(b))
+		if !bytes.Equal(b[:n], d.zero[:n]) {
+			binary.BigEndian.PutUint64(o[:], uint64(off))
+			d.h.Write(o[:])
+			d.h.Write(b[:n])
+		}
+		off += int64(n)
+		b = b[n:]
+	}
+}
+
+func (d *memDigest) sum() string { return "mem1:" + hex.EncodeToString(d.h.Sum(nil)) }
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
