@@ -64,6 +64,11 @@ type Options struct {
 	Bench machine.Bench
 }
 
+// benchmarking reports whether a benchmark's knobs are set: such a
+// machine is never saved or resumed, so that what it measures is the
+// setting's cost alone.
+func (o Options) benchmarking() bool { return o.Bench != (machine.Bench{}) }
+
 // Sandbox is a started sandbox: its machine and what the host serves it
 // (its network and its mounts' file servers). Its methods are safe for
 // concurrent use.

@@ -53,7 +53,7 @@ const warmMAC = "52:54:00:5b:78:01"
 // the cache has none), booted otherwise, or when the warm start fails
 // for another reason than ctx (Started.Warning says why).
 func startMachine(ctx context.Context, spec Spec, opts Options, mopts machine.Options) (*machine.Machine, Started, error) {
-	if opts.Snapshots == nil || opts.Bench != (machine.Bench{}) {
+	if opts.Snapshots == nil || opts.benchmarking() {
 		m, err := machine.Start(ctx, mopts)
 		return m, Started{How: Cold}, err
 	}

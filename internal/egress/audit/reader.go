@@ -243,6 +243,12 @@ func (fo *follower) poll(path string) error {
 		}
 		// Rotated: the old file is drained, the writer appends to a new one.
 		if inode(fi) != fo.ino {
+			// The writer may have appended to the old file between
+			// the drain above and its rotation: it is complete now,
+			// so read it to its end once more before leaving it.
+			if err := fo.drain(); err != nil {
+				return err
+			}
 			if len(fo.partial) > 0 && !fo.skipping {
 				fo.st.Malformed++
 			}
