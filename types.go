@@ -175,6 +175,10 @@ type StartOptions struct {
 	// unchanged. A guest path that no mount of the sandbox has is an
 	// error.
 	MountDirs map[string]string
+	// Cold boots the sandbox's machine rather than resuming it from the
+	// machine saved for its shape (a warm start, the default: the first
+	// start of a shape boots and saves one in the cache directory).
+	Cold bool
 }
 
 func (o StartOptions) internal() pipeline.StartOptions {
@@ -185,6 +189,7 @@ func (o StartOptions) internal() pipeline.StartOptions {
 		AuditDir:    o.AuditDir,
 		Logger:      o.Logger,
 		MountDirs:   o.MountDirs,
+		Cold:        o.Cold,
 	}
 }
 

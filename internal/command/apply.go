@@ -17,6 +17,7 @@ import (
 	"github.com/sbx-dev/sbx/internal/apply"
 	"github.com/sbx-dev/sbx/internal/build/image"
 	"github.com/sbx-dev/sbx/internal/operation"
+	"github.com/sbx-dev/sbx/internal/pipeline"
 	"github.com/sbx-dev/sbx/internal/plan"
 	"github.com/sbx-dev/sbx/internal/supervisor"
 	"github.com/sbx-dev/sbx/internal/termtext"
@@ -55,6 +56,9 @@ Options:
                       date.
   -lock-timeout=D     How long to wait for another sbx run holding the
                       state lock (e.g. 30s). Default 0: fail at once.
+  -cold               Boot the sandboxes it starts rather than resume them
+                      from the machine saved for their shape
+                      (docs/warm-starts.md).
 ` + varUsage + `  -no-color           Print without colour.
 
   Supervisors keep their sockets under $SBX_RUNTIME_DIR, else
@@ -74,6 +78,7 @@ type applyArgs struct {
 	lockfile    lockfileMode
 	vars        varFlags
 	lockTimeout time.Duration
+	cold        bool
 	noColor     bool
 }
 
@@ -85,6 +90,7 @@ func runApply(ctx context.Context, env *Env, args []string) int {
 	flags.IntVar(&a.parallelism, "parallelism", apply.DefaultParallelism, "")
 	flags.Var(&a.lockfile, "lockfile", "")
 	flags.DurationVar(&a.lockTimeout, "lock-timeout", 0, "")
+	flags.BoolVar(&a.cold, "cold", false, "")
 	a.vars.register(flags)
 	flags.BoolVar(&a.noColor, "no-color", false, "")
 	pos, code, ok := parseArgs(env, flags, applyUsage, args)
@@ -121,6 +127,14 @@ func runApply(ctx context.Context, env *Env, args []string) int {
 		}
 	}
 
+	var snapshots string
+	if !a.cold {
+		var err error
+		if snapshots, err = pipeline.SnapshotDir(pipeline.Env{Environ: env.Environ}); err != nil {
+			v.errorDetail("Cannot find the snapshot cache", err.Error())
+			return ExitError
+		}
+	}
 	h := newHooks(ctx, env, v)
 	outcome, ds := operation.Apply(ctx, operation.ApplyRequest{
 		Config:      cfg,
@@ -132,7 +146,7 @@ func runApply(ctx context.Context, env *Env, args []string) int {
 		AutoApprove: a.autoApprove,
 		Parallelism: a.parallelism,
 		RuntimeBase: supervisor.RuntimeBase(env.Environ),
-		Spawn:       supervisor.SpawnOptions{Env: env.Environ},
+		Spawn:       supervisor.SpawnOptions{Env: env.Environ, Snapshots: snapshots},
 		Build: func(ctx context.Context, name string) (*image.Result, error) {
 			return buildOne(ctx, env, v, cfg, lock, name, a.lockfile == "readonly")
 		},

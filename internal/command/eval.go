@@ -64,6 +64,9 @@ Options:
                       the run is recorded with status "timeout".
   -boot-timeout DURATION
                       How long each VM may take to boot (default 2m).
+  -cold               Boot every VM rather than resume them from the
+                      machine saved for their shape, whose memory they
+                      share (docs/warm-starts.md).
   -lockfile=readonly  Never update sbx.lock.hcl; fail if it is not up to
                       date.
 ` + varUsage + `  -no-color           Print without colour.
@@ -77,6 +80,7 @@ type evalArgs struct {
 	runs, parallel int
 	results        string
 	bootTimeout    time.Duration
+	cold           bool
 	lockfile       lockfileMode
 	vars           varFlags
 	noColor        bool
@@ -94,6 +98,7 @@ func runEval(ctx context.Context, env *Env, args []string) int {
 	flags.BoolVar(&a.stdin, "i", false, "")
 	flags.DurationVar(&a.timeout, "timeout", 0, "")
 	flags.DurationVar(&a.bootTimeout, "boot-timeout", machine.DefaultBootTimeout, "")
+	flags.BoolVar(&a.cold, "cold", false, "")
 	flags.Var(&a.lockfile, "lockfile", "")
 	a.vars.register(flags)
 	flags.BoolVar(&a.noColor, "no-color", false, "")
@@ -162,11 +167,26 @@ func runEval(ctx context.Context, env *Env, args []string) int {
 	}
 
 	var noted sync.Once
-	so := pipeline.StartOptions{BootTimeout: a.bootTimeout, Environ: env.Environ}
+	var warned sync.Mutex // runs start at once; their warnings one at a time
+	so := pipeline.StartOptions{BootTimeout: a.bootTimeout, Environ: env.Environ, Cold: a.cold}
+	if !a.cold {
+		// One cache for every run: their machines share the saved
+		// memory of one copy.
+		snaps, err := pipeline.OpenSnapshots(pipeline.Env{Environ: env.Environ})
+		if err != nil {
+			v.errorFrom("Cannot open the snapshot cache", err, false)
+			return ExitError
+		}
+		defer snaps.Close()
+		so.Snapshots = snaps
+	}
 	opts.Start = pipeline.EvalStart(cfg, sb, img, so, func(_ int, s *sandbox.Sandbox) fanout.Sandbox {
 		if m := s.Machine(); m.Emulated() {
 			noted.Do(func() { warnTCG(v, m) })
 		}
+		warned.Lock()
+		warnStart(v, s)
+		warned.Unlock()
 		return s
 	})
 	out := &evalOutput{w: env.Stdout}

@@ -69,8 +69,15 @@ type sandboxStatus struct {
 	OrphanQEMU int    `json:"orphan_qemu_pid,omitempty"`
 	Accel      string `json:"accel,omitempty"`
 	Started    string `json:"started,omitempty"`
-	Console    string `json:"console_log"`
-	Log        string `json:"supervisor_log"`
+	// Start says how the machine started ("cold", "warm" or "saved":
+	// booted, resumed from a saved machine, or booted to save one and
+	// then resumed), StartMillis how long it took, StartWarning why a
+	// warm start was not made.
+	Start        string `json:"start,omitempty"`
+	StartMillis  int64  `json:"start_millis,omitempty"`
+	StartWarning string `json:"start_warning,omitempty"`
+	Console      string `json:"console_log"`
+	Log          string `json:"supervisor_log"`
 }
 
 // liveSandboxes reads the state of dir (without its lock: nothing is
@@ -122,6 +129,7 @@ func inspectInto(ctx context.Context, env *Env, dir, name string, rt *state.Runt
 		s.Status, s.Gone = "running", ""
 		if lv.Status != nil {
 			s.QEMUPid = lv.Status.QEMUPid
+			s.Start, s.StartMillis, s.StartWarning = lv.Status.Started, lv.Status.StartMillis, lv.Status.StartWarning
 		}
 	case lv.Unhealthy != "":
 		s.Status, s.Gone, s.Unhealthy = "unhealthy", "", lv.Unhealthy
@@ -174,14 +182,14 @@ func listSandboxes(ctx context.Context, env *Env, dir string, asJSON bool) int {
 		return ExitOK
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SANDBOX\tSTATUS\tIMAGE\tCPUS\tMEMORY\tSUPERVISOR\tQEMU\tACCEL\tUP")
+	fmt.Fprintln(tw, "SANDBOX\tSTATUS\tIMAGE\tCPUS\tMEMORY\tSUPERVISOR\tQEMU\tACCEL\tSTART\tUP")
 	var notes []string
 	for _, s := range list {
 		live := s.Status == "running" || s.Status == "unhealthy"
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			termtext.Line(strings.TrimPrefix(s.Address, "sandbox.")), s.Status, termtext.Line(strings.TrimPrefix(s.Image, "image.")),
 			dash(s.CPUs), sizeOrDash(s.Memory), pidOrDash(s.Pid, live), pidOrDash(s.QEMUPid, live || s.OrphanQEMU != 0),
-			termtext.Line(orDash(s.Accel)), uptime(s.Started, live))
+			termtext.Line(orDash(s.Accel)), startText(s), uptime(s.Started, live))
 		switch {
 		case s.Gone != "":
 			// The reason may quote the supervisor's error and the
@@ -255,6 +263,12 @@ func runStatus(ctx context.Context, env *Env, args []string) int {
 		}
 		if s.Started != "" {
 			row("started", s.Started+" ("+uptime(s.Started, true)+" ago)")
+		}
+		if s.Start != "" {
+			row("start", startText(s))
+		}
+		if s.StartWarning != "" {
+			row("warm start", s.StartWarning)
 		}
 		row("directory", s.Dir)
 		row("console", s.Console)
@@ -366,4 +380,13 @@ func listAll(ctx context.Context, env *Env, asJSON bool) int {
 	}
 	tw.Flush()
 	return ExitOK
+}
+
+// startText says how a sandbox's machine started and how long it took:
+// "warm 1.2s".
+func startText(s sandboxStatus) string {
+	if s.Start == "" {
+		return "-"
+	}
+	return fmt.Sprintf("%s %.1fs", termtext.Line(s.Start), float64(s.StartMillis)/1000)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/sbx-dev/sbx/internal/lockfiles"
 	"github.com/sbx-dev/sbx/internal/machine"
 	"github.com/sbx-dev/sbx/internal/pipeline"
+	"github.com/sbx-dev/sbx/internal/sandbox"
 	"github.com/sbx-dev/sbx/lang"
 )
 
@@ -63,6 +64,8 @@ Options:
                       then exits with 124. Default: no limit.
   -boot-timeout DURATION
                       How long the VM may take to boot (default 2m).
+  -cold               Boot the VM rather than resume it from the machine
+                      saved for its shape (docs/warm-starts.md).
   -lockfile=readonly  Never update sbx.lock.hcl; fail if it is not up to
                       date.
 ` + varUsage + `  -no-color           Print without colour.
@@ -75,6 +78,7 @@ const ExitTimeout = 124
 type runArgs struct {
 	guestArgs
 	bootTimeout time.Duration
+	cold        bool
 	lockfile    lockfileMode
 	vars        varFlags
 	noColor     bool
@@ -92,6 +96,14 @@ func loadConfig(v *view, dir string, opts lang.Options) (cfg *lang.Config, ok bo
 
 // warnTCG warns that m runs under TCG, with the host's reason, when it
 // does.
+// warnStart says so when a warm start was to be made and the sandbox
+// booted instead.
+func warnStart(v *view, s *sandbox.Sandbox) {
+	if w := s.Started().Warning; w != "" {
+		v.warning("Booted instead of a warm start", w+".")
+	}
+}
+
 func warnTCG(v *view, m *machine.Machine) {
 	if !m.Emulated() {
 		return
@@ -125,6 +137,7 @@ func runRun(ctx context.Context, env *Env, args []string) int {
 	flags := newFlagSet("run")
 	a.register(flags)
 	flags.DurationVar(&a.bootTimeout, "boot-timeout", machine.DefaultBootTimeout, "")
+	flags.BoolVar(&a.cold, "cold", false, "")
 	flags.Var(&a.lockfile, "lockfile", "")
 	a.vars.register(flags)
 	flags.BoolVar(&a.noColor, "no-color", false, "")
@@ -149,7 +162,7 @@ func runRun(ctx context.Context, env *Env, args []string) int {
 		return failedOrInterrupted(ctx, env, "no VM was started")
 	}
 
-	s, err := pipeline.Start(ctx, cfg, sb, img, pipeline.StartOptions{BootTimeout: a.bootTimeout, Environ: env.Environ})
+	s, err := pipeline.Start(ctx, cfg, sb, img, pipeline.StartOptions{BootTimeout: a.bootTimeout, Environ: env.Environ, Cold: a.cold})
 	if err != nil {
 		if ctx.Err() != nil {
 			return interrupted(env, fmt.Sprintf("%s was stopped while it was booting", sb.Addr()))
@@ -166,6 +179,7 @@ func runRun(ctx context.Context, env *Env, args []string) int {
 		}
 	}()
 	warnTCG(v, m)
+	warnStart(v, s)
 	return a.exec(ctx, env, m, cfg, sb)
 }
 

@@ -26,12 +26,9 @@ import (
 // callbacks and Verify on the result.
 func ImageOptions(dir string, env Env) (image.Options, error) {
 	var opts image.Options
-	root, _ := env.Getenv(cache.EnvRoot)
-	if root == "" {
-		var err error
-		if root, err = cache.DefaultRoot(); err != nil {
-			return opts, fmt.Errorf("cannot find the cache directory: %w; set %s to a directory", err, cache.EnvRoot)
-		}
+	root, err := cacheRoot(env)
+	if err != nil {
+		return opts, err
 	}
 	c, err := cache.Open(root)
 	if err != nil {
@@ -102,4 +99,27 @@ func names[V any](m map[string]V) string {
 		return "none"
 	}
 	return strings.Join(slices.Sorted(maps.Keys(m)), ", ")
+}
+
+// cacheRoot is the cache's root directory: $SBX_CACHE_DIR, else
+// cache.DefaultRoot.
+func cacheRoot(env Env) (string, error) {
+	root, _ := env.Getenv(cache.EnvRoot)
+	if root == "" {
+		var err error
+		if root, err = cache.DefaultRoot(); err != nil {
+			return "", fmt.Errorf("cannot find the cache directory: %w; set %s to a directory", err, cache.EnvRoot)
+		}
+	}
+	return root, nil
+}
+
+// SnapshotDir is where the machines saved for warm starts are kept: the
+// directory "snapshots" in the cache's root (cacheRoot).
+func SnapshotDir(env Env) (string, error) {
+	root, err := cacheRoot(env)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, "snapshots"), nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/sbx-dev/sbx/internal/sandbox"
 	"github.com/sbx-dev/sbx/internal/sandbox/sandboxfs"
 	"github.com/sbx-dev/sbx/internal/sandbox/sandboxnet"
+	"github.com/sbx-dev/sbx/internal/snapshot"
 	"github.com/sbx-dev/sbx/lang"
 )
 
@@ -65,6 +66,14 @@ type StartOptions struct {
 	// its own copy of the workspace. The mount's rules are unchanged. A
 	// guest path that no mount of the sandbox has is an error.
 	MountDirs map[string]string
+	// Cold boots the sandbox's machine even where a warm start could
+	// resume it from a saved machine of its shape.
+	Cold bool
+	// Snapshots is the cache of saved machines a warm start uses; nil
+	// means the one in the cache directory (SnapshotDir), opened for
+	// this start. Callers that start many sandboxes pass one, so that
+	// their machines share the saved memory.
+	Snapshots *snapshot.Cache
 }
 
 // Start starts sandbox sb of cfg from its built image img in this
@@ -90,12 +99,34 @@ func Start(ctx context.Context, cfg *lang.Config, sb *lang.Sandbox, img *image.R
 		return nil, err
 	}
 	spec.BootTimeout = opts.BootTimeout
+	snaps := opts.Snapshots
+	if snaps == nil && !opts.Cold {
+		if snaps, err = OpenSnapshots(Env{Environ: environ}); err != nil {
+			return nil, err
+		}
+		// The machine keeps its memory mapped; the cache's copy is
+		// this start's only.
+		defer snaps.Close()
+	}
+	if opts.Cold {
+		snaps = nil
+	}
 	return sandbox.Start(ctx, spec, sandbox.Options{
-		Dir:      opts.Dir,
-		Secrets:  secrets,
-		AuditDir: opts.AuditDir,
-		Logger:   opts.Logger,
+		Dir:       opts.Dir,
+		Secrets:   secrets,
+		AuditDir:  opts.AuditDir,
+		Logger:    opts.Logger,
+		Snapshots: snaps,
 	})
+}
+
+// OpenSnapshots opens the cache of saved machines in SnapshotDir.
+func OpenSnapshots(env Env) (*snapshot.Cache, error) {
+	dir, err := SnapshotDir(env)
+	if err != nil {
+		return nil, err
+	}
+	return snapshot.Open(dir)
 }
 
 // replaceMountDirs points the mounts named in dirs (by guest path) at

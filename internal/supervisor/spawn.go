@@ -42,7 +42,15 @@ type SpawnOptions struct {
 	// name. They reach the supervisor through a pipe it inherits, never
 	// through a file or its command line.
 	Secrets map[string][]byte
+	// Snapshots is the directory of machines saved for warm starts
+	// (Options.Snapshots), handed to the supervisor as SnapshotsFlag;
+	// empty boots the machine cold.
+	Snapshots string
 }
+
+// SnapshotsFlag is the supervisor command line's flag that names
+// Options.Snapshots: "<binary> supervise -snapshots=DIR SUPERVISOR-DIR".
+const SnapshotsFlag = "-snapshots"
 
 // maxLog is the size past which Spawn starts a new supervisor log.
 const maxLog = 1 << 20
@@ -95,7 +103,11 @@ func Spawn(ctx context.Context, dir string, spec Spec, opts SpawnOptions) (*Stat
 		return nil, err
 	}
 	logStart, _ := logf.Seek(0, io.SeekEnd)
-	cmd := exec.Command(argv[0], append(argv[1:len(argv):len(argv)], abs)...)
+	args := argv[1:len(argv):len(argv)]
+	if opts.Snapshots != "" {
+		args = append(args, SnapshotsFlag+"="+opts.Snapshots)
+	}
+	cmd := exec.Command(argv[0], append(args, abs)...)
 	cmd.Dir = abs
 	cmd.Env = opts.Env
 	if cmd.Env == nil {

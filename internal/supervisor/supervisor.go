@@ -21,6 +21,7 @@ import (
 	"github.com/sbx-dev/sbx/internal/proto/agentproto"
 	ctlproto "github.com/sbx-dev/sbx/internal/proto/control"
 	"github.com/sbx-dev/sbx/internal/sandbox"
+	"github.com/sbx-dev/sbx/internal/snapshot"
 	"github.com/sbx-dev/sbx/internal/supervisor/router"
 )
 
@@ -68,6 +69,12 @@ type Status struct {
 	// faster one was not used.
 	Accel string `json:"accel,omitempty"`
 	Note  string `json:"note,omitempty"`
+	// Started says how the machine started ("cold", "warm", "saved":
+	// sandbox.Started), StartMillis how long the start took, and
+	// StartWarning why a warm start was not made.
+	Started      string `json:"started,omitempty"`
+	StartMillis  int64  `json:"start_millis,omitempty"`
+	StartWarning string `json:"start_warning,omitempty"`
 	// Error says why the supervisor failed or stopped with an error.
 	Error string `json:"error,omitempty"`
 	// Agent says why the guest agent of a running supervisor is not
@@ -94,6 +101,9 @@ type Options struct {
 	// Spawn hands them to the supervisor process through a pipe, never a
 	// file.
 	Secrets map[string][]byte
+	// Snapshots is the directory of the machines saved for warm starts
+	// (package snapshot); empty boots the machine cold.
+	Snapshots string
 }
 
 // guestWait bounds how long Run tries to take over the agent port from
@@ -140,6 +150,12 @@ func Run(ctx context.Context, opts Options) (err error) {
 		}
 	}()
 
+	var snaps *snapshot.Cache
+	if opts.Snapshots != "" {
+		if snaps, err = snapshot.Open(opts.Snapshots); err != nil {
+			return fmt.Errorf("supervisor: %w", err)
+		}
+	}
 	sb, err := sandbox.Start(ctx, opts.Spec, sandbox.Options{
 		Dir:         dir,
 		Secrets:     opts.Secrets,
@@ -147,10 +163,17 @@ func Run(ctx context.Context, opts Options) (err error) {
 		Logger:      log,
 		Hypervisor:  opts.Hypervisor,
 		KeepConsole: filepath.Join(dir, ConsoleFile),
+		Snapshots:   snaps,
 	})
+	if snaps != nil {
+		// The machine keeps its memory mapped.
+		snaps.Close()
+	}
 	if err != nil {
 		return fmt.Errorf("supervisor: %w", err)
 	}
+	started := sb.Started()
+	st.Started, st.StartMillis, st.StartWarning = started.How, started.Took.Milliseconds(), started.Warning
 	m := sb.Machine()
 	// The machine made its directory inside dir with mode 0700; it holds
 	// the agent's socket.
