@@ -142,6 +142,7 @@ var completedArgs = map[string]verbArgs{
 	"help":       argsVerb,
 	"completion": argsShell,
 	"version":    argsNone,
+	"cache":      argsNone,
 }
 
 // verbCompletion is what the scripts know of one verb.

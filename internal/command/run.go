@@ -89,6 +89,7 @@ func verbs() []verb {
 		{"output", "Show the output values the last apply recorded", outputUsage, runOutput},
 		{"show", "Show a saved plan, the lock file or the state", showUsage, runShow},
 		{"doctor", "Check that this machine can build and run sandboxes", doctorUsage, runDoctor},
+		{"cache", "List or prune the machines saved for warm starts", cacheUsage, runCache},
 		{"version", "Print the sbx version", versionUsage, runVersion},
 		{"completion", "Print a shell completion script (bash, zsh, fish)", completionUsage, runCompletion},
 		{"help", "Show help for a command", helpUsage, nil},

@@ -67,6 +67,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"status", dir, "a", "b"}, ExitError, "Invalid arguments", "[DIR] [SANDBOX]"},
 		{[]string{"show", "a", "b"}, ExitError, "Invalid arguments", "at most one file; got 2 arguments: a b"},
 		{[]string{"version", "x"}, ExitError, "Invalid arguments", `no arguments; got "x"`},
+		{[]string{"cache", "drop"}, ExitError, "Invalid arguments", `list or prune, and no more arguments; got drop`},
 	}
 	for _, v := range verbs() {
 		if v.run == nil { // help

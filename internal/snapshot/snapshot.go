@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -218,6 +219,9 @@ func (c *Cache) load(key string, shape Shape) (*Snapshot, error) {
 		mem.Close()
 		return nil, bad("%s has digest %s, not the %s it was saved with", MemoryFile, got, meta.Memory)
 	}
+	// A resume uses it: the least recently used go first (Prune).
+	now := time.Now()
+	os.Chtimes(filepath.Join(dir, MetaFile), now, now)
 	return &Snapshot{Meta: meta, Dir: dir, Memory: mem}, nil
 }
 
@@ -305,7 +309,25 @@ func (c *Cache) Create(ctx context.Context, shape Shape, save SaveFunc) (*Snapsh
 		return nil, fmt.Errorf("snapshot %s: %w", key, err)
 	}
 	syncDir(c.dir)
-	return c.Get(shape)
+	s, err := c.Get(shape)
+	if err == nil {
+		// The new one is the most recently used: older ones go first.
+		c.Prune(DefaultMaxBytes)
+	}
+	return s, err
+}
+
+// DefaultMaxBytes bounds the space the cache's snapshots take: Create
+// removes the least recently used beyond it.
+const DefaultMaxBytes = 4 << 30
+
+// allocated is the space a file takes on disk (its blocks, not its size:
+// a memory file is sparse).
+func allocated(fi fs.FileInfo) int64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Blocks * 512
+	}
+	return fi.Size()
 }
 
 // lock takes the cache's lock on key, waiting while another process
@@ -363,12 +385,13 @@ func (c *Cache) List() ([]Entry, error) {
 		}
 		e.Used = e.Meta.Created
 		for _, name := range []string{StateFile, MemoryFile, DiskFile, MetaFile} {
-			var st unix.Stat_t
-			if unix.Stat(filepath.Join(dir, name), &st) == nil {
-				e.Bytes += st.Blocks * 512
-				if name == StateFile {
-					e.Used = time.Unix(st.Atim.Unix())
-				}
+			fi, err := os.Lstat(filepath.Join(dir, name))
+			if err != nil {
+				continue
+			}
+			e.Bytes += allocated(fi)
+			if name == MetaFile {
+				e.Used = fi.ModTime()
 			}
 		}
 		out = append(out, e)
