@@ -252,9 +252,19 @@ func (s *Sandbox) Dir() string { return s.m.Dir() }
 // "tcg" (QEMU's software emulation).
 func (s *Sandbox) Accel() string { return string(s.m.Accel()) }
 
-// BootTime is how long the boot took, from QEMU's start until the guest
-// agent answered.
+// BootTime is how long the boot (or the resume) took, from QEMU's start
+// until the guest agent answered.
 func (s *Sandbox) BootTime() time.Duration { return s.m.BootTime() }
+
+// Resumed reports whether the VM was resumed from the machine saved for
+// the sandbox's shape (a warm start) rather than booted; WarmStartError
+// says why a warm start that was to be made was not ("" when none
+// failed).
+func (s *Sandbox) Resumed() bool { return s.m.Resumed() }
+
+// WarmStartError says why the sandbox booted although a warm start was
+// to be made: a snapshot that did not verify or resume. Empty otherwise.
+func (s *Sandbox) WarmStartError() string { return s.sb.Started().Warning }
 
 // Console returns the VM's serial console output so far (the kernel's
 // and the guest init's messages): at most its last MiB.

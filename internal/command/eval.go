@@ -169,17 +169,6 @@ func runEval(ctx context.Context, env *Env, args []string) int {
 	var noted sync.Once
 	var warned sync.Mutex // runs start at once; their warnings one at a time
 	so := pipeline.StartOptions{BootTimeout: a.bootTimeout, Environ: env.Environ, Cold: a.cold}
-	if !a.cold {
-		// One cache for every run: their machines share the saved
-		// memory of one copy.
-		snaps, err := pipeline.OpenSnapshots(pipeline.Env{Environ: env.Environ})
-		if err != nil {
-			v.errorFrom("Cannot open the snapshot cache", err, false)
-			return ExitError
-		}
-		defer snaps.Close()
-		so.Snapshots = snaps
-	}
 	opts.Start = pipeline.EvalStart(cfg, sb, img, so, func(_ int, s *sandbox.Sandbox) fanout.Sandbox {
 		if m := s.Machine(); m.Emulated() {
 			noted.Do(func() { warnTCG(v, m) })

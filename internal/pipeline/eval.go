@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"sync"
 
 	"github.com/sbx-dev/sbx/internal/build/image"
 	"github.com/sbx-dev/sbx/internal/fanout"
@@ -33,9 +34,21 @@ func EvalMounts(cfg *lang.Config, sb *lang.Sandbox) ([]fanout.Mount, error) {
 // means the sandbox itself. sbx eval and the Go API's Eval both start
 // their runs through it.
 func EvalStart(cfg *lang.Config, sb *lang.Sandbox, img *image.Result, opts StartOptions, started func(run int, s *sandbox.Sandbox) fanout.Sandbox) fanout.StartFunc {
+	// One cache for every run: their machines share one copy of the
+	// saved memory. It lives as long as the function (its memory file
+	// is closed when both are collected; the machines keep theirs).
+	var once sync.Once
+	var snapsErr error
 	return func(ctx context.Context, run int, dirs map[string]string, auditDir string) (fanout.Sandbox, error) {
 		so := opts
 		so.MountDirs, so.AuditDir = dirs, auditDir
+		if !so.Cold {
+			once.Do(func() { opts.snapshots, snapsErr = OpenSnapshots(Env{Environ: opts.Environ}) })
+			if snapsErr != nil {
+				return nil, snapsErr
+			}
+			so.snapshots = opts.snapshots
+		}
 		s, err := Start(ctx, cfg, sb, img, so)
 		if err != nil {
 			return nil, err

@@ -69,11 +69,12 @@ type StartOptions struct {
 	// Cold boots the sandbox's machine even where a warm start could
 	// resume it from a saved machine of its shape.
 	Cold bool
-	// Snapshots is the cache of saved machines a warm start uses; nil
+
+	// snapshots is the cache of saved machines a warm start uses; nil
 	// means the one in the cache directory (SnapshotDir), opened for
-	// this start. Callers that start many sandboxes pass one, so that
-	// their machines share the saved memory.
-	Snapshots *snapshot.Cache
+	// the start. EvalStart sets one for all its runs, so that their
+	// machines share the saved memory.
+	snapshots *snapshot.Cache
 }
 
 // Start starts sandbox sb of cfg from its built image img in this
@@ -99,7 +100,7 @@ func Start(ctx context.Context, cfg *lang.Config, sb *lang.Sandbox, img *image.R
 		return nil, err
 	}
 	spec.BootTimeout = opts.BootTimeout
-	snaps := opts.Snapshots
+	snaps := opts.snapshots
 	if snaps == nil && !opts.Cold {
 		if snaps, err = OpenSnapshots(Env{Environ: environ}); err != nil {
 			return nil, err
