@@ -105,9 +105,18 @@ func startWarm(ctx context.Context, img *Image, opts Options, mopts machine.Opti
 		return nil, st, err
 	}
 	defer r.State.Close()
+	if bootproto.CheckHostname(mopts.Name) == nil {
+		// The name identity gives the guest after the resume.
+		r.Ready.Hostname = mopts.Name
+	}
 	mopts.Resume = r
 	m, err := machine.Start(ctx, mopts)
 	if err != nil {
+		if ctx.Err() == nil {
+			// A snapshot that verified and does not resume is of no
+			// use to the next start either.
+			opts.Snapshots.Discard(shape)
+		}
 		st.Warning = err.Error()
 		return nil, st, err
 	}

@@ -225,6 +225,19 @@ func (c *Cache) load(key string, shape Shape) (*Snapshot, error) {
 	return &Snapshot{Meta: meta, Dir: dir, Memory: mem}, nil
 }
 
+// Discard removes the snapshot of shape, which a resume could not use:
+// the next start saves it again. Machines running from it keep running.
+func (c *Cache) Discard(shape Shape) {
+	key := shape.Key()
+	c.mu.Lock()
+	if s, ok := c.loaded[key]; ok {
+		delete(c.loaded, key)
+		s.Memory.Close()
+	}
+	c.mu.Unlock()
+	c.discard(key)
+}
+
 // discard removes a snapshot's directory.
 func (c *Cache) discard(key string) {
 	os.RemoveAll(filepath.Join(c.dir, key))
