@@ -242,6 +242,7 @@ type Machine struct {
 	keep     string // Options.KeepConsole
 	keepMax  int64  // Options.ConsoleMax
 	booted   time.Duration
+	timings  Timings
 	stopTO   time.Duration
 
 	stopOnce sync.Once
@@ -371,11 +372,15 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 	spec := vmSpec(name, opts, dir)
 	bootCtx, cancel := context.WithTimeout(ctx, bootTO)
 	defer cancel()
+	mark := time.Now()
+	m.timings.Prepare = mark.Sub(begin)
 	proc, err := hv.Start(bootCtx, spec)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	m.proc = proc
+	m.timings.Launch = time.Since(mark)
+	mark = time.Now()
 	if opts.Resume != nil {
 		// The saved devices load, and the guest runs on from where it
 		// was saved: its agent serves the connection made below.
@@ -383,6 +388,8 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
 		m.resumed = true
+		m.timings.Restore = time.Since(mark)
+		mark = time.Now()
 	}
 	// The user-mode network has no socket to wait for.
 	if m.net != nil {
@@ -441,6 +448,7 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 		return nil, m.bootError(ctx, bootTO, err)
 	}
 	m.booted = time.Since(begin)
+	m.timings.Agent = time.Since(mark)
 	if opts.Resume != nil {
 		m.ready = opts.Resume.Ready
 		return m, nil
@@ -604,6 +612,24 @@ func (m *Machine) Ready() bootproto.Ready { return m.ready }
 // BootTime returns how long Start took, from its call to the agent's
 // answer.
 func (m *Machine) BootTime() time.Duration { return m.booted }
+
+// Timings says where Start spent its time.
+func (m *Machine) Timings() Timings { return m.timings }
+
+// Timings are the parts of a machine's Start, one after the other.
+type Timings struct {
+	// Prepare is probing the host and making the machine's directory,
+	// its listening sockets and its disk overlay.
+	Prepare time.Duration
+	// Launch is the hypervisor's start until its monitor answers.
+	Launch time.Duration
+	// Restore is loading a saved machine's state until its guest runs;
+	// zero for a machine that booted.
+	Restore time.Duration
+	// Agent is from then until the guest agent answers its hello: for
+	// a machine that booted, the guest's whole boot.
+	Agent time.Duration
+}
 
 // Resumed reports whether the machine was started from a saved one
 // (Options.Resume) rather than booted.

@@ -156,7 +156,9 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Sandbox, error) {
 		timeout = DefaultConfigureTimeout(spec)
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
+	mark := time.Now()
 	err = m.Client().Configure(cctx, c)
+	started.Configure = time.Since(mark)
 	cancel()
 	if err != nil {
 		if ctx.Err() == nil && cctx.Err() != nil {
@@ -167,6 +169,7 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Sandbox, error) {
 		return nil, errors.Join(err, s.Stop(context.WithoutCancel(ctx)))
 	}
 	started.Took = time.Since(begin)
+	started.Machine = m.Timings()
 	s.started = started
 	return s, nil
 }

@@ -1,5 +1,6 @@
 // Package vmbench holds what the benchmarks that boot the test sandbox
-// (bench/netbench, bench/vfsbench, bench/sandboxbench, bench/densitybench)
+// (bench/netbench, bench/vfsbench, bench/sandboxbench, bench/densitybench,
+// bench/warmbench)
 // share, so that
 // they set up, time and report alike: Preflight, WorkDir and NewFixture
 // make the sandbox fixture of package internal/machine/machinetest in a work
