@@ -3,6 +3,7 @@ package machine
 import (
 	"context"
 	"os"
+	"sync"
 
 	"github.com/sbx-dev/sbx/internal/machine/qemu"
 	"github.com/sbx-dev/sbx/internal/machine/vm"
@@ -55,6 +56,9 @@ var (
 // what qemu.Probe finds, probed by each Start, as machines given no host always were.
 func defaultHypervisor() Hypervisor { return qemu.New(nil) }
 
-// DefaultHypervisor is the Hypervisor a machine given none runs on, as
-// a value to hand to several machines (one probe of the host for all).
-func DefaultHypervisor() Hypervisor { return defaultHypervisor() }
+// DefaultHypervisor is QEMU, on what qemu.Probe finds, as one value
+// for every caller in this process: the host is probed once, by the
+// first that needs it.
+func DefaultHypervisor() Hypervisor { return sharedHypervisor() }
+
+var sharedHypervisor = sync.OnceValue(defaultHypervisor)

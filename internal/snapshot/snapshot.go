@@ -153,6 +153,28 @@ func (c *Cache) Close() error {
 // removed, so that the next start makes it again).
 func (c *Cache) Get(shape Shape) (*Snapshot, error) {
 	key := shape.Key()
+	// One load per key at a time: concurrent starts of a shape wait
+	// for the one copy of its memory rather than each making one.
+	mu := c.keyLock(key)
+	mu.Lock()
+	defer mu.Unlock()
+	return c.get(key, shape)
+}
+
+// keyLock is the mutex of key's loads and saves in this process.
+func (c *Cache) keyLock(key string) *sync.Mutex {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	mu, ok := c.making[key]
+	if !ok {
+		mu = new(sync.Mutex)
+		c.making[key] = mu
+	}
+	return mu
+}
+
+// get is Get with key's lock held.
+func (c *Cache) get(key string, shape Shape) (*Snapshot, error) {
 	c.mu.Lock()
 	if s, ok := c.loaded[key]; ok {
 		c.mu.Unlock()
@@ -261,13 +283,7 @@ type SaveFunc func(ctx context.Context, memory string, state *os.File, disk stri
 // it under a lock on the cache.
 func (c *Cache) Create(ctx context.Context, shape Shape, save SaveFunc) (*Snapshot, error) {
 	key := shape.Key()
-	c.mu.Lock()
-	mu, ok := c.making[key]
-	if !ok {
-		mu = new(sync.Mutex)
-		c.making[key] = mu
-	}
-	c.mu.Unlock()
+	mu := c.keyLock(key)
 	mu.Lock()
 	defer mu.Unlock()
 	unlock, err := c.lock(ctx, key)
@@ -275,7 +291,7 @@ func (c *Cache) Create(ctx context.Context, shape Shape, save SaveFunc) (*Snapsh
 		return nil, err
 	}
 	defer unlock()
-	if s, err := c.Get(shape); !errors.Is(err, ErrMissing) {
+	if s, err := c.get(key, shape); !errors.Is(err, ErrMissing) {
 		return s, err
 	}
 	tmp, err := os.MkdirTemp(c.dir, ".new-"+key+"-")
@@ -322,7 +338,7 @@ func (c *Cache) Create(ctx context.Context, shape Shape, save SaveFunc) (*Snapsh
 		return nil, fmt.Errorf("snapshot %s: %w", key, err)
 	}
 	syncDir(c.dir)
-	s, err := c.Get(shape)
+	s, err := c.get(key, shape)
 	if err == nil {
 		// The new one is the most recently used: older ones go first.
 		c.Prune(DefaultMaxBytes)
