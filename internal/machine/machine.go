@@ -432,16 +432,10 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 		case <-dialCtx.Done():
 		}
 	}()
-	m.client, err = guestconn.DialContext(dialCtx, agentConn)
-	// A resumed guest's agent may still hold the saved machine's
-	// connection, which it ends when a new hello arrives on it,
-	// refusing that one: it serves the next.
-	for tries := 0; err != nil && opts.Resume != nil && errors.Is(err, guestconn.ErrRefused) && tries < 5 && dialCtx.Err() == nil; tries++ {
-		agentConn.Close()
-		time.Sleep(20 * time.Millisecond)
-		if agentConn, err = d.DialContext(dialCtx, "unix", spec.AgentSocket); err == nil {
-			m.client, err = guestconn.DialContext(dialCtx, agentConn)
-		}
+	if opts.Resume == nil {
+		m.client, err = guestconn.DialContext(dialCtx, agentConn)
+	} else {
+		m.client, err = helloResumed(dialCtx, &d, agentConn, spec.AgentSocket)
 	}
 	stopDial()
 	if err != nil {
@@ -466,6 +460,45 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return m, nil
+}
+
+// resumedHello bounds each hello to a resumed guest's agent, and
+// resumedTries how many are made.
+const (
+	resumedHello = 10 * time.Second
+	resumedTries = 6
+)
+
+// helloResumed connects the client of a resumed guest's agent. The
+// agent was saved serving the saved machine's connection, and sees the
+// new one as that one's second hello: it refuses it, ends the old one
+// and serves the next connection. The guest's view of the port's host
+// end after a resume depends on when QEMU tells it of the change, so a
+// hello that goes unanswered is also tried again, on a new connection
+// (which the guest is told of), each within resumedHello.
+func helloResumed(ctx context.Context, d *net.Dialer, conn net.Conn, socket string) (*guestconn.Client, error) {
+	var err error
+	for try := 0; try < resumedTries; try++ {
+		if try > 0 {
+			conn.Close()
+			time.Sleep(20 * time.Millisecond)
+			if conn, err = d.DialContext(ctx, "unix", socket); err != nil {
+				return nil, err
+			}
+		}
+		hctx, cancel := context.WithTimeout(ctx, resumedHello)
+		var c *guestconn.Client
+		c, err = guestconn.DialContext(hctx, conn)
+		cancel()
+		if err == nil {
+			return c, nil
+		}
+		if ctx.Err() != nil || !(errors.Is(err, guestconn.ErrRefused) || hctx.Err() != nil) {
+			break
+		}
+	}
+	conn.Close()
+	return nil, err
 }
 
 // vmSpec describes the machine opts asks for, named name, with its
@@ -639,19 +672,23 @@ func (m *Machine) Resumed() bool { return m.resumed }
 // device state is written to state, its guest's RAM stays in the memory
 // file, and its root disk (an overlay over the image's disk) is moved to
 // disk. The three are a saved machine Options.Resume starts others
-// from; this one does not run again, and its directory is removed. The
-// guest agent's connection is closed first, so that a resumed guest's
-// agent waits for its new host. ctx bounds the save.
+// from; this one does not run again, and its directory is removed.
+// ctx bounds the save.
 func (m *Machine) Save(ctx context.Context, state *os.File, disk string) error {
 	snap, ok := m.hv.(Snapshotter)
 	if !ok || !m.saveable {
 		return fmt.Errorf("sandbox %s: the machine cannot be saved (no Options.MemoryFile, or a hypervisor that does not save)", m.name)
 	}
+	// The agent's connection stays open while the machine is saved: a
+	// resumed guest's agent then always sees the new host's hello as a
+	// second one on the saved connection, and refuses it
+	// (helloResumed), rather than sometimes learning of the change in
+	// between, depending on when it ran.
+	err := snap.Save(ctx, m.proc, state)
 	if m.client != nil {
 		m.client.Close()
 		m.client = nil
 	}
-	err := snap.Save(ctx, m.proc, state)
 	if err == nil {
 		// QEMU has flushed the disk and runs the guest no more.
 		m.proc.Kill()
