@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -141,8 +142,14 @@ func shapeOf(ctx context.Context, img *Image, mopts machine.Options) (snapshot.S
 		memory = machine.DefaultMemory
 	}
 	memory = (memory + 1<<20 - 1) &^ (1<<20 - 1)
+	// The saved disk's backing file is the disk by this path
+	// (machine.Start makes the overlay over its absolute path).
+	diskPath, err := filepath.Abs(b.Disk)
+	if err != nil {
+		return snapshot.Shape{}, err
+	}
 	return snapshot.Shape{
-		Kernel: digests[OutputKernel], Initrd: digests[OutputInitramfs], Disk: digests[OutputDisk],
+		Kernel: digests[OutputKernel], Initrd: digests[OutputInitramfs], Disk: digests[OutputDisk], DiskPath: diskPath,
 		Platform: b.Platform.String(), Cmdline: b.Cmdline,
 		CPUs: cpus, Memory: memory,
 		Ports:      slices.Sorted(maps.Keys(mopts.Ports)),
