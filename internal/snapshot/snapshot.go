@@ -243,13 +243,25 @@ func (c *Cache) load(key string, shape Shape) (_ *Snapshot, err error) {
 		return nil, fmt.Errorf("snapshot %s: %w", key, err)
 	}
 	bad := func(format string, args ...any) error {
-		c.discard(key)
+		c.discard(key, fi)
 		return fmt.Errorf("snapshot %s: %s (removed; the next start saves it again)", key, fmt.Sprintf(format, args...))
 	}
 	if err := checkOwn(fi, fs.ModeDir); err != nil {
 		return nil, bad("%s %v", key, err)
 	}
-	mf, err := openOwn(filepath.Join(dir, MetaFile))
+	// Its files are opened in the directory that was checked, whatever
+	// is renamed to its name meanwhile.
+	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, bad("%v", &fs.PathError{Op: "open", Path: dir, Err: err})
+	}
+	defer unix.Close(dfd)
+	var st unix.Stat_t
+	if err := unix.Fstat(dfd, &st); err != nil || st.Dev != fi.Sys().(*syscall.Stat_t).Dev || st.Ino != fi.Sys().(*syscall.Stat_t).Ino {
+		return nil, fmt.Errorf("snapshot %s: replaced as it was opened", key)
+	}
+	openOwn := func(name string) (*os.File, error) { return openOwn(dfd, dir, name) }
+	mf, err := openOwn(MetaFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, ErrMissing
 	}
@@ -283,13 +295,19 @@ func (c *Cache) load(key string, shape Shape) (_ *Snapshot, err error) {
 
 	// The state: copied, as it is digested, into a sealed file that is
 	// then all a resume reads.
-	if s.state, err = sealedCopy(filepath.Join(dir, StateFile), meta.State); err != nil {
+	sf, err := openOwn(StateFile)
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+	s.state, err = sealedCopy(sf, meta.State)
+	sf.Close()
+	if err != nil {
 		return nil, bad("%v", err)
 	}
 
 	// The disk: digested, and its backing file checked, from one
 	// descriptor, whose file Resume checks the path still names.
-	df, err := openOwn(filepath.Join(dir, DiskFile))
+	df, err := openOwn(DiskFile)
 	if err != nil {
 		return nil, bad("%v", err)
 	}
@@ -312,7 +330,7 @@ func (c *Cache) load(key string, shape Shape) (_ *Snapshot, err error) {
 		return nil, bad("%v", err)
 	}
 
-	f, err := openOwn(filepath.Join(dir, MemoryFile))
+	f, err := openOwn(MemoryFile)
 	if err != nil {
 		return nil, bad("%v", err)
 	}
@@ -359,11 +377,12 @@ func checkOwn(fi os.FileInfo, typ fs.FileMode) error {
 	return nil
 }
 
-// openOwn opens a snapshot's file for reading: never through a
-// symbolic link, never blocking (on a planted FIFO), and only a regular
-// file checkOwn accepts.
-func openOwn(path string) (*os.File, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+// openOwn opens a snapshot's file, name in the directory dfd (at dir),
+// for reading: never through a symbolic link, never blocking (on a
+// planted FIFO), and only a regular file checkOwn accepts.
+func openOwn(dfd int, dir, name string) (*os.File, error) {
+	path := filepath.Join(dir, name)
+	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
@@ -381,14 +400,10 @@ func openOwn(path string) (*os.File, error) {
 	return f, nil
 }
 
-// sealedCopy copies the file at path into a new memory file sealed
-// against writes, checking the copy against digest (fileDigest's form).
-func sealedCopy(path, digest string) (*os.File, error) {
-	src, err := openOwn(path)
-	if err != nil {
-		return nil, err
-	}
-	defer src.Close()
+// sealedCopy copies src into a new memory file sealed against writes,
+// checking the copy against digest (fileDigest's form).
+func sealedCopy(src *os.File, digest string) (*os.File, error) {
+	path := src.Name()
 	fd, err := unix.MemfdCreate("sbx-state", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
 		return nil, fmt.Errorf("state file: %w", err)
@@ -441,9 +456,13 @@ func qcow2Backing(f *os.File) (string, error) {
 	return string(name), nil
 }
 
-// discard removes a snapshot's directory.
-func (c *Cache) discard(key string) {
-	os.RemoveAll(filepath.Join(c.dir, key))
+// discard removes a snapshot's directory, the one found there as fi:
+// not another saved in its place since.
+func (c *Cache) discard(key string, fi os.FileInfo) {
+	dir := filepath.Join(c.dir, key)
+	if now, err := os.Lstat(dir); err == nil && os.SameFile(now, fi) {
+		os.RemoveAll(dir)
+	}
 }
 
 // Saved is what a Create's save function reports of the machine it
@@ -480,6 +499,12 @@ func (c *Cache) Create(ctx context.Context, shape Shape, save SaveFunc) (*Snapsh
 	defer unlock()
 	if s, err := c.Get(shape); !errors.Is(err, ErrMissing) {
 		return s, err
+	}
+	// What a save of this shape left when its process died (the lock
+	// is this one's: no other save of it is under way), memory and all.
+	stale, _ := filepath.Glob(filepath.Join(c.dir, ".new-"+key+"-*"))
+	for _, p := range stale {
+		os.RemoveAll(p)
 	}
 	tmp, err := os.MkdirTemp(c.dir, ".new-"+key+"-")
 	if err != nil {

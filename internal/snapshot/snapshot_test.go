@@ -367,3 +367,20 @@ func TestPlantedLock(t *testing.T) {
 		t.Errorf("the lock's symbolic link was followed: %v", err)
 	}
 }
+
+// TestStaleSave: what a save that died left is removed by the next.
+func TestStaleSave(t *testing.T) {
+	dir := t.TempDir()
+	shape := testShape(t)
+	stale := filepath.Join(dir, ".new-"+shape.Key()+"-12345")
+	if err := os.Mkdir(stale, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(stale, snapshot.MemoryFile), []byte("left"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	create(t, dir, shape, "one")
+	if _, err := os.Lstat(stale); !os.IsNotExist(err) {
+		t.Errorf("a dead save's directory is left: %v", err)
+	}
+}
