@@ -188,6 +188,11 @@ type Resume struct {
 	// Disk is the saved root disk (a qcow2 image whose backing file is
 	// Boot.Disk): the machine's overlay is made over it instead.
 	Disk string
+	// DiskFile, when set, is Disk open: the overlay is made over this
+	// file, which the hypervisor is handed (vm.Spec.RootBacking), not
+	// over whatever Disk's path names when it opens it, so that a disk
+	// verified is the disk resumed over.
+	DiskFile *os.File
 	// MAC is the saved machine's network address (Options.MAC).
 	MAC string
 	// Ready is the saved machine's ready line: a resumed guest does not
@@ -363,7 +368,14 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
-	if err := qcow2.CreateOverlay(overlay, backing, "qcow2", 0); err != nil {
+	var size int64 // the backing file's
+	if r := opts.Resume; r != nil && r.DiskFile != nil {
+		backing = vm.BackingPath
+		if size, err = qcow2.ImageSize(r.DiskFile); err != nil {
+			return nil, fmt.Errorf("%s: saved disk %s: %w", where, r.Disk, err)
+		}
+	}
+	if err := qcow2.CreateOverlay(overlay, backing, "qcow2", size); err != nil {
 		return nil, fmt.Errorf("%s: root disk overlay: %w", where, err)
 	}
 
@@ -509,6 +521,7 @@ func vmSpec(name string, opts Options, dir string) vm.Spec {
 	case opts.Resume != nil:
 		spec.Memory = &vm.Memory{Path: opts.Resume.Memory.Name(), File: opts.Resume.Memory}
 		spec.MAC = opts.Resume.MAC
+		spec.RootBacking = opts.Resume.DiskFile
 	}
 	return spec
 }

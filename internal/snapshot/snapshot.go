@@ -110,26 +110,25 @@ type Snapshot struct {
 	// state is the verified device state, a sealed copy: what a resume
 	// loads is what was verified, whatever becomes of the state file.
 	state *os.File
-	// disk is the verified disk file as it was verified: the hypervisor
-	// opens it by its path, so Resume checks the path still names it.
-	disk os.FileInfo
+	// diskFile is the verified disk, open: resumes are made over it
+	// (machine.Resume.DiskFile), not over what its path names later;
+	// disk is it as it was verified, which Get checks the path still
+	// names, to load a snapshot saved in its place since.
+	diskFile *os.File
+	disk     os.FileInfo
 }
 
 // Resume is what machine.Options.Resume needs of the snapshot; the
-// caller closes State once the machine has started. It is an error when
-// the snapshot's disk is no longer the file Get verified (the snapshot
-// was removed or replaced since).
+// caller closes State once the machine has started. It is of the files
+// Get verified, whatever became of the snapshot's directory since.
 func (s *Snapshot) Resume() (*machine.Resume, error) {
-	if err := s.current(); err != nil {
-		return nil, err
-	}
 	// A descriptor of its own, with its own offset: the hypervisor
 	// reads the state from it.
 	st, err := os.OpenFile(fmt.Sprintf("/proc/self/fd/%d", s.state.Fd()), os.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot %s: %w", s.Key, err)
 	}
-	return &machine.Resume{State: st, Memory: s.Memory, Disk: filepath.Join(s.Dir, DiskFile), MAC: s.MAC, Ready: s.Ready}, nil
+	return &machine.Resume{State: st, Memory: s.Memory, Disk: filepath.Join(s.Dir, DiskFile), DiskFile: s.diskFile, MAC: s.MAC, Ready: s.Ready}, nil
 }
 
 // current checks that the snapshot's disk path still names the file
@@ -148,6 +147,7 @@ func (s *Snapshot) current() error {
 func (s *Snapshot) close() {
 	s.Memory.Close()
 	s.state.Close()
+	s.diskFile.Close()
 }
 
 // Cache is a directory of snapshots. Its methods are safe for concurrent
@@ -311,7 +311,7 @@ func (c *Cache) load(key string, shape Shape) (_ *Snapshot, err error) {
 	if err != nil {
 		return nil, bad("%v", err)
 	}
-	defer df.Close()
+	s.diskFile = df
 	h := sha256.New()
 	if _, err := io.Copy(h, df); err != nil {
 		return nil, bad("%s: %v", DiskFile, err)

@@ -117,10 +117,11 @@ func TestCreateGet(t *testing.T) {
 	}
 }
 
-// TestVerified: a resume loads the state that was verified, whatever
-// is written to the state file after, and a snapshot removed and saved
-// again since it was loaded is not resumed from with the memory of the
-// old one.
+// TestVerified: a resume loads the state and is made over the disk
+// that were verified, whatever is written to their paths after, and a
+// snapshot removed and saved again since it was loaded is not mixed
+// with the old one: the old resumes of its own files, Get returns the
+// new.
 func TestVerified(t *testing.T) {
 	dir := t.TempDir()
 	shape := testShape(t)
@@ -135,6 +136,26 @@ func TestVerified(t *testing.T) {
 	if got := readState(t, s); got != "device state one" {
 		t.Errorf("resumed with state %q, not the one verified", got)
 	}
+	diskPath := filepath.Join(dir, shape.Key(), snapshot.DiskFile)
+	verified, err := os.Stat(diskPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(diskPath, diskPath+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(diskPath, []byte("planted disk"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Resume()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.State.Close()
+	if fi, err := r.DiskFile.Stat(); err != nil || !os.SameFile(fi, verified) {
+		t.Errorf("resumed over another disk than the one verified: %v", err)
+	}
+	os.Rename(diskPath+".old", diskPath)
 
 	// Another process removes the snapshot and saves it again.
 	other, err := snapshot.Open(dir)
@@ -149,9 +170,17 @@ func TestVerified(t *testing.T) {
 	if _, err := other.Create(context.Background(), shape, fakeSave(shape, "two")); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := s.Resume(); err == nil {
-		r.State.Close()
-		t.Error("resumed from a snapshot whose disk was replaced")
+	// The snapshot loaded before resumes of its own files, all three.
+	r, err = s.Resume()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(r.State)
+	r.State.Close()
+	disk, _ := io.ReadAll(io.NewSectionReader(r.DiskFile, 0, 1<<30))
+	sum := sha256.Sum256(disk)
+	if string(b) != "device state one" || "sha256:"+hex.EncodeToString(sum[:]) != s.Meta.Disk {
+		t.Errorf("the snapshot loaded before resumes with state %q and another disk", b)
 	}
 	s2, err := c.Get(shape)
 	if err != nil {
