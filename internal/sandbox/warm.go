@@ -52,8 +52,11 @@ const warmMAC = "52:54:00:5b:78:01"
 // startMachine starts the sandbox's machine: resumed from the saved
 // machine of its shape when opts.Snapshots is set (saving one first if
 // the cache has none), booted otherwise, or when the warm start fails
-// for another reason than ctx (Started.Warning says why).
-func startMachine(ctx context.Context, spec Spec, opts Options, mopts machine.Options) (*machine.Machine, Started, error) {
+// for another reason than ctx (Started.Warning says why). The boot
+// after a failed warm start is on the network renew returns: the
+// machine that failed may have been served mopts.Network, and a network
+// serves one machine.
+func startMachine(ctx context.Context, spec Spec, opts Options, renew func() (machine.Network, error), mopts machine.Options) (*machine.Machine, Started, error) {
 	if opts.Snapshots == nil || opts.benchmarking() {
 		m, err := machine.Start(ctx, mopts)
 		return m, Started{How: Cold}, err
@@ -75,6 +78,11 @@ func startMachine(ctx context.Context, spec Spec, opts Options, mopts machine.Op
 	}
 	log.Warn("warm start failed; booting", "sandbox", spec.Name, "error", err)
 	warning := "warm start failed, booted instead: " + err.Error()
+	if mopts.Network != nil {
+		if mopts.Network, err = renew(); err != nil {
+			return nil, Started{How: Cold, Warning: warning}, err
+		}
+	}
 	m, err = machine.Start(ctx, mopts)
 	return m, Started{How: Cold, Warning: warning}, err
 }
