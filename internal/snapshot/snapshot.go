@@ -158,7 +158,11 @@ type Cache struct {
 
 	mu     sync.Mutex
 	loaded map[string]*Snapshot
-	making map[string]*sync.Mutex
+	// retired are snapshots loaded, then removed or saved again: a
+	// machine may be starting from one, so its files stay open until
+	// Close.
+	retired []*Snapshot
+	making  map[string]*sync.Mutex
 }
 
 // Open opens (making it, mode 0700) the snapshot cache in dir. The
@@ -199,6 +203,10 @@ func (c *Cache) Close() error {
 		s.close()
 		delete(c.loaded, k)
 	}
+	for _, s := range c.retired {
+		s.close()
+	}
+	c.retired = nil
 	return nil
 }
 
@@ -213,10 +221,12 @@ func (c *Cache) Get(shape Shape) (*Snapshot, error) {
 			c.mu.Unlock()
 			return s, nil
 		}
-		// Removed or replaced since it was loaded: machines resumed
-		// from it keep their memory; the next are of what is there now.
+		// Removed or replaced since it was loaded: the next machines
+		// are of what is there now. One may be starting from it (its
+		// descriptors about to be handed to the hypervisor), so it is
+		// not closed yet.
 		delete(c.loaded, key)
-		s.close()
+		c.retired = append(c.retired, s)
 	}
 	c.mu.Unlock()
 	s, err := c.load(key, shape)
@@ -225,9 +235,12 @@ func (c *Cache) Get(shape Shape) (*Snapshot, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if old, ok := c.loaded[key]; ok && old.current() == nil {
-		s.close()
-		return old, nil
+	if old, ok := c.loaded[key]; ok {
+		if old.current() == nil {
+			s.close()
+			return old, nil
+		}
+		c.retired = append(c.retired, old)
 	}
 	c.loaded[key] = s
 	return s, nil

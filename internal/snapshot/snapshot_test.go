@@ -189,6 +189,14 @@ func TestVerified(t *testing.T) {
 	if got := readState(t, s2); got != "device state two" {
 		t.Errorf("after the snapshot was saved again: state %q", got)
 	}
+	// A machine may still be starting from the old one: its files stay
+	// open.
+	if _, err := s.Memory.Stat(); err != nil {
+		t.Errorf("the old snapshot's memory was closed: %v", err)
+	}
+	if got := readState(t, s); got != "device state one" {
+		t.Errorf("the old snapshot after the new one was loaded: state %q", got)
+	}
 	mem := make([]byte, 16)
 	s2.Memory.ReadAt(mem, 8192)
 	if !bytes.HasPrefix(mem, []byte("guest memory two")) {
