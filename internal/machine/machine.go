@@ -257,6 +257,16 @@ type Machine struct {
 	portsGroup sync.WaitGroup
 }
 
+// resumeHelloWait is how long a resumed machine's start waits for its
+// agent to answer a hello before it connects again and sends another
+// (the first may have been lost as the agent closed the saved machine's
+// connection). Tests shorten it.
+var resumeHelloWait = 5 * time.Second
+
+// errHelloLost is a resumed agent's hello that had no answer within
+// resumeHelloWait.
+var errHelloLost = errors.New("the guest agent did not answer the hello")
+
 // Start boots a machine from opts.Boot and returns it once the guest
 // agent answers on its port. ctx bounds the start only; the machine runs
 // until Stop. On any failure nothing is left running or on disk.
@@ -437,15 +447,31 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 		case <-dialCtx.Done():
 		}
 	}()
-	m.client, err = guestconn.DialContext(dialCtx, agentConn)
+	hello := func(conn net.Conn) (*guestconn.Client, error) {
+		if opts.Resume == nil {
+			return guestconn.DialContext(dialCtx, conn)
+		}
+		// A resumed guest's agent may lose a hello: one that reaches
+		// the saved machine's connection as the agent closes it is
+		// dropped with the port's unread data. Such a hello is not
+		// waited for until the boot's deadline, but sent again.
+		actx, cancel := context.WithTimeout(dialCtx, resumeHelloWait)
+		defer cancel()
+		c, err := guestconn.DialContext(actx, conn)
+		if err != nil && actx.Err() != nil && dialCtx.Err() == nil {
+			err = errHelloLost
+		}
+		return c, err
+	}
+	m.client, err = hello(agentConn)
 	// A resumed guest's agent may still hold the saved machine's
 	// connection, which it ends when a new hello arrives on it,
 	// refusing that one: it serves the next.
-	for tries := 0; err != nil && opts.Resume != nil && errors.Is(err, guestconn.ErrRefused) && tries < 5 && dialCtx.Err() == nil; tries++ {
+	for tries := 0; err != nil && opts.Resume != nil && (errors.Is(err, guestconn.ErrRefused) || errors.Is(err, errHelloLost)) && tries < 20 && dialCtx.Err() == nil; tries++ {
 		agentConn.Close()
 		time.Sleep(20 * time.Millisecond)
 		if agentConn, err = d.DialContext(dialCtx, "unix", spec.AgentSocket); err == nil {
-			m.client, err = guestconn.DialContext(dialCtx, agentConn)
+			m.client, err = hello(agentConn)
 		}
 	}
 	stopDial()
