@@ -188,6 +188,11 @@ type Resume struct {
 	// Disk is the saved root disk (a qcow2 image whose backing file is
 	// Boot.Disk): the machine's overlay is made over it instead.
 	Disk string
+	// DiskFile, when set, is Disk open: the overlay is made over this
+	// file, which the hypervisor is handed (vm.Spec.RootBacking), not
+	// over whatever Disk's path names when it opens it, so that a disk
+	// verified is the disk resumed over.
+	DiskFile *os.File
 	// MAC is the saved machine's network address (Options.MAC).
 	MAC string
 	// Ready is the saved machine's ready line: a resumed guest does not
@@ -252,6 +257,16 @@ type Machine struct {
 	portsStop  context.CancelFunc
 	portsGroup sync.WaitGroup
 }
+
+// resumeHelloWait is how long a resumed machine's start waits for its
+// agent to answer a hello before it connects again and sends another
+// (the first may have been lost as the agent closed the saved machine's
+// connection). Tests shorten it.
+var resumeHelloWait = 5 * time.Second
+
+// errHelloLost is a resumed agent's hello that had no answer within
+// resumeHelloWait.
+var errHelloLost = errors.New("the guest agent did not answer the hello")
 
 // Start boots a machine from opts.Boot and returns it once the guest
 // agent answers on its port. ctx bounds the start only; the machine runs
@@ -364,7 +379,14 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
-	if err := qcow2.CreateOverlay(overlay, backing, "qcow2", 0); err != nil {
+	var size int64 // the backing file's
+	if r := opts.Resume; r != nil && r.DiskFile != nil {
+		backing = vm.BackingPath
+		if size, err = qcow2.ImageSize(r.DiskFile); err != nil {
+			return nil, fmt.Errorf("%s: saved disk %s: %w", where, r.Disk, err)
+		}
+	}
+	if err := qcow2.CreateOverlay(overlay, backing, "qcow2", size); err != nil {
 		return nil, fmt.Errorf("%s: root disk overlay: %w", where, err)
 	}
 
@@ -432,10 +454,32 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 		case <-dialCtx.Done():
 		}
 	}()
-	if opts.Resume == nil {
-		m.client, err = guestconn.DialContext(dialCtx, agentConn)
-	} else {
-		m.client, err = helloResumed(dialCtx, &d, agentConn, spec.AgentSocket)
+	hello := func(conn net.Conn) (*guestconn.Client, error) {
+		if opts.Resume == nil {
+			return guestconn.DialContext(dialCtx, conn)
+		}
+		// A resumed guest's agent may lose a hello: one that reaches
+		// the saved machine's connection as the agent closes it is
+		// dropped with the port's unread data. Such a hello is not
+		// waited for until the boot's deadline, but sent again.
+		actx, cancel := context.WithTimeout(dialCtx, resumeHelloWait)
+		defer cancel()
+		c, err := guestconn.DialContext(actx, conn)
+		if err != nil && actx.Err() != nil && dialCtx.Err() == nil {
+			err = errHelloLost
+		}
+		return c, err
+	}
+	m.client, err = hello(agentConn)
+	// A resumed guest's agent may still hold the saved machine's
+	// connection, which it ends when a new hello arrives on it,
+	// refusing that one: it serves the next.
+	for tries := 0; err != nil && opts.Resume != nil && (errors.Is(err, guestconn.ErrRefused) || errors.Is(err, errHelloLost)) && tries < 20 && dialCtx.Err() == nil; tries++ {
+		agentConn.Close()
+		time.Sleep(20 * time.Millisecond)
+		if agentConn, err = d.DialContext(dialCtx, "unix", spec.AgentSocket); err == nil {
+			m.client, err = hello(agentConn)
+		}
 	}
 	stopDial()
 	if err != nil {
@@ -460,45 +504,6 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return m, nil
-}
-
-// resumedHello bounds each hello to a resumed guest's agent, and
-// resumedTries how many are made.
-const (
-	resumedHello = 10 * time.Second
-	resumedTries = 6
-)
-
-// helloResumed connects the client of a resumed guest's agent. The
-// agent was saved serving the saved machine's connection, and sees the
-// new one as that one's second hello: it refuses it, ends the old one
-// and serves the next connection. The guest's view of the port's host
-// end after a resume depends on when QEMU tells it of the change, so a
-// hello that goes unanswered is also tried again, on a new connection
-// (which the guest is told of), each within resumedHello.
-func helloResumed(ctx context.Context, d *net.Dialer, conn net.Conn, socket string) (*guestconn.Client, error) {
-	var err error
-	for try := 0; try < resumedTries; try++ {
-		if try > 0 {
-			conn.Close()
-			time.Sleep(20 * time.Millisecond)
-			if conn, err = d.DialContext(ctx, "unix", socket); err != nil {
-				return nil, err
-			}
-		}
-		hctx, cancel := context.WithTimeout(ctx, resumedHello)
-		var c *guestconn.Client
-		c, err = guestconn.DialContext(hctx, conn)
-		cancel()
-		if err == nil {
-			return c, nil
-		}
-		if ctx.Err() != nil || !(errors.Is(err, guestconn.ErrRefused) || hctx.Err() != nil) {
-			break
-		}
-	}
-	conn.Close()
-	return nil, err
 }
 
 // vmSpec describes the machine opts asks for, named name, with its
@@ -550,6 +555,7 @@ func vmSpec(name string, opts Options, dir string) vm.Spec {
 	case opts.Resume != nil:
 		spec.Memory = &vm.Memory{Path: opts.Resume.Memory.Name(), File: opts.Resume.Memory}
 		spec.MAC = opts.Resume.MAC
+		spec.RootBacking = opts.Resume.DiskFile
 	}
 	return spec
 }

@@ -2,6 +2,7 @@ package qcow2
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -71,12 +72,21 @@ func backingSize(overlayPath, backingPath, format string) (int64, error) {
 		}
 		return fi.Size(), nil
 	}
+	size, err := ImageSize(f)
+	if err != nil {
+		return 0, fmt.Errorf("qcow2: backing image %s: %w", p, err)
+	}
+	return size, nil
+}
+
+// ImageSize returns the virtual size a qcow2 image's header gives.
+func ImageSize(r io.ReaderAt) (int64, error) {
 	var hdr [32]byte
-	if _, err := io.ReadFull(f, hdr[:]); err != nil {
-		return 0, fmt.Errorf("qcow2: backing image %s: reading header: %w", p, err)
+	if _, err := r.ReadAt(hdr[:], 0); err != nil {
+		return 0, fmt.Errorf("reading the header: %w", err)
 	}
 	if binary.BigEndian.Uint32(hdr[0:]) != magic {
-		return 0, fmt.Errorf("qcow2: backing image %s is not a qcow2 image", p)
+		return 0, errors.New("not a qcow2 image")
 	}
 	return int64(binary.BigEndian.Uint64(hdr[24:])), nil
 }

@@ -108,19 +108,37 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	n, err := sandboxnet.New(sandboxnet.Options{
+	netOpts := sandboxnet.Options{
 		Sandbox:  spec.Name,
 		Policy:   spec.Policy,
 		Secrets:  opts.Secrets,
 		AuditDir: opts.AuditDir,
 		CA:       opts.CA,
 		Logger:   opts.Logger,
-	})
+	}
+	n, err := sandboxnet.New(netOpts)
 	if err != nil {
 		return nil, errors.Join(err, files.Close())
 	}
+	// A network serves one machine: the boot after a failed warm start
+	// is given a new one (nothing of the first reached a guest that
+	// was configured).
+	netClosed := false
+	renew := func() (machine.Network, error) {
+		err := n.Close()
+		netClosed = true
+		if err != nil {
+			return nil, err
+		}
+		fresh, err := sandboxnet.New(netOpts)
+		if err != nil {
+			return nil, err
+		}
+		n, netClosed = fresh, false
+		return n.Network(), nil
+	}
 	begin := time.Now()
-	m, started, err := startMachine(ctx, spec, opts, machine.Options{
+	m, started, err := startMachine(ctx, spec, opts, renew, machine.Options{
 		Name:        spec.Name,
 		Boot:        boot,
 		CPUs:        spec.CPUs,
@@ -135,7 +153,10 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Sandbox, error) {
 		Bench:       opts.Bench,
 	})
 	if err != nil {
-		return nil, errors.Join(err, n.Close(), files.Close())
+		if !netClosed {
+			err = errors.Join(err, n.Close())
+		}
+		return nil, errors.Join(err, files.Close())
 	}
 	s := &Sandbox{spec: spec, m: m, net: n, files: files, configure: m.Client().Configure, done: make(chan struct{})}
 	go func() {

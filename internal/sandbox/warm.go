@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -64,8 +65,11 @@ const warmMAC = "52:54:00:5b:78:01"
 // startMachine starts the sandbox's machine: resumed from the saved
 // machine of its shape when opts.Snapshots is set (saving one first if
 // the cache has none), booted otherwise, or when the warm start fails
-// for another reason than ctx (Started.Warning says why).
-func startMachine(ctx context.Context, spec Spec, opts Options, mopts machine.Options) (*machine.Machine, Started, error) {
+// for another reason than ctx (Started.Warning says why). The boot
+// after a failed warm start is on the network renew returns: the
+// machine that failed may have been served mopts.Network, and a network
+// serves one machine.
+func startMachine(ctx context.Context, spec Spec, opts Options, renew func() (machine.Network, error), mopts machine.Options) (*machine.Machine, Started, error) {
 	if opts.Snapshots == nil || opts.benchmarking() {
 		m, err := machine.Start(ctx, mopts)
 		return m, Started{How: Cold}, err
@@ -87,6 +91,11 @@ func startMachine(ctx context.Context, spec Spec, opts Options, mopts machine.Op
 	}
 	log.Warn("warm start failed; booting", "sandbox", spec.Name, "error", err)
 	warning := "warm start failed, booted instead: " + err.Error()
+	if mopts.Network != nil {
+		if mopts.Network, err = renew(); err != nil {
+			return nil, Started{How: Cold, Warning: warning}, err
+		}
+	}
 	m, err = machine.Start(ctx, mopts)
 	return m, Started{How: Cold, Warning: warning}, err
 }
@@ -167,8 +176,14 @@ func shapeOf(ctx context.Context, img *Image, mopts machine.Options) (snapshot.S
 		memory = machine.DefaultMemory
 	}
 	memory = (memory + 1<<20 - 1) &^ (1<<20 - 1)
+	// The saved disk's backing file is the disk by this path
+	// (machine.Start makes the overlay over its absolute path).
+	diskPath, err := filepath.Abs(b.Disk)
+	if err != nil {
+		return snapshot.Shape{}, err
+	}
 	return snapshot.Shape{
-		Kernel: digests[OutputKernel], Initrd: digests[OutputInitramfs], Disk: digests[OutputDisk],
+		Kernel: digests[OutputKernel], Initrd: digests[OutputInitramfs], Disk: digests[OutputDisk], DiskPath: diskPath,
 		Platform: b.Platform.String(), Cmdline: b.Cmdline,
 		CPUs: cpus, Memory: memory,
 		Ports:      slices.Sorted(maps.Keys(mopts.Ports)),

@@ -47,6 +47,10 @@ type Shape struct {
 	Kernel string `json:"kernel"`
 	Initrd string `json:"initrd"`
 	Disk   string `json:"disk"`
+	// DiskPath is the image's disk's absolute path: the saved disk is
+	// an overlay that names it as its backing file, so a snapshot is of
+	// the disk there and nowhere else (Get checks that it names it).
+	DiskPath string `json:"disk_path"`
 	// Platform and Cmdline are the image's platform and kernel
 	// parameters.
 	Platform string   `json:"platform"`
@@ -102,16 +106,51 @@ type Snapshot struct {
 	// every machine resumed from the snapshot in this process; the
 	// cache owns it.
 	Memory *os.File
+
+	// state is the verified device state, a sealed copy: what a resume
+	// loads is what was verified, whatever becomes of the state file.
+	state *os.File
+	// diskFile is the verified disk, open: resumes are made over it
+	// (machine.Resume.DiskFile), not over what its path names later;
+	// disk is it as it was verified, which Get checks the path still
+	// names, to load a snapshot saved in its place since.
+	diskFile *os.File
+	disk     os.FileInfo
+	// dirInfo is the snapshot's directory as it was loaded: Discard
+	// removes that one, not another saved in its place since.
+	dirInfo os.FileInfo
 }
 
 // Resume is what machine.Options.Resume needs of the snapshot; the
-// caller closes State once the machine has started.
+// caller closes State once the machine has started. It is of the files
+// Get verified, whatever became of the snapshot's directory since.
 func (s *Snapshot) Resume() (*machine.Resume, error) {
-	st, err := os.Open(filepath.Join(s.Dir, StateFile))
+	// A descriptor of its own, with its own offset: the hypervisor
+	// reads the state from it.
+	st, err := os.OpenFile(fmt.Sprintf("/proc/self/fd/%d", s.state.Fd()), os.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("snapshot %s: %w", s.Key, err)
 	}
-	return &machine.Resume{State: st, Memory: s.Memory, Disk: filepath.Join(s.Dir, DiskFile), MAC: s.MAC, Ready: s.Ready}, nil
+	return &machine.Resume{State: st, Memory: s.Memory, Disk: filepath.Join(s.Dir, DiskFile), DiskFile: s.diskFile, MAC: s.MAC, Ready: s.Ready}, nil
+}
+
+// current checks that the snapshot's disk path still names the file
+// that was verified, unchanged.
+func (s *Snapshot) current() error {
+	fi, err := os.Lstat(filepath.Join(s.Dir, DiskFile))
+	if err == nil && (!os.SameFile(fi, s.disk) || fi.Size() != s.disk.Size() || !fi.ModTime().Equal(s.disk.ModTime())) {
+		err = errors.New("it is not the file that was verified")
+	}
+	if err != nil {
+		return fmt.Errorf("snapshot %s: %s changed since it was verified: %w", s.Key, DiskFile, err)
+	}
+	return nil
+}
+
+func (s *Snapshot) close() {
+	s.Memory.Close()
+	s.state.Close()
+	s.diskFile.Close()
 }
 
 // Cache is a directory of snapshots. Its methods are safe for concurrent
@@ -122,13 +161,35 @@ type Cache struct {
 
 	mu     sync.Mutex
 	loaded map[string]*Snapshot
-	making map[string]*sync.Mutex
+	// retired are snapshots loaded, then removed or saved again: a
+	// machine may be starting from one, so its files stay open until
+	// Close.
+	retired []*Snapshot
+	making  map[string]*sync.Mutex
 }
 
-// Open opens (making it, mode 0700) the snapshot cache in dir.
+// Open opens (making it, mode 0700) the snapshot cache in dir. The
+// directory must be this user's: one of another user's is refused, and
+// one of this user's that others may read or write is made private, as
+// what is in it becomes the guests' memory and disk.
 func Open(dir string) (*Cache, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("snapshot cache: %w", err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot cache: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("snapshot cache: %s is not a directory", dir)
+	}
+	if uid := owner(fi); uid != os.Geteuid() {
+		return nil, fmt.Errorf("snapshot cache: %s belongs to user %d, not this one", dir, uid)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("snapshot cache: %w", err)
+		}
 	}
 	return &Cache{dir: dir, loaded: map[string]*Snapshot{}, making: map[string]*sync.Mutex{}}, nil
 }
@@ -142,9 +203,13 @@ func (c *Cache) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for k, s := range c.loaded {
-		s.Memory.Close()
+		s.close()
 		delete(c.loaded, k)
 	}
+	for _, s := range c.retired {
+		s.close()
+	}
+	c.retired = nil
 	return nil
 }
 
@@ -177,8 +242,16 @@ func (c *Cache) keyLock(key string) *sync.Mutex {
 func (c *Cache) get(key string, shape Shape) (*Snapshot, error) {
 	c.mu.Lock()
 	if s, ok := c.loaded[key]; ok {
-		c.mu.Unlock()
-		return s, nil
+		if s.current() == nil {
+			c.mu.Unlock()
+			return s, nil
+		}
+		// Removed or replaced since it was loaded: the next machines
+		// are of what is there now. One may be starting from it (its
+		// descriptors about to be handed to the hypervisor), so it is
+		// not closed yet.
+		delete(c.loaded, key)
+		c.retired = append(c.retired, s)
 	}
 	c.mu.Unlock()
 	s, err := c.load(key, shape)
@@ -188,16 +261,19 @@ func (c *Cache) get(key string, shape Shape) (*Snapshot, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old, ok := c.loaded[key]; ok {
-		s.Memory.Close()
-		return old, nil
+		if old.current() == nil {
+			s.close()
+			return old, nil
+		}
+		c.retired = append(c.retired, old)
 	}
 	c.loaded[key] = s
 	return s, nil
 }
 
-func (c *Cache) load(key string, shape Shape) (*Snapshot, error) {
+func (c *Cache) load(key string, shape Shape) (_ *Snapshot, err error) {
 	dir := filepath.Join(c.dir, key)
-	b, err := os.ReadFile(filepath.Join(dir, MetaFile))
+	fi, err := os.Lstat(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, ErrMissing
 	}
@@ -205,8 +281,38 @@ func (c *Cache) load(key string, shape Shape) (*Snapshot, error) {
 		return nil, fmt.Errorf("snapshot %s: %w", key, err)
 	}
 	bad := func(format string, args ...any) error {
-		c.discard(key)
+		c.discard(key, fi)
 		return fmt.Errorf("snapshot %s: %s (removed; the next start saves it again)", key, fmt.Sprintf(format, args...))
+	}
+	if err := checkOwn(fi, fs.ModeDir); err != nil {
+		return nil, bad("%s %v", key, err)
+	}
+	// Its files are opened in the directory that was checked, whatever
+	// is renamed to its name meanwhile.
+	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, bad("%v", &fs.PathError{Op: "open", Path: dir, Err: err})
+	}
+	defer unix.Close(dfd)
+	var st unix.Stat_t
+	if err := unix.Fstat(dfd, &st); err != nil || st.Dev != fi.Sys().(*syscall.Stat_t).Dev || st.Ino != fi.Sys().(*syscall.Stat_t).Ino {
+		return nil, fmt.Errorf("snapshot %s: replaced as it was opened", key)
+	}
+	openOwn := func(name string) (*os.File, error) { return openOwn(dfd, dir, name) }
+	mf, err := openOwn(MetaFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, ErrMissing
+	}
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+	b, err := io.ReadAll(io.LimitReader(mf, maxMeta+1))
+	mf.Close()
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+	if len(b) > maxMeta {
+		return nil, bad("%s is larger than %d bytes", MetaFile, maxMeta)
 	}
 	var meta Meta
 	if err := json.Unmarshal(b, &meta); err != nil {
@@ -215,16 +321,54 @@ func (c *Cache) load(key string, shape Shape) (*Snapshot, error) {
 	if meta.Version != Version || meta.Key != key || meta.Shape.Key() != key {
 		return nil, bad("%s is of another shape or format", MetaFile)
 	}
-	for name, want := range map[string]string{StateFile: meta.State, DiskFile: meta.Disk} {
-		got, err := fileDigest(filepath.Join(dir, name))
-		if err != nil {
-			return nil, bad("%v", err)
-		}
-		if got != want {
-			return nil, bad("%s has digest %s, not the %s it was saved with", name, got, want)
-		}
+	if meta.MemorySize != shape.Memory {
+		return nil, bad("%s says the memory is %d bytes; the machine has %d", MetaFile, meta.MemorySize, shape.Memory)
 	}
-	f, err := os.Open(filepath.Join(dir, MemoryFile))
+	s := &Snapshot{Meta: meta, Dir: dir, dirInfo: fi}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
+
+	// The state: copied, as it is digested, into a sealed file that is
+	// then all a resume reads.
+	sf, err := openOwn(StateFile)
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+	s.state, err = sealedCopy(sf, meta.State)
+	sf.Close()
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+
+	// The disk: digested, and its backing file checked, from one
+	// descriptor, whose file Resume checks the path still names.
+	df, err := openOwn(DiskFile)
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+	s.diskFile = df
+	h := sha256.New()
+	if _, err := io.Copy(h, df); err != nil {
+		return nil, bad("%s: %v", DiskFile, err)
+	}
+	if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); got != meta.Disk {
+		return nil, bad("%s has digest %s, not the %s it was saved with", DiskFile, got, meta.Disk)
+	}
+	backing, err := qcow2Backing(df)
+	if err != nil {
+		return nil, bad("%s: %v", DiskFile, err)
+	}
+	if backing != shape.DiskPath {
+		return nil, bad("%s is an overlay of %q, not of the image's disk %q", DiskFile, backing, shape.DiskPath)
+	}
+	if s.disk, err = df.Stat(); err != nil {
+		return nil, bad("%v", err)
+	}
+
+	f, err := openOwn(MemoryFile)
 	if err != nil {
 		return nil, bad("%v", err)
 	}
@@ -233,36 +377,150 @@ func (c *Cache) load(key string, shape Shape) (*Snapshot, error) {
 		return nil, bad("%s is not of the size it was saved with", MemoryFile)
 	}
 	d := newMemoryDigest()
-	mem, err := machine.SealMemory(f, d.add)
-	if err != nil {
+	if s.Memory, err = machine.SealMemory(f, d.add); err != nil {
 		return nil, bad("%v", err)
 	}
 	if got := d.sum(); got != meta.Memory {
-		mem.Close()
 		return nil, bad("%s has digest %s, not the %s it was saved with", MemoryFile, got, meta.Memory)
 	}
 	// A resume uses it: the least recently used go first (Prune).
 	now := time.Now()
-	os.Chtimes(filepath.Join(dir, MetaFile), now, now)
-	return &Snapshot{Meta: meta, Dir: dir, Memory: mem}, nil
+	unix.UtimesNanoAt(dfd, MetaFile, []unix.Timespec{unix.NsecToTimespec(now.UnixNano()), unix.NsecToTimespec(now.UnixNano())}, unix.AT_SYMLINK_NOFOLLOW)
+	return s, nil
 }
 
-// Discard removes the snapshot of shape, which a resume could not use:
-// the next start saves it again. Machines running from it keep running.
+// Discard removes the snapshot of shape, which a resume could not use,
+// so that the next start saves it again. Machines running or starting
+// from it keep their files: the loaded copy is retired, closed at Close.
 func (c *Cache) Discard(shape Shape) {
 	key := shape.Key()
 	c.mu.Lock()
-	if s, ok := c.loaded[key]; ok {
+	s, ok := c.loaded[key]
+	if ok {
 		delete(c.loaded, key)
-		s.Memory.Close()
+		c.retired = append(c.retired, s)
 	}
 	c.mu.Unlock()
-	c.discard(key)
+	if ok {
+		c.discard(key, s.dirInfo)
+	}
 }
 
-// discard removes a snapshot's directory.
-func (c *Cache) discard(key string) {
-	os.RemoveAll(filepath.Join(c.dir, key))
+// Bounds on what load reads whole.
+const (
+	maxMeta  = 1 << 20
+	maxState = 256 << 20
+)
+
+// owner is the user who owns a file.
+func owner(fi os.FileInfo) int {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return int(st.Uid)
+	}
+	return -1
+}
+
+// checkOwn refuses a file that is not of type typ (a symbolic link
+// never is), not this user's, or that others may write: such a file
+// in the cache was planted, not saved.
+func checkOwn(fi os.FileInfo, typ fs.FileMode) error {
+	switch {
+	case fi.Mode().Type() != typ:
+		return fmt.Errorf("is of type %v, not %v", fi.Mode().Type(), typ)
+	case owner(fi) != os.Geteuid():
+		return fmt.Errorf("belongs to user %d, not this one", owner(fi))
+	case fi.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("may be written by others (mode %v)", fi.Mode().Perm())
+	}
+	return nil
+}
+
+// openOwn opens a snapshot's file, name in the directory dfd (at dir),
+// for reading: never through a symbolic link, never blocking (on a
+// planted FIFO), and only a regular file checkOwn accepts.
+func openOwn(dfd int, dir, name string) (*os.File, error) {
+	path := filepath.Join(dir, name)
+	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path)
+	fi, err := f.Stat()
+	if err == nil {
+		if err = checkOwn(fi, 0); err != nil {
+			err = fmt.Errorf("%s %w", filepath.Base(path), err)
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// sealedCopy copies src into a new memory file sealed against writes,
+// checking the copy against digest (fileDigest's form).
+func sealedCopy(src *os.File, digest string) (*os.File, error) {
+	path := src.Name()
+	fd, err := unix.MemfdCreate("sbx-state", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, fmt.Errorf("state file: %w", err)
+	}
+	dst := os.NewFile(uintptr(fd), "sbx-state")
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(dst, h), io.LimitReader(src, maxState+1))
+	switch {
+	case err != nil:
+	case n > maxState:
+		err = fmt.Errorf("%s is larger than %d bytes", filepath.Base(path), maxState)
+	case "sha256:"+hex.EncodeToString(h.Sum(nil)) != digest:
+		err = fmt.Errorf("%s has digest sha256:%x, not the %s it was saved with", filepath.Base(path), h.Sum(nil), digest)
+	default:
+		_, err = unix.FcntlInt(dst.Fd(), unix.F_ADD_SEALS, unix.F_SEAL_SEAL|unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_WRITE)
+	}
+	if err != nil {
+		dst.Close()
+		return nil, err
+	}
+	return dst, nil
+}
+
+// qcow2Backing reads the backing file a qcow2 image names from its
+// header, refusing an image with an external data file (whose path
+// the hypervisor would open, and write, too).
+func qcow2Backing(f *os.File) (string, error) {
+	var h [104]byte
+	if _, err := f.ReadAt(h[:], 0); err != nil {
+		return "", fmt.Errorf("reading its header: %w", err)
+	}
+	if string(h[:4]) != "QFI\xfb" {
+		return "", errors.New("not a qcow2 image")
+	}
+	version := binary.BigEndian.Uint32(h[4:])
+	if version != 2 && version != 3 {
+		return "", fmt.Errorf("qcow2 version %d", version)
+	}
+	if version == 3 && binary.BigEndian.Uint64(h[72:])&(1<<2) != 0 {
+		return "", errors.New("it has an external data file")
+	}
+	off, size := binary.BigEndian.Uint64(h[8:]), binary.BigEndian.Uint32(h[16:])
+	if off == 0 || size == 0 || size > 1023 {
+		return "", errors.New("it names no backing file")
+	}
+	name := make([]byte, size)
+	if _, err := f.ReadAt(name, int64(off)); err != nil {
+		return "", fmt.Errorf("reading its backing file's name: %w", err)
+	}
+	return string(name), nil
+}
+
+// discard removes a snapshot's directory, the one found there as fi:
+// not another saved in its place since.
+func (c *Cache) discard(key string, fi os.FileInfo) {
+	dir := filepath.Join(c.dir, key)
+	if now, err := os.Lstat(dir); err == nil && os.SameFile(now, fi) {
+		os.RemoveAll(dir)
+	}
 }
 
 // Saved is what a Create's save function reports of the machine it
@@ -294,6 +552,12 @@ func (c *Cache) Create(ctx context.Context, shape Shape, save SaveFunc) (*Snapsh
 	if s, err := c.get(key, shape); !errors.Is(err, ErrMissing) {
 		return s, err
 	}
+	// What a save of this shape left when its process died (the lock
+	// is this one's: no other save of it is under way), memory and all.
+	stale, _ := filepath.Glob(filepath.Join(c.dir, ".new-"+key+"-*"))
+	for _, p := range stale {
+		os.RemoveAll(p)
+	}
 	tmp, err := os.MkdirTemp(c.dir, ".new-"+key+"-")
 	if err != nil {
 		return nil, fmt.Errorf("snapshot %s: %w", key, err)
@@ -311,6 +575,12 @@ func (c *Cache) Create(ctx context.Context, shape Shape, save SaveFunc) (*Snapsh
 	state.Close()
 	if err != nil {
 		return nil, fmt.Errorf("saving a machine for warm starts: %w", err)
+	}
+	// QEMU made the memory file, and the disk, readable by all.
+	for _, name := range []string{StateFile, MemoryFile, DiskFile} {
+		if err := os.Chmod(filepath.Join(tmp, name), 0o600); err != nil {
+			return nil, fmt.Errorf("snapshot %s: %w", key, err)
+		}
 	}
 	meta := Meta{Version: Version, Key: key, Shape: shape, Created: time.Now().UTC(), SaveMillis: time.Since(begin).Milliseconds(), MAC: saved.MAC, Ready: saved.Ready}
 	if meta.State, err = fileDigest(filepath.Join(tmp, StateFile)); err != nil {
@@ -362,7 +632,7 @@ func allocated(fi fs.FileInfo) int64 {
 // lock takes the cache's lock on key, waiting while another process
 // holds it, until ctx ends.
 func (c *Cache) lock(ctx context.Context, key string) (func(), error) {
-	f, err := os.OpenFile(filepath.Join(c.dir, "."+key+".lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(filepath.Join(c.dir, "."+key+".lock"), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot %s: %w", key, err)
 	}

@@ -128,6 +128,10 @@ type VMSpec struct {
 	// Memory, when set, backs guest RAM with a file
 	// ("memory-backend-file"); nil is anonymous memory.
 	Memory *Memory `json:"memory,omitempty"`
+	// RootBacking, when set, is handed to QEMU as descriptor
+	// vm.BackingFD (Launch passes it): the RootDisk overlay names it
+	// as its backing file by vm.BackingPath.
+	RootBacking *os.File `json:"-"`
 	// TCGBufferMiB sizes TCG's translation buffer when the machine runs
 	// under TCG; zero means the package's TCGBufferMiB. Benchmarks set
 	// it to measure what the size costs.

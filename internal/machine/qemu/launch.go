@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sbx-dev/sbx/internal/machine/qemu/qmp"
+	"github.com/sbx-dev/sbx/internal/machine/vm"
 )
 
 // DefaultLaunchTimeout bounds how long Launch waits for QEMU's QMP socket
@@ -70,6 +71,13 @@ func Launch(ctx context.Context, spec VMSpec, host Host) (*Process, error) {
 	if spec.Memory != nil && spec.Memory.File != nil {
 		// Descriptor MemoryFD in QEMU, which Command's mem-path names.
 		cmd.ExtraFiles = []*os.File{spec.Memory.File}
+	}
+	if spec.RootBacking != nil {
+		// Descriptor vm.BackingFD (a nil entry before it is closed).
+		cmd.ExtraFiles = append(make([]*os.File, vm.BackingFD-3), spec.RootBacking)
+		if spec.Memory != nil && spec.Memory.File != nil {
+			cmd.ExtraFiles[MemoryFD-3] = spec.Memory.File
+		}
 	}
 	var logFile *os.File
 	if spec.QEMULog != "" {

@@ -28,6 +28,7 @@ func SpecFor(spec vm.Spec) VMSpec {
 		MAC:           spec.MAC,
 		Incoming:      spec.Incoming,
 		Memory:        memoryFor(spec.Memory),
+		RootBacking:   spec.RootBacking,
 	}
 }
 

@@ -79,6 +79,12 @@ type Spec struct {
 	// (Shared), or the saved RAM a warm start maps (not Shared). nil is
 	// anonymous memory.
 	Memory *Memory
+	// RootBacking, when set, is the RootDisk overlay's backing file,
+	// open: the hypervisor's process has it as descriptor BackingFD, so
+	// that an overlay naming BackingPath as its backing file is over
+	// this very file, whatever its path names by the time the
+	// hypervisor opens it (a warm start's verified disk).
+	RootBacking *os.File
 	// Incoming starts the VM waiting for its saved state rather than
 	// booting: its CPUs run once a Snapshotter's Restore has loaded the
 	// state. Kernel, Initrd, Cmdline and every device must be those of
@@ -93,6 +99,14 @@ type Spec struct {
 	// that has no such setting refuses a Spec that asks for it.
 	Bench Bench
 }
+
+// BackingFD is the descriptor Spec.RootBacking has in the hypervisor's
+// process, and BackingPath the name an overlay gives it as its backing
+// file.
+const (
+	BackingFD   = 4
+	BackingPath = "/proc/self/fd/4"
+)
 
 // Memory is a file that holds a guest's RAM.
 type Memory struct {
