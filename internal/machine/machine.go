@@ -685,16 +685,15 @@ func (m *Machine) Save(ctx context.Context, state *os.File, disk string) error {
 	if !ok || !m.saveable {
 		return fmt.Errorf("sandbox %s: the machine cannot be saved (no Options.MemoryFile, or a hypervisor that does not save)", m.name)
 	}
-	// The agent's connection stays open while the machine is saved: a
-	// resumed guest's agent then always sees the new host's hello as a
-	// second one on the saved connection, and refuses it
-	// (helloResumed), rather than sometimes learning of the change in
-	// between, depending on when it ran.
-	err := snap.Save(ctx, m.proc, state)
+	// The agent's connection ends first: the agent closes its port and
+	// opens it again for the next host, which the hypervisor waits for
+	// before it saves, so that a resumed guest's agent reads its new
+	// host's hello on a fresh open of the port.
 	if m.client != nil {
 		m.client.Close()
 		m.client = nil
 	}
+	err := snap.Save(ctx, m.proc, state)
 	if err == nil {
 		// QEMU has flushed the disk and runs the guest no more.
 		m.proc.Kill()

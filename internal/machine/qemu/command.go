@@ -399,7 +399,7 @@ func Command(spec VMSpec, host Host) ([]string, error) {
 			id := "port" + strconv.Itoa(i)
 			argv = append(argv,
 				"-chardev", "socket,id="+id+",path="+optValue(p.path)+",server=on,wait=off",
-				"-device", "virtserialport,bus=vser0.0,nr="+strconv.Itoa(i+1)+",chardev="+id+",name="+p.name,
+				"-device", "virtserialport,bus=vser0.0,nr="+strconv.Itoa(i+1)+",chardev="+id+",name="+p.name+",id=v"+id,
 			)
 		}
 	}

@@ -4,6 +4,7 @@ package qemu
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -32,6 +33,7 @@ var migrationCaps = map[string]any{"capabilities": []map[string]any{
 // been flushed when Save returns. The caller ends QEMU afterwards; its
 // guest never runs again. ctx bounds the save.
 func (p *Process) Save(ctx context.Context, w *os.File) error {
+	p.agentReopened(ctx)
 	if err := p.QMP.Execute(ctx, "migrate-set-capabilities", migrationCaps, nil); err != nil {
 		return fmt.Errorf("saving the machine's state: %w", err)
 	}
@@ -124,5 +126,50 @@ func (p *Process) pause(ctx context.Context) error {
 		return errors.New("QEMU exited")
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// agentPortDevice is the device id of the agent's port (Command names
+// each port's device "v" and its chardev's id; the agent's is port0).
+const agentPortDevice = "vport0"
+
+// reopenWait bounds agentReopened.
+const reopenWait = 3 * time.Second
+
+// agentReopened waits until the guest has closed the agent's port and
+// opened it again (QEMU's VSERPORT_CHANGE events), which the agent does
+// when the host's connection ends: saved then, a resumed guest's agent
+// waits for its new host's hello on a fresh open of the port, rather
+// than reading it on the saved machine's connection. The caller closes
+// its agent connection first. A guest that does neither within
+// reopenWait is saved as it is (a resume then dials its agent again).
+func (p *Process) agentReopened(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, reopenWait)
+	defer cancel()
+	closed := false
+	for {
+		select {
+		case ev, ok := <-p.QMP.Events():
+			if !ok {
+				return
+			}
+			if ev.Name != "VSERPORT_CHANGE" {
+				continue
+			}
+			var d struct {
+				ID   string `json:"id"`
+				Open bool   `json:"open"`
+			}
+			if json.Unmarshal(ev.Data, &d) != nil || d.ID != agentPortDevice {
+				continue
+			}
+			if !d.Open {
+				closed = true
+			} else if closed {
+				return
+			}
+		case <-ctx.Done():
+			return
+		}
 	}
 }
