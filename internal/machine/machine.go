@@ -175,6 +175,10 @@ type BootFiles struct {
 	Cmdline []string
 }
 
+// ResumedNote begins the console log of a resumed machine, followed by
+// the saved boot's ready line.
+const ResumedNote = "sbx: resumed from a machine saved at its agent's ready point (no boot in this log); the saved boot's ready line:\n"
+
 // Resume is a saved machine (Machine.Save) to start from.
 type Resume struct {
 	// State is the device state Save wrote; Memory the saved RAM, a
@@ -368,6 +372,13 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 	m.console, err = listenConsole(filepath.Join(dir, ConsoleSocket), filepath.Join(dir, ConsoleFile), opts.ConsoleMax)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	if r := opts.Resume; r != nil {
+		// A resumed guest does not boot, so its console tells nothing
+		// of it: the log begins with the saved boot's ready line, said
+		// to be the host's. QEMU has not connected yet: nothing else
+		// writes the log.
+		m.console.log.Write([]byte(ResumedNote + r.Ready.Line()))
 	}
 
 	overlay := filepath.Join(dir, OverlayFile)
