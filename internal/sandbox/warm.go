@@ -78,6 +78,11 @@ func startMachine(ctx context.Context, spec Spec, opts Options, renew func() (ma
 		// The shape names the hypervisor the machine runs on.
 		mopts.Hypervisor = machine.DefaultHypervisor()
 	}
+	if _, ok := mopts.Hypervisor.(machine.Snapshotter); !ok {
+		// Not a failure: this hypervisor has no warm starts.
+		m, err := machine.Start(ctx, mopts)
+		return m, Started{How: Cold}, err
+	}
 	m, st, err := startWarm(ctx, spec.Image, opts, mopts)
 	if err == nil {
 		return m, st, nil
