@@ -224,7 +224,9 @@ func portPath(t *testing.T, ctx context.Context, c *qmp.Client, name string) str
 		Name string `json:"name"`
 		Type string `json:"type"`
 	}
-	const parent = "/machine/peripheral-anon"
+	// Command gives each port's device an id ("v" and its chardev's),
+	// so QEMU files them under its named peripherals.
+	const parent = "/machine/peripheral"
 	if err := c.Execute(ctx, "qom-list", map[string]string{"path": parent}, &children); err != nil {
 		t.Fatal(err)
 	}
