@@ -90,6 +90,7 @@ func (p *Mount) MatchNames(names []string) bool {
 // whatever the pattern: a guest that makes deep paths cannot make a
 // pattern with several "**" slow.
 func matchElems(pat, names []string) bool {
+	step(len(pat) * (len(names) + 1))
 	// ok[j] says whether pat[i:] matches names[j:], computed from the end.
 	ok := make([]bool, len(names)+1)
 	ok[len(names)] = true
@@ -158,6 +159,7 @@ func (p *Mount) firstMatch(names []string) (int, bool) {
 	cur[0] = true
 	skip(cur)
 	for j, name := range names {
+		step(k + 1)
 		clear(next)
 		live := false
 		for i := 0; i < k; i++ {
