@@ -47,9 +47,22 @@ type Snapshotter interface {
 	StateID(ctx context.Context, arch string) (string, error)
 }
 
+// FileSharer is a Hypervisor that gives a running VM file system
+// devices whose backend is the caller's: what Machine.AddFS needs. The
+// backend speaks vhost-user on the other end of the socket, reading and
+// writing the guest's buffers in its RAM, which must be shared memory
+// (vm.Spec.FSSlots asks for both the slots and that).
+type FileSharer interface {
+	// AddFS plugs a file system device named tag into slot of p's VM,
+	// its vhost-user backend at the other end of the connected unix
+	// socket sock, which must be serving already.
+	AddFS(ctx context.Context, p vm.Process, slot int, tag string, sock *os.File) error
+}
+
 var (
 	_ Hypervisor  = (*qemu.Hypervisor)(nil)
 	_ Snapshotter = (*qemu.Hypervisor)(nil)
+	_ FileSharer  = (*qemu.Hypervisor)(nil)
 )
 
 // defaultHypervisor is the Hypervisor of a machine given none: QEMU, on

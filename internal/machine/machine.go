@@ -110,6 +110,15 @@ type Options struct {
 	// mapped shared: a machine that Save is to be called on needs one
 	// (its RAM is the saved machine's memory). It must not exist.
 	MemoryFile string
+	// FSSlots is how many file system devices AddFS can give the
+	// machine once it runs (0 to qemu.MaxFSSlots; the hypervisor must
+	// be a FileSharer). Their backends map the guest's RAM, so it is
+	// shared memory then: MemoryFile's, or a memory file of the
+	// machine's own (a resumed machine's a copy of the saved memory, so
+	// that it shares no pages with other machines resumed from it). The
+	// slots are part of the machine's shape: a machine is resumed only
+	// with as many as the saved one had.
+	FSSlots int
 	// Resume, when set, starts the machine from a saved one (Save)
 	// instead of booting it: Boot, CPUs, Memory size, Ports' names and
 	// Hostname must be those of the saved machine. The hypervisor must
@@ -260,6 +269,8 @@ type Machine struct {
 	ports      []net.Conn // the host's ends of Options.Ports
 	portsStop  context.CancelFunc
 	portsGroup sync.WaitGroup
+
+	ram *os.File // the guest's RAM when the machine made it (Options.FSSlots)
 }
 
 // resumeHelloWait is how long a resumed machine's start waits for its
@@ -336,6 +347,11 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
 	}
+	if opts.FSSlots != 0 {
+		if _, ok := hv.(FileSharer); !ok {
+			return nil, fmt.Errorf("%s: the hypervisor cannot give a machine file system devices", where)
+		}
+	}
 	host, err := hv.Probe(ctx, platform.Architecture)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
@@ -403,6 +419,16 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 
 	opts.CPUs, opts.Memory, opts.BootTimeout = cpus, memory, bootTO
 	spec := vmSpec(name, opts, dir)
+	if opts.FSSlots > 0 && opts.MemoryFile == "" {
+		var saved *os.File
+		if opts.Resume != nil {
+			saved = opts.Resume.Memory
+		}
+		if m.ram, err = sharedMemory(memory, saved); err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+		spec.Memory = &vm.Memory{Path: m.ram.Name(), File: m.ram, Shared: true}
+	}
 	bootCtx, cancel := context.WithTimeout(ctx, bootTO)
 	defer cancel()
 	mark := time.Now()
@@ -537,6 +563,7 @@ func vmSpec(name string, opts Options, dir string) vm.Spec {
 	spec := vm.Spec{
 		MAC:           opts.MAC,
 		Incoming:      opts.Resume != nil,
+		FSSlots:       opts.FSSlots,
 		Name:          "sbx-" + name,
 		Platform:      opts.Boot.Platform,
 		CPUs:          opts.CPUs,
@@ -865,5 +892,26 @@ func (m *Machine) kill() {
 	if m.keep != "" {
 		consolelog.Move(filepath.Join(m.dir, ConsoleFile), m.keep, m.keepMax)
 	}
+	if m.ram != nil {
+		m.ram.Close() // QEMU, now gone, held the other reference
+	}
 	os.RemoveAll(m.dir)
+}
+
+// AddFS gives the running machine a file system device in slot (0 to
+// Options.FSSlots-1) which its guest finds by tag ("mount -t virtiofs
+// tag dir"), served by the vhost-user backend at the other end of the
+// connected unix socket sock. The backend must be serving: the
+// hypervisor speaks to it while it adds the device. The guest's kernel
+// finds the device on its own shortly after AddFS returns. ctx bounds
+// the exchange with the hypervisor.
+func (m *Machine) AddFS(ctx context.Context, slot int, tag string, sock *os.File) error {
+	fsr, ok := m.hv.(FileSharer)
+	if !ok {
+		return fmt.Errorf("sandbox %s: the hypervisor cannot add file system devices", m.name)
+	}
+	if err := fsr.AddFS(ctx, m.proc, slot, tag, sock); err != nil {
+		return fmt.Errorf("sandbox %s: %w", m.name, err)
+	}
+	return nil
 }

@@ -30,7 +30,7 @@ var DefaultModules = []string{
 	"virtio_pci", "virtio_blk", "virtio_net", "virtio_console", "virtio_rng", "virtio_balloon",
 	"overlay", "ext4",
 	"9pnet", "9pnet_fd", "9p",
-	"fuse",
+	"fuse", "virtiofs",
 }
 
 // Kernel is a kernel read from a kernel package.

@@ -47,6 +47,7 @@ var synthModules = []mod{
 	{"kernel/fs/9p/9p.ko", []string{"alias=fs-9p", "depends=9pnet,netfs", "name=9p"}, archive.None},
 	{"kernel/fs/ext4/ext4.ko", []string{"softdep=pre: crypto-crc32c", "alias=fs-ext4", "depends=jbd2,mbcache,crc16", "name=ext4"}, archive.None},
 	{"kernel/fs/fuse/fuse.ko", []string{"alias=fs-fuse", "depends=", "name=fuse"}, archive.None},
+	{"kernel/fs/fuse/virtiofs.ko", []string{"alias=fs-virtiofs", "depends=fuse,virtio,virtio_ring", "name=virtiofs"}, archive.None},
 	{"kernel/fs/jbd2/jbd2.ko", []string{"softdep=pre: crypto-crc32c", "depends=", "name=jbd2"}, archive.None},
 	{"kernel/fs/mbcache.ko", []string{"depends=", "name=mbcache"}, archive.None},
 	{"kernel/fs/netfs/netfs.ko", []string{"depends=", "name=netfs"}, archive.None},
@@ -183,7 +184,7 @@ func TestClosureDefault(t *testing.T) {
 		// crc16 is built in
 		"crc32c_generic", "jbd2", "mbcache", "ext4",
 		"9pnet", "9pnet_fd", "netfs", "9p",
-		"fuse",
+		"fuse", "virtiofs",
 	}
 	if diff := cmp.Diff(want, names(mods)); diff != "" {
 		t.Errorf("Closure(DefaultModules) (-want +got):\n%s", diff)

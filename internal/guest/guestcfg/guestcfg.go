@@ -78,7 +78,7 @@ type State struct {
 	// until an Identity names another.
 	hostname string
 
-	// mounted maps each path mounted so far to its port.
+	// mounted maps each path mounted so far to its port or tag.
 	mounted map[string]string
 }
 
@@ -99,6 +99,9 @@ func New(opts Options) *State {
 			// The mount outlives the request: its relay runs until the
 			// host closes the port.
 			ctx := context.Background()
+			if m.Tag != "" {
+				return vfsmount.MountFS(ctx, m.Tag, m.Path, vfsmount.Options{ReadOnly: m.ReadOnly})
+			}
 			dev, err := bootproto.FindPort(ctx, root, m.Port, portWait, 0)
 			if err != nil {
 				return fmt.Errorf("mount %s: %w", m.Path, err)
@@ -181,17 +184,17 @@ func (s *State) Configure(ctx context.Context, req agentproto.Configure) error {
 		}
 	}
 	for _, m := range req.Mounts {
-		if port, ok := s.mounted[m.Path]; ok {
-			if port != m.Port {
-				return fmt.Errorf("mount %s: already mounted from %s", m.Path, port)
+		if src, ok := s.mounted[m.Path]; ok {
+			if src != m.Source() {
+				return fmt.Errorf("mount %s: already mounted from %s", m.Path, src)
 			}
 			continue
 		}
-		s.step(fmt.Sprintf("mount %s from %s", m.Path, m.Port))
+		s.step(fmt.Sprintf("mount %s from %s", m.Path, m.Source()))
 		if err := s.opts.Mount(m); err != nil {
 			return err
 		}
-		s.mounted[m.Path] = m.Port
+		s.mounted[m.Path] = m.Source()
 	}
 	return nil
 }

@@ -24,7 +24,13 @@
 // can use them; the modules 9pnet, 9pnet_fd and 9p must be loaded (they
 // are in kernel.DefaultModules).
 //
-// The guest agent calls Mount for each mount before the first exec; the
-// port names and mount options are package internal/proto/vfsproto's. The entry
-// points are Mount, and RunRelay for the relay process.
+// MountFS mounts a file system the host serves by a virtio-fs device
+// instead (decision 0011): the kernel's virtiofs driver speaks FUSE to
+// the device, the host's backend answers, and no guest process relays
+// anything; the modules fuse and virtiofs must be loaded.
+//
+// The guest agent calls Mount or MountFS for each mount before the first
+// exec; the port names and mount options are package
+// internal/proto/vfsproto's. The entry points are Mount and MountFS, and
+// RunRelay for the relay process.
 package vfsmount

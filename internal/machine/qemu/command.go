@@ -125,6 +125,12 @@ type VMSpec struct {
 	// ("-incoming defer"), which Process.Restore then feeds it; it runs
 	// once the state is loaded.
 	Incoming bool `json:"incoming,omitempty"`
+	// FSSlots is how many PCIe root ports the machine has for the file
+	// system devices Process.AddFS plugs in while it runs, one each.
+	// They are part of the machine's shape: a snapshot's machine and
+	// the one restored from it have the same number. amd64 (q35) only;
+	// zero adds none.
+	FSSlots int `json:"fs_slots,omitempty"`
 	// Memory, when set, backs guest RAM with a file
 	// ("memory-backend-file"); nil is anonymous memory.
 	Memory *Memory `json:"memory,omitempty"`
@@ -277,6 +283,12 @@ func Command(spec VMSpec, host Host) ([]string, error) {
 		return nil, fmt.Errorf("%s: the network device needs QEMU %d.%d or later for -netdev stream; %s is %s",
 			where, NetStreamMajor, NetStreamMinor, bin.Path, bin.Version)
 	}
+	if spec.FSSlots < 0 || spec.FSSlots > MaxFSSlots {
+		return nil, fmt.Errorf("%s: %d file system slots; at most %d", where, spec.FSSlots, MaxFSSlots)
+	}
+	if spec.FSSlots > 0 && arch != "amd64" {
+		return nil, fmt.Errorf("%s: file system slots are PCIe root ports of q35, and platform %s has none", where, spec.Platform)
+	}
 	if spec.TCGBufferMiB < 0 {
 		return nil, fmt.Errorf("%s: a translation buffer of %d MiB", where, spec.TCGBufferMiB)
 	}
@@ -402,6 +414,11 @@ func Command(spec VMSpec, host Host) ([]string, error) {
 				"-device", "virtserialport,bus=vser0.0,nr="+strconv.Itoa(i+1)+",chardev="+id+",name="+p.name+",id=v"+id,
 			)
 		}
+	}
+	for i := range spec.FSSlots {
+		// Hot-pluggable, each its own chassis and slot, as PCIe
+		// requires of root ports.
+		argv = append(argv, "-device", fmt.Sprintf("pcie-root-port,id=%s,chassis=%d,slot=%d", fsSlotID(i), i+1, i+1))
 	}
 	if spec.VirtFS != "" {
 		argv = append(argv, "-virtfs", "local,path="+optValue(spec.VirtFS)+",mount_tag="+VirtFSTag+",security_model=none,id="+VirtFSTag)

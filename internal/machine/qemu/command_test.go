@@ -129,6 +129,8 @@ func TestCommandRejects(t *testing.T) {
 		{"user network and socket", func(s *VMSpec, h *Host) { s.NetSocket, s.UserNetwork = "/net.sock", true }, "both asked for"},
 		{"bad MAC, user network", func(s *VMSpec, h *Host) { s.UserNetwork, s.MAC = true, "52:54:00:zz:00:01" }, "MAC address"},
 		{"negative translation buffer", func(s *VMSpec, h *Host) { s.TCGBufferMiB = -1 }, "translation buffer of -1 MiB"},
+		{"too many file system slots", func(s *VMSpec, h *Host) { s.FSSlots = MaxFSSlots + 1 }, "file system slots; at most"},
+		{"negative file system slots", func(s *VMSpec, h *Host) { s.FSSlots = -1 }, "-1 file system slots"},
 		{"old QEMU with network", func(s *VMSpec, h *Host) {
 			s.NetSocket = "/net.sock"
 			b := h.QEMU["amd64"]

@@ -89,6 +89,16 @@ func (h *Hypervisor) Restore(ctx context.Context, p vm.Process, r *os.File) erro
 	return qp.Restore(ctx, r)
 }
 
+// AddFS plugs a vhost-user file system device into p, a VM this
+// Hypervisor started (Process.AddFS).
+func (h *Hypervisor) AddFS(ctx context.Context, p vm.Process, slot int, tag string, sock *os.File) error {
+	qp, ok := p.(*Process)
+	if !ok {
+		return fmt.Errorf("qemu: adding a file system to a %T, not a QEMU process", p)
+	}
+	return qp.AddFS(ctx, slot, tag, sock)
+}
+
 // StateID names the QEMU a guest of arch runs on, its version and
 // accelerator: QEMU loads only the states of a machine it could have
 // run itself.

@@ -34,6 +34,9 @@ type Process struct {
 	log     *tail    // QEMU's output when spec.QEMULog is empty
 	logPath string
 
+	fsSlots   int  // VMSpec.FSSlots
+	sharedRAM bool // VMSpec.Memory with Shared
+
 	done    chan struct{} // closed once QEMU has exited and been reaped
 	waitErr error         // set before done is closed
 }
@@ -51,7 +54,8 @@ func Launch(ctx context.Context, spec VMSpec, host Host) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Process{argv: argv, done: make(chan struct{}), logPath: spec.QEMULog}
+	p := &Process{argv: argv, done: make(chan struct{}), logPath: spec.QEMULog,
+		fsSlots: spec.FSSlots, sharedRAM: spec.Memory != nil && spec.Memory.Shared}
 	p.sockets = append(p.sockets, spec.QMPSocket)
 	if spec.AgentSocket != "" {
 		p.sockets = append(p.sockets, spec.AgentSocket)

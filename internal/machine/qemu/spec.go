@@ -29,6 +29,7 @@ func SpecFor(spec vm.Spec) VMSpec {
 		Incoming:      spec.Incoming,
 		Memory:        memoryFor(spec.Memory),
 		RootBacking:   spec.RootBacking,
+		FSSlots:       spec.FSSlots,
 	}
 }
 

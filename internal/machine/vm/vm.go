@@ -90,6 +90,10 @@ type Spec struct {
 	// state. Kernel, Initrd, Cmdline and every device must be those of
 	// the VM the state was saved from.
 	Incoming bool
+	// FSSlots is how many file system devices the VM can be given while
+	// it runs (a FileSharer's AddFS), one per slot; it is part of the
+	// VM's shape, as its devices are. Memory must be Shared then.
+	FSSlots int
 	// MAC is the network device's address; empty lets the hypervisor
 	// derive one from Name. A warm start sets the saved VM's.
 	MAC string

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"path"
+	"strconv"
 	"strings"
 )
 
@@ -66,11 +67,16 @@ type Identity struct {
 // MaxEntropy is the most bytes of Identity.Entropy.
 const MaxEntropy = 512
 
-// Mount is one workspace mount the guest makes.
+// Mount is one workspace mount the guest makes, served on a
+// virtio-serial port (Port, 9P) or by a virtio-fs device (Tag): one of
+// the two.
 type Mount struct {
-	// Port is the name of the virtio-serial port the host serves it on,
-	// "sbx.vfs.N".
-	Port string `json:"port"`
+	// Port is the name of the virtio-serial port the host serves it on
+	// over 9P, "sbx.vfs.N".
+	Port string `json:"port,omitempty"`
+	// Tag is the tag of the virtio-fs device the host serves it by,
+	// "sbx-fs-N" (machine.Machine.AddFS adds the device).
+	Tag string `json:"tag,omitempty"`
 	// Path is where it is mounted: absolute, clean, not "/".
 	Path string `json:"path"`
 	// ReadOnly mounts it read-only in the guest too (the host refuses
@@ -78,14 +84,41 @@ type Mount struct {
 	ReadOnly bool `json:"read_only,omitempty"`
 }
 
-// MountPortPrefix begins the port name of every Mount.
-const MountPortPrefix = "sbx.vfs."
+// MountPortPrefix begins the port name of every Mount served over 9P,
+// MountTagPrefix the tag of every one served by a virtio-fs device.
+const (
+	MountPortPrefix = "sbx.vfs."
+	MountTagPrefix  = "sbx-fs-"
+)
 
-// Validate checks a mount: a port of the mounts' own and a path that is
-// absolute, clean and not the root.
+// MountTag is the tag of mount i's virtio-fs device.
+func MountTag(i int) string { return MountTagPrefix + strconv.Itoa(i) }
+
+// Source names where the mount comes from: its port or its tag.
+func (m Mount) Source() string {
+	if m.Tag != "" {
+		return m.Tag
+	}
+	return m.Port
+}
+
+// numbered reports whether s is prefix followed by a decimal number.
+func numbered(s, prefix string) bool {
+	rest, ok := strings.CutPrefix(s, prefix)
+	return ok && rest != "" && len(s) <= 64 && !strings.ContainsFunc(rest, func(r rune) bool { return r < '0' || r > '9' })
+}
+
+// Validate checks a mount: a port or a tag of the mounts' own (not
+// both) and a path that is absolute, clean and not the root.
 func (m Mount) Validate() error {
-	rest, ok := strings.CutPrefix(m.Port, MountPortPrefix)
-	if !ok || rest == "" || len(m.Port) > 64 || strings.ContainsFunc(rest, func(r rune) bool { return r < '0' || r > '9' }) {
+	switch {
+	case m.Port != "" && m.Tag != "":
+		return fmt.Errorf("configure: mount %q has both a port and a tag", m.Path)
+	case m.Tag != "":
+		if !numbered(m.Tag, MountTagPrefix) {
+			return fmt.Errorf("configure: mount tag %q is not %sN", m.Tag, MountTagPrefix)
+		}
+	case !numbered(m.Port, MountPortPrefix):
 		return fmt.Errorf("configure: mount port %q is not %sN", m.Port, MountPortPrefix)
 	}
 	if !path.IsAbs(m.Path) || path.Clean(m.Path) != m.Path || m.Path == "/" || len(m.Path) > 4096 || strings.ContainsRune(m.Path, 0) {

@@ -156,3 +156,30 @@ func FuzzConfigure(f *testing.F) {
 		}
 	})
 }
+
+// TestMountValidate: a mount names a port or a tag of the mounts' own,
+// never both, and its path is absolute, clean and not the root.
+func TestMountValidate(t *testing.T) {
+	for _, c := range []struct {
+		m  agentproto.Mount
+		ok bool
+	}{
+		{agentproto.Mount{Port: "sbx.vfs.0", Path: "/workspace"}, true},
+		{agentproto.Mount{Tag: agentproto.MountTag(3), Path: "/workspace"}, true},
+		{agentproto.Mount{Port: "sbx.vfs.0", Tag: "sbx-fs-0", Path: "/workspace"}, false},
+		{agentproto.Mount{Path: "/workspace"}, false},
+		{agentproto.Mount{Tag: "sbx-fs-", Path: "/workspace"}, false},
+		{agentproto.Mount{Tag: "sbx-fs-1x", Path: "/workspace"}, false},
+		{agentproto.Mount{Tag: "other", Path: "/workspace"}, false},
+		{agentproto.Mount{Port: "sbx.control", Path: "/workspace"}, false},
+		{agentproto.Mount{Tag: "sbx-fs-0", Path: "/"}, false},
+		{agentproto.Mount{Tag: "sbx-fs-0", Path: "workspace"}, false},
+	} {
+		if err := c.m.Validate(); (err == nil) != c.ok {
+			t.Errorf("%+v: Validate() = %v, want ok %v", c.m, err, c.ok)
+		}
+	}
+	if got := (agentproto.Mount{Tag: "sbx-fs-1"}).Source(); got != "sbx-fs-1" {
+		t.Errorf("Source of a tagged mount = %q", got)
+	}
+}
