@@ -192,6 +192,7 @@ func shapeOf(ctx context.Context, img *Image, mopts machine.Options) (snapshot.S
 		Platform: b.Platform.String(), Cmdline: b.Cmdline,
 		CPUs: cpus, Memory: memory,
 		Ports:      slices.Sorted(maps.Keys(mopts.Ports)),
+		FSSlots:    mopts.FSSlots,
 		Hypervisor: id,
 	}, nil
 }

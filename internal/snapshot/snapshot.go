@@ -60,6 +60,9 @@ type Shape struct {
 	Memory int64 `json:"memory"`
 	// Ports are the names of the machine's extra virtio-serial ports.
 	Ports []string `json:"ports,omitempty"`
+	// FSSlots is how many file system devices the machine can be given
+	// once it runs (machine.Options.FSSlots).
+	FSSlots int `json:"fs_slots,omitempty"`
 	// Hypervisor names the hypervisor, its version and accelerator: a
 	// state one saved another may not load.
 	Hypervisor string `json:"hypervisor"`
