@@ -152,7 +152,7 @@ func newVring() *vring { return &vring{kick: -1, call: -1, errFD: -1} }
 
 // dispatch handles one request and sends its reply.
 func (b *backend) dispatch(m *message) error {
-	b.log.Debug("vhost-user: request", "req", RequestName(m.req), "flags", m.flags, "size", len(m.payload), "fds", len(m.fds))
+	b.log.Debug("vhost-user: request", "req", RequestName(m.req), "flags", m.flags, "size", len(m.payload), "fds", len(m.fds), "payload", fmt.Sprintf("%x", m.payload[:min(len(m.payload), 48)]))
 	reply, err := b.handle(m)
 	if err != nil {
 		b.log.Warn("vhost-user: request failed", "req", RequestName(m.req), "err", err)

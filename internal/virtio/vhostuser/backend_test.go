@@ -80,8 +80,11 @@ func TestConcurrentHandling(t *testing.T) {
 	}
 	close(dev.gate)
 	f.waitUsed(1, 10)
-	if dev.most != inFlight {
-		t.Fatalf("at most %d at once, want %d", dev.most, inFlight)
+	dev.mu.Lock()
+	most := dev.most
+	dev.mu.Unlock()
+	if most != inFlight {
+		t.Fatalf("at most %d at once, want %d", most, inFlight)
 	}
 }
 

@@ -254,6 +254,7 @@ func (f *frontend) realize() uint64 {
 	f.getU64(reqGetFeatures)
 	for i := range f.drv {
 		f.send(reqSetVringCall, 0, fileIndex(i, false), f.call[i])
+		f.send(reqSetVringErr, 0, fileIndex(i, false), f.errFD[i])
 	}
 	return features
 }
@@ -383,3 +384,24 @@ func (u *upper) waitEntered(n int) error {
 }
 
 func readNonblock(fd int, b []byte) (int, error) { return unix.Read(fd, b) }
+
+func unixMemfd(size int64) (int, error) {
+	fd, err := unix.MemfdCreate("guest-ram", unix.MFD_CLOEXEC)
+	if err != nil {
+		return -1, err
+	}
+	if err := unix.Ftruncate(fd, size); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+func pwrite(fd int, b []byte) (int, error) { return unix.Pwrite(fd, b, 0) }
+
+func rightsOf(fds []int) []byte {
+	if len(fds) == 0 {
+		return nil
+	}
+	return unix.UnixRights(fds...)
+}

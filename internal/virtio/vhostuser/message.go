@@ -162,6 +162,7 @@ func readMessage(c *net.UnixConn) (*message, error) {
 	m := &message{}
 	var hdr [headerSize]byte
 	if err := readFull(c, hdr[:], m, true); err != nil {
+		m.closeFDs()
 		return nil, err
 	}
 	req, flags, size, err := decodeHeader(hdr[:])
