@@ -276,3 +276,37 @@ func TestConnectionEnd(t *testing.T) {
 		t.Fatalf("Serve = %v after the front-end hung up", err)
 	}
 }
+
+// TestStartStopStart runs QEMU's whole start and stop sequence twice,
+// as a guest that resets its device does, with requests each time.
+func TestStartStopStart(t *testing.T) {
+	dev := &upper{}
+	f := newFrontend(t, dev, Options{})
+	features := f.realize()
+	f.start(features, true)
+	if _, err := f.drv[1].Add([][]byte{[]byte("first")}, []uint32{5}, true, true); err != nil {
+		t.Fatal(err)
+	}
+	f.kickQueue(1)
+	f.waitUsed(1, 1)
+	if bases := f.stop(); bases[0] != 0 || bases[1] != 1 {
+		t.Fatalf("bases %v, want [0 1]", bases)
+	}
+	// The guest's driver resets: fresh rings from index 0.
+	for i := range f.drv {
+		if _, err := f.drv[i].Completions(); err != nil {
+			t.Fatal(err)
+		}
+		f.drv[i].Resume(0)
+	}
+	f.start(features, true)
+	if _, err := f.drv[1].Add([][]byte{[]byte("second")}, []uint32{6}, false, true); err != nil {
+		t.Fatal(err)
+	}
+	f.kickQueue(1)
+	f.waitUsed(1, 1)
+	done, err := f.drv[1].Completions()
+	if err != nil || len(done) != 1 || string(done[0].Data) != "SECOND" {
+		t.Fatalf("after the restart: %+v, %v", done, err)
+	}
+}

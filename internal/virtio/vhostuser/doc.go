@@ -24,6 +24,24 @@
 //     config reads from its own properties and never sends it) ends the
 //     connection with an error.
 //
+// What QEMU 7.2 sends for vhost-user-fs-pci (recorded by the tests in
+// qemu_test.go and from a Linux 6.1 guest probing the device):
+//
+//   - At realize: GET_FEATURES, GET_PROTOCOL_FEATURES,
+//     SET_PROTOCOL_FEATURES (MQ|REPLY_ACK, all that is offered),
+//     GET_QUEUE_NUM, SET_OWNER, GET_FEATURES again, then SET_VRING_CALL
+//     and SET_VRING_ERR for each queue (1 + num-request-queues). No
+//     GET_CONFIG, no memory table, nothing that needs a guest.
+//   - When the guest's driver sets DRIVER_OK: SET_VRING_CALL per queue
+//     (masked notifiers), SET_FEATURES (VERSION_1 | PROTOCOL_FEATURES |
+//     INDIRECT_DESC from a Linux guest), SET_MEM_TABLE with NEED_REPLY
+//     (one region for all guest RAM when it is one memfd), then per queue
+//     SET_VRING_NUM, SET_VRING_BASE, SET_VRING_ADDR, SET_VRING_KICK; then
+//     SET_VRING_ENABLE 1 per queue, and SET_VRING_CALL per queue while
+//     the queues run (the notifiers unmasked).
+//   - When the device stops (reset, power off): SET_VRING_ENABLE 0 per
+//     queue, GET_VRING_BASE per queue, SET_VRING_CALL per queue.
+//
 // Rings follow the protocol's life cycle: a queue starts when its kick
 // descriptor arrives and it is enabled (rings start disabled once
 // VHOST_USER_F_PROTOCOL_FEATURES is acknowledged, and SET_VRING_ENABLE

@@ -259,21 +259,57 @@ func (f *frontend) realize() uint64 {
 	return features
 }
 
-// start sends what QEMU sends when the driver sets DRIVER_OK: features,
-// the memory table, then each ring; withEnable adds SET_VRING_ENABLE.
+// start sends what QEMU 7.2 sends when the guest's driver sets
+// DRIVER_OK (recorded from a Linux 6.1 guest probing the device): the
+// masked call descriptors, the features, the memory table (the only
+// request QEMU asks to be acknowledged), each ring's size, base,
+// addresses and kick, SET_VRING_ENABLE for each ring when withEnable,
+// then the unmasked call descriptors while the rings run.
 func (f *frontend) start(features uint64, withEnable bool) {
 	f.t.Helper()
+	for i := range f.drv {
+		f.send(reqSetVringCall, 0, fileIndex(i, false), f.call[i])
+	}
 	f.send(reqSetFeatures, 0, u64Payload(features))
 	f.acked(reqSetMemTable, f.ramTable(), f.memfd)
-	for i := range f.drv {
-		f.startRing(i, 0)
+	for i, d := range f.drv {
+		f.send(reqSetVringNum, 0, state(uint32(i), queueSize))
+		f.send(reqSetVringBase, 0, state(uint32(i), 0))
+		f.send(reqSetVringAddr, 0, vringAddrPayload(uint32(i), userBase+d.Desc, userBase+d.Used, userBase+d.Avail))
+		f.send(reqSetVringKick, 0, fileIndex(i, false), f.kick[i])
 	}
 	if withEnable {
 		for i := range f.drv {
-			f.acked(reqSetVringEnable, state(uint32(i), 1))
+			f.send(reqSetVringEnable, 0, state(uint32(i), 1))
 		}
 	}
+	for i := range f.drv {
+		f.send(reqSetVringCall, 0, fileIndex(i, false), f.call[i])
+	}
 	f.getU64(reqGetQueueNum) // every request above has been handled
+}
+
+// stop sends what QEMU 7.2 sends when the device stops (the guest
+// resets it, or powers off): each ring disabled, each ring's base asked
+// for, the masked call descriptors. It returns the bases.
+func (f *frontend) stop() []uint32 {
+	f.t.Helper()
+	for i := range f.drv {
+		f.send(reqSetVringEnable, 0, state(uint32(i), 0))
+	}
+	var bases []uint32
+	for i := range f.drv {
+		f.send(reqGetVringBase, 0, state(uint32(i), 0))
+		p := f.reply(reqGetVringBase)
+		if len(p) != 8 || binary.LittleEndian.Uint32(p) != uint32(i) {
+			f.t.Fatalf("GET_VRING_BASE %d: reply %x", i, p)
+		}
+		bases = append(bases, binary.LittleEndian.Uint32(p[4:]))
+	}
+	for i := range f.drv {
+		f.send(reqSetVringCall, 0, fileIndex(i, false), f.call[i])
+	}
+	return bases
 }
 
 // startRing sets up ring i from base.
