@@ -20,7 +20,8 @@ type Device interface {
 	// bytes it wrote into c.Writable (counted from the first writable
 	// buffer on; more than they hold is cut to what they hold). It may
 	// block; it is called from several goroutines at once, up to
-	// Options.InFlight per queue. The chain's slices are guest memory:
+	// Options.InFlight per queue; a panic in it ends the process. The
+	// chain's slices are guest memory:
 	// Handle must not keep them, or anything pointing into them, after it
 	// returns, and must read each field it checks only once.
 	Handle(q int, c *virtq.Chain) (written uint32)
@@ -30,7 +31,10 @@ type Device interface {
 type Options struct {
 	// Queues is the number of virtqueues the device has (for virtiofs:
 	// one high-priority queue and the request queues); GET_QUEUE_NUM
-	// reports it and higher ring indices are refused. 0 means 2.
+	// reports it and higher ring indices are refused. 0 means 2. It must
+	// be 1 + the device's num-request-queues: QEMU 7.2 does not compare
+	// GET_QUEUE_NUM's answer with its queue count for vhost-user-fs, so a
+	// smaller Queues fails at realize when a ring past it is named.
 	Queues int
 	// Features are the device's own feature bits, offered along with
 	// VIRTIO_F_VERSION_1, VIRTIO_RING_F_INDIRECT_DESC and
@@ -99,7 +103,7 @@ func Serve(ctx context.Context, conn *net.UnixConn, dev Device, opts Options) er
 	}
 	defer b.shutdown()
 
-	stop := context.AfterFunc(ctx, func() { conn.SetReadDeadline(time.Unix(1, 0)) })
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	for {
 		m, err := readMessage(conn)

@@ -2,8 +2,12 @@ package vhostuser
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"net"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -308,5 +312,58 @@ func TestStartStopStart(t *testing.T) {
 	done, err := f.drv[1].Completions()
 	if err != nil || len(done) != 1 || string(done[0].Data) != "SECOND" {
 		t.Fatalf("after the restart: %+v, %v", done, err)
+	}
+}
+
+// TestAcceptedConnection serves a connection accepted on a listening
+// socket path, the way QEMU connects with "-chardev socket,path=...".
+func TestAcceptedConnection(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vfs.sock")
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ours, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ours.Close() })
+	l.SetDeadline(time.Now().Add(waitLimit))
+	theirs, err := l.AcceptUnix()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { theirs.Close() })
+	dev := &upper{}
+	f := newFrontendOn(t, dev, Options{}, ours, theirs)
+	f.start(f.realize(), true)
+	if _, err := f.drv[1].Add([][]byte{[]byte("over a path")}, []uint32{11}, true, true); err != nil {
+		t.Fatal(err)
+	}
+	f.kickQueue(1)
+	f.waitUsed(1, 1)
+	if done, err := f.drv[1].Completions(); err != nil || string(done[0].Data) != "OVER A PATH" {
+		t.Fatalf("completions %+v, %v", done, err)
+	}
+}
+
+// TestContextEnds: Serve returns the context's error when it ends while
+// it waits for a request.
+func TestContextEnds(t *testing.T) {
+	ours, theirs := unixPair(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	f := &frontend{t: t, conn: ours}
+	go func() { done <- Serve(ctx, theirs, &upper{}, Options{Logger: testLogger(t)}) }()
+	f.getU64(reqGetFeatures)
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Serve = %v, want context.Canceled", err)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("Serve did not return after its context ended")
 	}
 }

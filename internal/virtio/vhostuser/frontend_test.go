@@ -85,10 +85,16 @@ func (w testWriter) Write(b []byte) (int, error) {
 // and returns the front-end for the other end.
 func newFrontend(t *testing.T, dev Device, opts Options) *frontend {
 	t.Helper()
+	ours, theirs := unixPair(t)
+	return newFrontendOn(t, dev, opts, ours, theirs)
+}
+
+// newFrontendOn starts Serve on theirs and plays the front-end on ours.
+func newFrontendOn(t *testing.T, dev Device, opts Options, ours, theirs *net.UnixConn) *frontend {
+	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = testLogger(t)
 	}
-	ours, theirs := unixPair(t)
 	memfd, err := unix.MemfdCreate("guest-ram", unix.MFD_CLOEXEC)
 	if err != nil {
 		t.Fatal(err)

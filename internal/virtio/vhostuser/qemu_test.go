@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -52,6 +53,12 @@ func (r recorder) requests() []string {
 // backend must complete the device's realize handshake and QEMU must stay
 // up until it is told to quit.
 func TestQEMURealize(t *testing.T) {
+	for _, requestQueues := range []int{1, 2} {
+		t.Run(fmt.Sprintf("num-request-queues=%d", requestQueues), func(t *testing.T) { testQEMURealize(t, requestQueues) })
+	}
+}
+
+func testQEMURealize(t *testing.T, requestQueues int) {
 	if _, err := os.Stat(qemuPath); err != nil {
 		if os.Getenv("SBX_NO_VM") == "1" {
 			t.Skipf("no QEMU at %s and SBX_NO_VM=1: %v", qemuPath, err)
@@ -71,14 +78,14 @@ func TestQEMURealize(t *testing.T) {
 	defer cancel()
 	served := make(chan error, 1)
 	go func() {
-		served <- Serve(ctx, ours, &upper{}, Options{Queues: 2, Logger: slog.New(rec)})
+		served <- Serve(ctx, ours, &upper{}, Options{Queues: 1 + requestQueues, Logger: slog.New(rec)})
 	}()
 
 	cmd := exec.Command(qemuPath,
 		"-nodefaults", "-display", "none", "-machine", "q35", "-accel", "tcg", "-m", "256",
 		"-object", "memory-backend-memfd,id=mem,size=256M,share=on", "-machine", "memory-backend=mem",
 		"-chardev", "socket,id=vfs,fd=3",
-		"-device", "vhost-user-fs-pci,chardev=vfs,tag=t",
+		"-device", fmt.Sprintf("vhost-user-fs-pci,chardev=vfs,tag=t,num-request-queues=%d", requestQueues),
 		"-S", "-qmp", "stdio")
 	cmd.ExtraFiles = []*os.File{theirsFile}
 	stdin, err := cmd.StdinPipe()
@@ -168,6 +175,9 @@ func TestQEMURealize(t *testing.T) {
 			t.Errorf("QEMU's realize sent no %s: %v", want, got)
 		}
 	}
+	if n := countOf(got, "SET_VRING_CALL"); n != 1+requestQueues {
+		t.Errorf("%d SET_VRING_CALL at realize, want one per queue (%d)", n, 1+requestQueues)
+	}
 	select {
 	case err := <-served:
 		t.Fatalf("Serve ended during realize: %v", err)
@@ -194,4 +204,14 @@ func TestQEMURealize(t *testing.T) {
 		t.Fatal("Serve did not return after QEMU quit")
 	}
 	t.Logf("all requests: %v", rec.requests())
+}
+
+func countOf(xs []string, x string) int {
+	n := 0
+	for _, y := range xs {
+		if y == x {
+			n++
+		}
+	}
+	return n
 }
