@@ -59,6 +59,10 @@ type FileSharer interface {
 	AddFS(ctx context.Context, p vm.Process, slot int, tag string, sock *os.File) error
 }
 
+// MaxFSSlots is the most file system slots a machine has
+// (Options.FSSlots).
+const MaxFSSlots = qemu.MaxFSSlots
+
 var (
 	_ Hypervisor  = (*qemu.Hypervisor)(nil)
 	_ Snapshotter = (*qemu.Hypervisor)(nil)

@@ -347,6 +347,9 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
 	}
+	if opts.FSSlots < 0 || opts.FSSlots > MaxFSSlots {
+		return nil, fmt.Errorf("%s: %d file system slots; at most %d", where, opts.FSSlots, MaxFSSlots)
+	}
 	if opts.FSSlots != 0 {
 		if _, ok := hv.(FileSharer); !ok {
 			return nil, fmt.Errorf("%s: the hypervisor cannot give a machine file system devices", where)

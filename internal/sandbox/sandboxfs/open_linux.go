@@ -28,17 +28,31 @@ func Open(mounts []Mount, log *slog.Logger) (*Set, error) {
 			return nil, fmt.Errorf("%w%s", err, where(m.Policy.Origin))
 		}
 		s.servers = append(s.servers, srv)
-		port := vfsproto.PortName(i)
-		s.ports[port] = server{s: srv, port: port, guest: m.Policy.Guest, log: log}
-		s.guest = append(s.guest, agentproto.Mount{
-			Port: port,
+		g := agentproto.Mount{
 			Path: m.Policy.Guest,
 			// A read-only mount with tmpfs paths is mounted writable:
 			// its scratch space takes writes, and the host refuses
 			// every other one.
 			ReadOnly: m.Policy.Access != policy.ReadWrite && len(m.Policy.Tmpfs) == 0,
-		})
+		}
+		switch m.Transport {
+		case TransportVirtioFS:
+			g.Tag = agentproto.MountTag(len(s.devices))
+			s.devices = append(s.devices, device{srv: srv, tag: g.Tag, guest: m.Policy.Guest})
+		case "", Transport9P:
+			g.Port = vfsproto.PortName(i)
+			s.ports[g.Port] = server{s: srv, port: g.Port, guest: m.Policy.Guest, log: log}
+		default:
+			s.Close()
+			return nil, fmt.Errorf("mount %s: %w%s", m.Policy.Guest, CheckTransport(m.Transport), where(m.Policy.Origin))
+		}
+		s.guest = append(s.guest, g)
 	}
+	if len(s.devices) > machine.MaxFSSlots {
+		s.Close()
+		return nil, fmt.Errorf("%d mounts served by virtio-fs devices; a machine takes at most %d", len(s.devices), machine.MaxFSSlots)
+	}
+	s.log = log
 	return s, nil
 }
 

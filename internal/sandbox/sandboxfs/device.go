@@ -1,0 +1,10 @@
+package sandboxfs
+
+import "io"
+
+// device is a mount served by a virtio-fs device.
+type device struct {
+	srv   io.Closer // *vfs.Server on Linux
+	tag   string
+	guest string
+}
