@@ -312,8 +312,8 @@ func (f *FUSE) init(h fp.InHeader, in fp.InitIn) []byte {
 	bg := min(f.fs.lim.Requests, 0xffff)
 	out := fp.InitOut{
 		Major: fp.Major, Minor: min(in.Minor, fp.Minor),
-		MaxReadahead: min(in.MaxReadahead, f.maxWrite),
-		Flags:        in.Flags & ourFlags,
+		MaxReadahead:  min(in.MaxReadahead, f.maxWrite),
+		Flags:         in.Flags & ourFlags,
 		MaxBackground: uint16(bg), CongestionThreshold: uint16(bg * 3 / 4),
 		MaxWrite: f.maxWrite, TimeGran: 1, MaxPages: uint16(f.maxWrite / 4096),
 	}
