@@ -258,29 +258,39 @@ func (f *file) doWalkGetAttr(names []string) ([]p9.QID, p9.File, p9.AttrMask, p9
 }
 
 func (f *file) walk(names []string) ([]p9.QID, p9.File, node, error) {
-	rel := f.path()
-	n, err := f.fs.lookup(rel)
+	rel, n, qids, err := f.resolve(names)
 	if err != nil {
 		return nil, nil, n, err
-	}
-	var qids []p9.QID
-	for _, name := range names {
-		if !n.isDir() {
-			return nil, nil, n, unix.ENOTDIR
-		}
-		if rel, err = child(rel, name); err != nil {
-			return nil, nil, n, err
-		}
-		if n, err = f.fs.lookup(rel); err != nil {
-			return nil, nil, n, err
-		}
-		qids = append(qids, f.fs.qid(&n))
 	}
 	nf, err := f.fs.newFile(rel)
 	if err != nil {
 		return nil, nil, n, err
 	}
 	return qids, nf, n, nil
+}
+
+// resolve walks the names from f's path, each step a directory entry
+// checked against the rules, and returns the path reached and its node.
+func (f *file) resolve(names []string) (string, node, []p9.QID, error) {
+	rel := f.path()
+	n, err := f.fs.lookup(rel)
+	if err != nil {
+		return "", n, nil, err
+	}
+	var qids []p9.QID
+	for _, name := range names {
+		if !n.isDir() {
+			return "", n, nil, unix.ENOTDIR
+		}
+		if rel, err = child(rel, name); err != nil {
+			return "", n, nil, err
+		}
+		if n, err = f.fs.lookup(rel); err != nil {
+			return "", n, nil, err
+		}
+		qids = append(qids, f.fs.qid(&n))
+	}
+	return rel, n, qids, nil
 }
 
 // doStatFS is StatFS of p9.File.
@@ -934,8 +944,12 @@ func (f *file) Renamed(newDir p9.File, newName string) {
 	if !ok {
 		return
 	}
-	dir := nd.path()
+	f.setPath(joinRel(nd.path(), newName))
+}
+
+// setPath names the file's new path after a rename.
+func (f *file) setPath(rel string) {
 	f.mu.Lock()
-	f.rel = joinRel(dir, newName)
+	f.rel = rel
 	f.mu.Unlock()
 }
