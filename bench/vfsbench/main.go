@@ -32,6 +32,7 @@ import (
 // Where the guest finds each target.
 const (
 	sbxMount    = "/mnt/sbx"
+	fsMount     = "/mnt/sbxfs"
 	virtfsMount = "/mnt/virtfs"
 	diskDir     = "/var/tmp/vfsbench"
 )
@@ -227,6 +228,9 @@ func (b *bench) measure(ctx context.Context, img *image.Result, res *results) er
 	// the host's owner (root here) and the guest measures as root.
 	mount := policy.Mount{Guest: sbxMount, Host: b.tree, Access: policy.ReadWrite,
 		Hide: []string{".env", "**/*.pem"}, Owner: "root"}
+	// The same tree and rules again, served by a virtio-fs device.
+	fsm := mount
+	fsm.Guest = fsMount
 	si, err := pipeline.SandboxImage(img)
 	if err != nil {
 		cancel()
@@ -234,8 +238,8 @@ func (b *bench) measure(ctx context.Context, img *image.Result, res *results) er
 	}
 	b.sb, err = sandbox.Start(startCtx,
 		sandbox.Spec{Name: "vfsbench", Image: si, CPUs: 1, Memory: machineMemory,
-			Policy: policy.Sandbox{Mounts: []policy.Mount{mount}},
-			Mounts: []sandboxfs.Mount{{Policy: mount, HostDir: b.tree}}},
+			Policy: policy.Sandbox{Mounts: []policy.Mount{mount, fsm}},
+			Mounts: []sandboxfs.Mount{{Policy: mount, HostDir: b.tree}, {Policy: fsm, HostDir: b.tree, Transport: sandboxfs.TransportVirtioFS}}},
 		sandbox.Options{Hypervisor: qemu.New(&host), Dir: b.base, CA: auth, Bench: machine.Bench{VirtFS: b.tree}})
 	cancel()
 	if err != nil {
@@ -250,14 +254,17 @@ test -f %[1]s/repo/d000/f000.txt
 test ! -e %[6]s/.env
 git config --global safe.directory '*'
 cp -a %[1]s/repo %[3]s/repo
-mkdir -p %[6]s/w-sbx %[1]s/w-virtfs %[3]s/w-disk
-`, virtfsMount, qemu.VirtFSTag, diskDir, vfsproto.MaxMsize, vfsproto.CacheMmap, sbxMount)
+test -f %[7]s/repo/d000/f000.txt
+test ! -e %[7]s/.env
+mkdir -p %[6]s/w-sbx %[7]s/w-sbxfs %[1]s/w-virtfs %[3]s/w-disk
+`, virtfsMount, qemu.VirtFSTag, diskDir, vfsproto.MaxMsize, vfsproto.CacheMmap, sbxMount, fsMount)
 	b.log.Printf("mounting QEMU's export and copying the git tree to the guest's disk")
 	if _, err := b.sh(ctx, time.Duration(b.gitFiles)*perFile+5*time.Minute, prep); err != nil {
 		return err
 	}
 	targets := []*target{
-		{name: "sbx mount", dir: sbxMount + "/w-sbx", repo: sbxMount + "/repo"},
+		{name: "sbx 9P", dir: sbxMount + "/w-sbx", repo: sbxMount + "/repo"},
+		{name: "sbx virtio-fs", dir: fsMount + "/w-sbxfs", repo: fsMount + "/repo"},
 		{name: "guest disk", dir: diskDir + "/w-disk", repo: diskDir + "/repo"},
 		{name: "QEMU -virtfs", dir: virtfsMount + "/w-virtfs", repo: virtfsMount + "/repo"},
 	}

@@ -71,7 +71,7 @@ func TestTinyRun(t *testing.T) {
 	if strings.Contains(report, "n/a") {
 		t.Errorf("the report has a missing figure:\n%s", report)
 	}
-	probe, err := b.sh(ctx, time.Minute, `for d in `+sbxMount+` `+virtfsMount+`; do test -e $d/.env && echo "$d shows .env"; done; test -e `+diskDir+`/repo/.git && echo disk has repo; true`)
+	probe, err := b.sh(ctx, time.Minute, `for d in `+sbxMount+` `+fsMount+` `+virtfsMount+`; do test -e $d/.env && echo "$d shows .env"; done; test -e `+diskDir+`/repo/.git && echo disk has repo; true`)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ type results struct {
 	host     qemu.Host
 	qemu     qemu.Binary
 	hostCPUs int
-	targets  []*targetResult // the sbx mount's, the guest disk's, QEMU's -virtfs
+	targets  []*targetResult // the sbx mounts', the guest disk's, QEMU's -virtfs
 }
 
 // targetResult is what one target measured, its samples in the order
@@ -31,35 +31,50 @@ type targetResult struct {
 }
 
 // print writes the Markdown tables: each measurement's median on each
-// target, with the sbx mount's figure over the guest disk's and over
+// target, with each sbx mount's figure over the guest disk's and over
 // QEMU's -virtfs (for rates a ratio above 1 is faster; for git status,
-// a time, below 1 is), then the raw samples. A run that did not measure
-// all three targets prints nothing.
+// a time, below 1 is), then the raw samples. The targets are the sbx
+// mounts, then the guest disk, then QEMU's -virtfs, last. A run that did
+// not measure every target prints nothing.
 func (r *results) print(w io.Writer) {
-	if len(r.targets) != 3 || len(r.targets[0].writes) == 0 || len(r.targets[2].gitStatus) == 0 {
+	n := len(r.targets)
+	if n < 3 || len(r.targets[0].writes) == 0 || len(r.targets[n-1].gitStatus) == 0 {
 		return
 	}
-	sbx, disk, virtfs := r.targets[0], r.targets[1], r.targets[2]
+	sbx, disk, virtfs := r.targets[:n-2], r.targets[n-2], r.targets[n-1]
 	fmt.Fprintf(w, "Workspace mount benchmark: one TCG guest, 1 vCPU, %d MiB; rounds: %d, medians (host: %d CPUs, %s %s, accelerator %s).\n\n",
-		machineMemory>>20, len(sbx.writes), r.hostCPUs, r.qemu.Path, r.qemu.Version, r.host.Accel("amd64"))
-	fmt.Fprintln(w, "| measurement | sbx mount | guest disk | QEMU -virtfs | sbx ÷ disk | sbx ÷ virtfs |")
-	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- |")
+		machineMemory>>20, len(sbx[0].writes), r.hostCPUs, r.qemu.Path, r.qemu.Version, r.host.Accel("amd64"))
+	head := []string{"measurement"}
+	for _, t := range r.targets {
+		head = append(head, t.name)
+	}
+	for _, t := range sbx {
+		head = append(head, t.name+" ÷ disk", t.name+" ÷ virtfs")
+	}
+	fmt.Fprintln(w, "| "+strings.Join(head, " | ")+" |")
+	fmt.Fprintln(w, strings.Repeat("| --- ", len(head))+"|")
+	row := func(what string, v func(*targetResult) float64, format string) {
+		cells := []string{what}
+		for _, t := range r.targets {
+			cells = append(cells, fmt.Sprintf(format, v(t)))
+		}
+		for _, t := range sbx {
+			cells = append(cells, vmbench.Ratio(v(t), v(disk)), vmbench.Ratio(v(t), v(virtfs)))
+		}
+		fmt.Fprintln(w, "| "+strings.Join(cells, " | ")+" |")
+	}
 	throughput := func(what string, get func(*targetResult) vmbench.Samples) {
-		v := func(t *targetResult) float64 { return vmbench.MBps(r.size, get(t).Median()) }
-		fmt.Fprintf(w, "| %s | %.1f MB/s | %.1f MB/s | %.1f MB/s | %s | %s |\n", what, v(sbx), v(disk), v(virtfs), vmbench.Ratio(v(sbx), v(disk)), vmbench.Ratio(v(sbx), v(virtfs)))
+		row(what, func(t *targetResult) float64 { return vmbench.MBps(r.size, get(t).Median()) }, "%.1f MB/s")
 	}
 	rate := func(what string, get func(*targetResult) vmbench.Samples) {
-		v := func(t *targetResult) float64 { return vmbench.PerSecond(r.files, get(t).Median()) }
-		fmt.Fprintf(w, "| %s | %.0f files/s | %.0f files/s | %.0f files/s | %s | %s |\n", what, v(sbx), v(disk), v(virtfs), vmbench.Ratio(v(sbx), v(disk)), vmbench.Ratio(v(sbx), v(virtfs)))
+		row(what, func(t *targetResult) float64 { return vmbench.PerSecond(r.files, get(t).Median()) }, "%.0f files/s")
 	}
 	throughput(fmt.Sprintf("sequential write of %s (`dd bs=1M conv=fsync`)", vmbench.Size(r.size)), func(t *targetResult) vmbench.Samples { return t.writes })
 	throughput(fmt.Sprintf("sequential read of %s (`dd bs=1M`, page cache dropped)", vmbench.Size(r.size)), func(t *targetResult) vmbench.Samples { return t.reads })
 	rate(fmt.Sprintf("create %d empty files (shell `: > f$i`)", r.files), func(t *targetResult) vmbench.Samples { return t.creates })
 	rate(fmt.Sprintf("stat %d files (`stat -c %%s dir/*`)", r.files), func(t *targetResult) vmbench.Samples { return t.stats })
 	rate(fmt.Sprintf("unlink %d files (`rm dir/*`)", r.files), func(t *targetResult) vmbench.Samples { return t.unlinks })
-	g := func(t *targetResult) float64 { return t.gitStatus.Median().Seconds() }
-	fmt.Fprintf(w, "| `git status` on a %d-file tree (time) | %.2f s | %.2f s | %.2f s | %s | %s |\n",
-		r.gitFiles, g(sbx), g(disk), g(virtfs), vmbench.Ratio(g(sbx), g(disk)), vmbench.Ratio(g(sbx), g(virtfs)))
+	row(fmt.Sprintf("`git status` on a %d-file tree (time)", r.gitFiles), func(t *targetResult) float64 { return t.gitStatus.Median().Seconds() }, "%.2f s")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Samples, in the order taken:")
 	fmt.Fprintln(w)

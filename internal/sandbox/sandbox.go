@@ -150,6 +150,7 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Sandbox, error) {
 		KeepConsole: opts.KeepConsole,
 		Network:     n.Network(),
 		Ports:       files.Ports(),
+		FSSlots:     files.FSSlots(),
 		Bench:       opts.Bench,
 	})
 	if err != nil {
@@ -164,6 +165,12 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Sandbox, error) {
 		s.close()
 		close(s.done)
 	}()
+	// The mounts served by virtio-fs devices are plugged in now, after
+	// the point a warm start's machine was saved at: a machine with
+	// such a device cannot be saved.
+	if err := files.Plug(ctx, m); err != nil {
+		return nil, errors.Join(err, s.Stop(context.WithoutCancel(ctx)))
+	}
 	c := s.Configure()
 	if m.Resumed() {
 		// The guest has the saved machine's name, clock and random

@@ -4,7 +4,7 @@ import "io"
 
 // device is a mount served by a virtio-fs device.
 type device struct {
-	srv   io.Closer // *vfs.Server on Linux
+	srv   io.Closer // the mount's file server (*vfs.Server on Linux)
 	tag   string
 	guest string
 }

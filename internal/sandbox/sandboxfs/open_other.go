@@ -3,6 +3,7 @@
 package sandboxfs
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 
@@ -17,3 +18,6 @@ func Open(mounts []Mount, log *slog.Logger) (*Set, error) {
 	}
 	return &Set{ports: map[string]machine.Port{}}, nil
 }
+
+// Plug has nothing to plug where no mounts are served.
+func (s *Set) Plug(ctx context.Context, m *machine.Machine) error { return nil }

@@ -38,3 +38,40 @@ func TestOpen(t *testing.T) {
 		t.Errorf("ports %v", s.Ports())
 	}
 }
+
+// TestOpenTransports: a mount served by a virtio-fs device has a tag
+// and a slot and no port; one over 9P has a port; an unknown transport
+// and more devices than a machine has slots are refused, naming them.
+func TestOpenTransports(t *testing.T) {
+	dir := t.TempDir()
+	m := func(guest string, tr Transport) Mount {
+		return Mount{Policy: policy.Mount{Guest: guest, Access: policy.ReadWrite}, HostDir: dir, Transport: tr}
+	}
+	s, err := Open([]Mount{m("/a", Transport9P), m("/b", TransportVirtioFS), m("/c", ""), m("/d", TransportVirtioFS)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	g := s.Guest()
+	if len(g) != 4 || g[0].Port == "" || g[0].Tag != "" || g[1].Tag != "sbx-fs-0" || g[1].Port != "" || g[2].Port == "" || g[3].Tag != "sbx-fs-1" {
+		t.Errorf("guest mounts %+v", g)
+	}
+	for _, x := range g {
+		if err := x.Validate(); err != nil {
+			t.Errorf("%+v: %v", x, err)
+		}
+	}
+	if s.FSSlots() != 2 || len(s.Ports()) != 2 {
+		t.Errorf("%d slots and ports %v; want 2 and 2", s.FSSlots(), s.Ports())
+	}
+	if _, err := Open([]Mount{m("/a", "nfs")}, nil); err == nil || !strings.Contains(err.Error(), `"nfs"`) {
+		t.Errorf("an unknown transport: %v", err)
+	}
+	var many []Mount
+	for i := range 9 {
+		many = append(many, m("/m"+string(rune('a'+i)), TransportVirtioFS))
+	}
+	if _, err := Open(many, nil); err == nil || !strings.Contains(err.Error(), "at most 8") {
+		t.Errorf("nine virtio-fs mounts: %v", err)
+	}
+}
