@@ -37,4 +37,3 @@ func sealedCopy(src *os.File, digest string) (*os.File, error) {
 	}
 	return dst, nil
 }
-

@@ -1,5 +1,3 @@
-//go:build linux
-
 package sandboxfs
 
 import (
@@ -15,8 +13,8 @@ import (
 
 	"github.com/sbx-dev/sbx/internal/machine"
 	"github.com/sbx-dev/sbx/internal/vfs"
-	"github.com/sbx-dev/sbx/internal/virtio/virtq"
 	"github.com/sbx-dev/sbx/internal/virtio/vhostuser"
+	"github.com/sbx-dev/sbx/internal/virtio/virtq"
 )
 
 // fsQueues are a virtio-fs device's queues: the high-priority one
