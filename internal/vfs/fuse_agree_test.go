@@ -205,7 +205,9 @@ func (s overFUSE) stat(rel string) string {
 	return result(0, fmt.Sprintf("%o %d", le32(p[16+60:]), le64(p[16+8:])))
 }
 
-func le32(b []byte) uint32 { return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24 }
+func le32(b []byte) uint32 {
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}
 
 func (s overFUSE) open(rel string, flags uint32) (uint64, syscall.Errno) {
 	id, e := s.c.walkTo(rel)

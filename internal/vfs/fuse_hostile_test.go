@@ -26,7 +26,9 @@ func TestFUSEHostileRequests(t *testing.T) {
 			t.Errorf("%s: got %v, want %v", what, got, want)
 		}
 	}
-	hdr := func(op fp.Opcode, u, node uint64) fp.InHeader { return fp.InHeader{Opcode: op, Unique: u, NodeID: node} }
+	hdr := func(op fp.Opcode, u, node uint64) fp.InHeader {
+		return fp.InHeader{Opcode: op, Unique: u, NodeID: node}
+	}
 
 	// Framing.
 	out := make([]byte, c.f.MaxRequest())
