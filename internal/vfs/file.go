@@ -441,15 +441,16 @@ func (f *file) doOpen(mode p9.OpenFlags) (p9.QID, uint32, error) {
 		return p9.QID{}, 0, err
 	}
 	write := mode.Mode() != p9.ReadOnly || mode&dotlTrunc != 0
+	ft := n.mode() & unix.S_IFMT
+	if ft == unix.S_IFDIR && write {
+		// Before the rules, as the 9P library and the kernel check.
+		return p9.QID{}, 0, unix.EISDIR
+	}
 	if write && !n.pl.writable {
 		return p9.QID{}, 0, unix.EROFS
 	}
-	ft := n.mode() & unix.S_IFMT
 	if ft != unix.S_IFREG && ft != unix.S_IFDIR {
 		return p9.QID{}, 0, unix.EPERM
-	}
-	if ft == unix.S_IFDIR && write {
-		return p9.QID{}, 0, unix.EISDIR
 	}
 	if n.mem != nil {
 		f.fs.mem.mu.Lock()

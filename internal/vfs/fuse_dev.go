@@ -13,11 +13,10 @@ import (
 
 // ServeDev answers the kernel's FUSE requests on dev, an opened
 // /dev/fuse whose mount the caller made, until the mount ends (nil) or
-// ctx is done (ctx's error). Limits.Requests workers each read one
-// request per read and write one reply per write; each waits for a
-// request at most devPoll at a time, so that a done ctx ends ServeDev
-// within that. The caller unmounts and closes dev after ServeDev
-// returns.
+// ctx is done (ctx's error). devWorkers workers each read one request
+// per read and write one reply per write; each waits for a request at
+// most devPoll at a time, so that a done ctx ends ServeDev within
+// that. The caller unmounts and closes dev after ServeDev returns.
 func (f *FUSE) ServeDev(ctx context.Context, dev *os.File) error {
 	rc, err := dev.SyscallConn()
 	if err != nil {
@@ -31,8 +30,9 @@ func (f *FUSE) ServeDev(ctx context.Context, dev *os.File) error {
 		return err
 	}
 	var wg sync.WaitGroup
-	errs := make(chan error, f.fs.lim.Requests)
-	for range f.fs.lim.Requests {
+	workers := min(f.fs.lim.Requests, devWorkers)
+	errs := make(chan error, workers)
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -48,6 +48,11 @@ func (f *FUSE) ServeDev(ctx context.Context, dev *os.File) error {
 	}
 	return ctx.Err()
 }
+
+// devWorkers is how many requests ServeDev answers at once. Every
+// worker waiting in poll(2) wakes for each request, so more cost more
+// than they bring on a /dev/fuse (a virtqueue has no such herd).
+const devWorkers = 4
 
 // devPoll is how long, in milliseconds, a worker waits for a request
 // before it looks at its context again.
