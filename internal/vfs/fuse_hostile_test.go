@@ -203,7 +203,7 @@ func FuzzFUSEHandle(f *testing.F) {
 		{fp.OpRename, 1, fp.RenameIn{NewDir: 2, OldName: "src", NewName: "s"}},
 		{fp.OpSymlink, 1, fp.SymlinkIn{Name: "l", Target: "/etc/passwd"}},
 		{fp.OpMkdir, 1, fp.MkdirIn{Mode: 0o755, Name: "node_modules"}},
-		{fp.OpBatchForget, 0, fp.BatchForgetIn{Forgets: []fp.ForgetOne{{2, 1}}}},
+		{fp.OpBatchForget, 0, fp.BatchForgetIn{Forgets: []fp.ForgetOne{{NodeID: 2, Nlookup: 1}}}},
 		{fp.OpDestroy, 1, nil},
 	} {
 		f.Add(fp.EncodeRequest(fp.InHeader{Opcode: s.op, Unique: 5, NodeID: s.node}, s.args))
