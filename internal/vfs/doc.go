@@ -43,6 +43,14 @@
 // it set, which the server remembers (bounded) while the host's mode
 // is the one it left.
 //
+// The same file system is served over FUSE (Server.FUSE): a FUSE
+// session answers one request at a time from any number of goroutines
+// (a virtiofs backend's virtqueue workers), every operation through
+// the file operations 9P uses, so that the rules, bounds and errnos
+// are the same (fuse.go; the wire format is package
+// internal/proto/fuseproto's). FUSE.ServeDev serves a /dev/fuse mount,
+// which tests use to run programs over the host kernel's own client.
+//
 // The transport is the caller's: Serve takes any connection, in sbx the
 // host end of a virtio-serial port named vfsproto.PortName(i), which the
 // guest agent (package guest/vfsmount) relays to its kernel's 9p client.
@@ -51,7 +59,7 @@
 // validates with, so a spec that validates compiles here.
 //
 // The server needs Linux 5.6 or later (openat2). The entry points are
-// New and Server.Serve; CompileRules compiles a mount's rules
+// New and Server.Serve (9P) or Server.FUSE; CompileRules compiles a mount's rules
 // (policy/match's patterns plus the mount's access; git protection is
 // added by New).
 package vfs

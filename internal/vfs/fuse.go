@@ -395,7 +395,12 @@ func (f *FUSE) handleOf(fh uint64) (*file, error) {
 func (f *FUSE) addHandle(h *file) (uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if len(f.handles) >= f.fs.lim.OpenFiles {
+	switch {
+	case !f.inited:
+		// DESTROY came meanwhile.
+		h.Close()
+		return 0, unix.EIO
+	case len(f.handles) >= f.fs.lim.OpenFiles:
 		h.Close()
 		return 0, unix.EMFILE
 	}
@@ -429,6 +434,9 @@ func (f *FUSE) entry(rel string, qid p9.QID, a p9.Attr) (fp.EntryOut, error) {
 	ftype := uint32(a.Mode) & unix.S_IFMT
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if !f.inited {
+		return fp.EntryOut{}, unix.EIO // DESTROY came meanwhile
+	}
 	id, ok := f.byPath[rel]
 	if nd := f.nodes[id]; ok && nd != nil && nd.ino == qid.Path && nd.ftype == ftype {
 		nd.nlookup++

@@ -32,7 +32,7 @@ func TestFUSEConcurrentClients(t *testing.T) {
 			for i := range 50 {
 				p := filepath.Join(dir, fmt.Sprintf("f%d", i))
 				want := fmt.Sprintf("worker %d file %d\n", w, i)
-				if err := os.WriteFile(p, []byte(want), 0o644); err != nil {
+				if err := writeFile(p, []byte(want), 0o644); err != nil {
 					errs <- err
 					return
 				}
@@ -40,7 +40,7 @@ func TestFUSEConcurrentClients(t *testing.T) {
 					errs <- err
 					return
 				}
-				if b, err := os.ReadFile(p + ".moved"); err != nil || string(b) != want {
+				if b, err := readFile(p + ".moved"); err != nil || string(b) != want {
 					errs <- fmt.Errorf("read %s: %q, %v", p, b, err)
 					return
 				}
@@ -78,7 +78,7 @@ func BenchmarkFUSEGitStatus(b *testing.B) {
 			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 				b.Fatal(err)
 			}
-			if err := os.WriteFile(p, []byte(p), 0o644); err != nil {
+			if err := writeFile(p, []byte(p), 0o644); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -17,6 +17,13 @@ import (
 // per read and write one reply per write; each waits for a request at
 // most devPoll at a time, so that a done ctx ends ServeDev within
 // that. The caller unmounts and closes dev after ServeDev returns.
+//
+// The serving process should not itself open regular files on the
+// mount with package os, nor fork children that start in it: both make
+// the kernel ask the server from a thread that holds one of the
+// runtime's Ps without yielding it (epoll_ctl asks FUSE_POLL; a
+// child's chdir before exec), and a garbage collection starting then
+// never finishes, nor does the request.
 func (f *FUSE) ServeDev(ctx context.Context, dev *os.File) error {
 	rc, err := dev.SyscallConn()
 	if err != nil {

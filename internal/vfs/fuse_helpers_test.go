@@ -68,13 +68,23 @@ func fuseMount(t testing.TB, m policy.Mount, work string, lim Limits) (string, *
 	return mnt, s
 }
 
-// run runs a program with a bound on its time and returns its output.
+// run runs a program with a bound on its time and returns its output;
+// git runs in dir (git -C), other programs name their paths.
+//
+// The child never starts in a directory of a mount this process
+// serves: between fork and exec it would chdir there and wait for the
+// server, while the forking thread holds one of the Go scheduler's Ps
+// in a raw clone; a garbage collection starting then can never stop
+// that P, so no goroutine answers and the process hangs for good.
 func run(t testing.TB, dir string, name string, args ...string) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	if name == "git" {
+		args = append([]string{"-C", dir}, args...)
+	}
 	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir = dir
+	cmd.Dir = "/"
 	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
 		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.test", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.test")
 	out, err := cmd.CombinedOutput()
@@ -166,4 +176,58 @@ func errnoOfPath(err error) syscall.Errno {
 		return e
 	}
 	return unix.EIO
+}
+
+// Files on a mount this process serves are read and written with
+// system calls, not package os: os registers every file it opens with
+// the runtime's poller, and epoll_ctl on a FUSE file asks the server
+// (FUSE_POLL) from inside the runtime, on a thread that keeps its P;
+// should a garbage collection start then, it waits for that P while
+// the server's goroutines wait for the collection, for good. (A guest
+// kernel's processes are not this process; only tests meet this.)
+
+func readFile(p string) ([]byte, error) {
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	defer unix.Close(fd)
+	var out []byte
+	buf := make([]byte, 64<<10)
+	for range 1 << 12 {
+		n, err := unix.Read(fd, buf)
+		if err != nil {
+			return out, &os.PathError{Op: "read", Path: p, Err: err}
+		}
+		if n == 0 {
+			break
+		}
+		out = append(out, buf[:n]...)
+	}
+	return out, nil
+}
+
+func writeFile(p string, data []byte, perm uint32) error {
+	return writeFlags(p, data, perm, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC, false)
+}
+
+func writeFlags(p string, data []byte, perm uint32, flags int, sync bool) error {
+	fd, err := unix.Open(p, flags|unix.O_CLOEXEC, perm)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	defer unix.Close(fd)
+	for len(data) > 0 {
+		n, err := unix.Write(fd, data)
+		if err != nil {
+			return &os.PathError{Op: "write", Path: p, Err: err}
+		}
+		data = data[n:]
+	}
+	if sync {
+		if err := unix.Fsync(fd); err != nil {
+			return &os.PathError{Op: "fsync", Path: p, Err: err}
+		}
+	}
+	return nil
 }

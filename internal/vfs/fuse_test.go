@@ -45,34 +45,26 @@ func TestFUSEEverydayOperations(t *testing.T) {
 	p := func(rel string) string { return filepath.Join(mnt, rel) }
 	h := func(rel string) string { return filepath.Join(work, rel) }
 
-	if err := os.WriteFile(p("src/new.go"), []byte("package main // new\n"), 0o644); err != nil {
+	if err := writeFile(p("src/new.go"), []byte("package main // new\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if b, err := os.ReadFile(h("src/new.go")); err != nil || string(b) != "package main // new\n" {
+	if b, err := readFile(h("src/new.go")); err != nil || string(b) != "package main // new\n" {
 		t.Errorf("host has %q, %v", b, err)
 	}
 	var st unix.Stat_t
 	if err := unix.Lstat(p("src/new.go"), &st); err != nil || st.Uid != 1000 || st.Gid != 1001 || st.Size != 20 {
 		t.Errorf("stat src/new.go: %+v, %v; want owner 1000:1001, size 20", st, err)
 	}
-	f, err := os.OpenFile(p("src/new.go"), os.O_RDWR|os.O_APPEND, 0)
-	if err != nil {
-		t.Fatal(err)
+	if err := writeFlags(p("src/new.go"), []byte("// more\n"), 0, unix.O_RDWR|unix.O_APPEND, true); err != nil {
+		t.Errorf("append and fsync: %v", err)
 	}
-	if _, err := f.WriteString("// more\n"); err != nil {
-		t.Errorf("append: %v", err)
-	}
-	if err := f.Sync(); err != nil {
-		t.Errorf("fsync: %v", err)
-	}
-	f.Close()
-	if b, _ := os.ReadFile(h("src/new.go")); string(b) != "package main // new\n// more\n" {
+	if b, _ := readFile(h("src/new.go")); string(b) != "package main // new\n// more\n" {
 		t.Errorf("after append the host has %q", b)
 	}
 	if err := os.Truncate(p("src/new.go"), 4); err != nil {
 		t.Errorf("truncate: %v", err)
 	}
-	if b, _ := os.ReadFile(p("src/new.go")); string(b) != "pack" {
+	if b, _ := readFile(p("src/new.go")); string(b) != "pack" {
 		t.Errorf("after truncate: %q", b)
 	}
 	if err := os.Chmod(p("src/new.go"), 0o755); err != nil {
@@ -104,7 +96,7 @@ func TestFUSEEverydayOperations(t *testing.T) {
 	if err := os.Rename(p("src/sub"), p("src/sub2")); err != nil {
 		t.Fatal(err)
 	}
-	if b, err := os.ReadFile(p("src/sub2/moved.go")); err != nil || string(b) != "pack" {
+	if b, err := readFile(p("src/sub2/moved.go")); err != nil || string(b) != "pack" {
 		t.Errorf("read after directory rename: %q, %v", b, err)
 	}
 	if err := os.Symlink("moved.go", p("src/sub2/link")); err != nil {
@@ -113,7 +105,7 @@ func TestFUSEEverydayOperations(t *testing.T) {
 	if l, err := os.Readlink(p("src/sub2/link")); err != nil || l != "moved.go" {
 		t.Errorf("readlink: %q, %v", l, err)
 	}
-	if b, err := os.ReadFile(p("src/sub2/link")); err != nil || string(b) != "pack" {
+	if b, err := readFile(p("src/sub2/link")); err != nil || string(b) != "pack" {
 		t.Errorf("read through a link: %q, %v", b, err)
 	}
 	if err := os.Link(p("src/sub2/moved.go"), p("src/sub2/hard")); err != nil {
@@ -135,12 +127,12 @@ func TestFUSEEverydayOperations(t *testing.T) {
 		t.Errorf("src/sub2 is still on the host: %v", err)
 	}
 	// Host edits are seen within the attribute timeout.
-	if err := os.WriteFile(h("src/main.go"), []byte("package main // edited on the host\n"), 0o644); err != nil {
+	if err := writeFile(h("src/main.go"), []byte("package main // edited on the host\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	seen := false
 	for i := 0; i < 40 && !seen; i++ {
-		b, _ := os.ReadFile(p("src/main.go"))
+		b, _ := readFile(p("src/main.go"))
 		seen = string(b) == "package main // edited on the host\n"
 		if !seen {
 			time.Sleep(100 * time.Millisecond)
@@ -154,13 +146,13 @@ func TestFUSEEverydayOperations(t *testing.T) {
 		t.Errorf("statfs: %+v, %v", sfs, err)
 	}
 	// cp and mv as programs do them.
-	if out, err := run(t, mnt, "cp", "-a", "src", "src-copy"); err != nil {
+	if out, err := run(t, "", "cp", "-a", p("src"), p("src-copy")); err != nil {
 		t.Errorf("cp -a: %v\n%s", err, out)
 	}
-	if out, err := run(t, mnt, "mv", "src-copy", "src-moved"); err != nil {
+	if out, err := run(t, "", "mv", p("src-copy"), p("src-moved")); err != nil {
 		t.Errorf("mv: %v\n%s", err, out)
 	}
-	if b, err := os.ReadFile(h("src-moved/main.go")); err != nil || !strings.Contains(string(b), "edited") {
+	if b, err := readFile(h("src-moved/main.go")); err != nil || !strings.Contains(string(b), "edited") {
 		t.Errorf("cp+mv on the host: %q, %v", b, err)
 	}
 }
@@ -182,11 +174,11 @@ func TestFUSERules(t *testing.T) {
 	for _, rel := range []string{".env", ".git/config", "src/certs/server.pem", "secrets/db.txt"} {
 		_, err := os.Lstat(p(rel))
 		wantOSErrno(t, "stat "+rel, err, unix.ENOENT)
-		_, err = os.ReadFile(p(rel))
+		_, err = readFile(p(rel))
 		wantOSErrno(t, "read "+rel, err, unix.ENOENT)
 	}
 	for _, rel := range []string{".env", "src/new.pem", ".env.x"} {
-		err := os.WriteFile(p(rel), []byte("x"), 0o644)
+		err := writeFile(p(rel), []byte("x"), 0o644)
 		wantOSErrno(t, "create "+rel, err, unix.EACCES)
 	}
 	wantOSErrno(t, "mkdir secrets", os.Mkdir(p("secrets"), 0o755), unix.EACCES)
@@ -194,11 +186,11 @@ func TestFUSERules(t *testing.T) {
 	wantOSErrno(t, "link as .env.y", os.Link(p("src/main.go"), p(".env.y")), unix.EACCES)
 
 	// Read-only paths.
-	wantOSErrno(t, "write vendor/lib.go", os.WriteFile(p("vendor/lib.go"), []byte("x"), 0o644), unix.EROFS)
-	wantOSErrno(t, "create in vendor", os.WriteFile(p("vendor/new.go"), []byte("x"), 0o644), unix.EROFS)
+	wantOSErrno(t, "write vendor/lib.go", writeFile(p("vendor/lib.go"), []byte("x"), 0o644), unix.EROFS)
+	wantOSErrno(t, "create in vendor", writeFile(p("vendor/new.go"), []byte("x"), 0o644), unix.EROFS)
 	wantOSErrno(t, "unlink vendor/lib.go", os.Remove(p("vendor/lib.go")), unix.EROFS)
 	wantOSErrno(t, "chmod vendor/lib.go", os.Chmod(p("vendor/lib.go"), 0o777), unix.EROFS)
-	wantOSErrno(t, "write .git/hooks/pre-commit", os.WriteFile(p(".git/hooks/pre-commit"), []byte("x"), 0o755), unix.EROFS)
+	wantOSErrno(t, "write .git/hooks/pre-commit", writeFile(p(".git/hooks/pre-commit"), []byte("x"), 0o755), unix.EROFS)
 
 	// Planted links are stored, never followed on the host: the
 	// kernel resolves them through the server, rules and all.
@@ -207,9 +199,9 @@ func TestFUSERules(t *testing.T) {
 			t.Fatalf("symlink %s: %v", name, err)
 		}
 	}
-	_, err := os.ReadFile(p("env"))
+	_, err := readFile(p("env"))
 	wantOSErrno(t, "read through env -> .env", err, unix.ENOENT)
-	_, err = os.ReadFile(p("gitdir/config"))
+	_, err = readFile(p("gitdir/config"))
 	wantOSErrno(t, "read through gitdir/config", err, unix.ENOENT)
 	if l, err := os.Readlink(filepath.Join(work, "up")); err != nil || l != ".." {
 		t.Errorf("the host holds the link as a link: %q, %v", l, err)
@@ -222,10 +214,10 @@ func TestFUSERules(t *testing.T) {
 	if err := os.MkdirAll(p("node_modules/pkg"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(p("node_modules/pkg/index.js"), []byte("module.exports = 1\n"), 0o644); err != nil {
+	if err := writeFile(p("node_modules/pkg/index.js"), []byte("module.exports = 1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if b, err := os.ReadFile(p("node_modules/pkg/index.js")); err != nil || string(b) != "module.exports = 1\n" {
+	if b, err := readFile(p("node_modules/pkg/index.js")); err != nil || string(b) != "module.exports = 1\n" {
 		t.Errorf("tmpfs read back: %q, %v", b, err)
 	}
 	if got := names(t, p("node_modules")); !slices.Equal(got, []string{"pkg"}) {
@@ -244,15 +236,15 @@ func TestFUSEReadOnlyMount(t *testing.T) {
 	mnt, _ := fuseMount(t, m, work, Limits{})
 	before := snapshot(t, base)
 	p := func(rel string) string { return filepath.Join(mnt, rel) }
-	wantOSErrno(t, "write src/main.go", os.WriteFile(p("src/main.go"), []byte("x"), 0o644), unix.EROFS)
-	wantOSErrno(t, "create src/x", os.WriteFile(p("src/x"), []byte("x"), 0o644), unix.EROFS)
+	wantOSErrno(t, "write src/main.go", writeFile(p("src/main.go"), []byte("x"), 0o644), unix.EROFS)
+	wantOSErrno(t, "create src/x", writeFile(p("src/x"), []byte("x"), 0o644), unix.EROFS)
 	wantOSErrno(t, "mkdir d", os.Mkdir(p("d"), 0o755), unix.EROFS)
 	wantOSErrno(t, "rename", os.Rename(p("src/main.go"), p("src/m.go")), unix.EROFS)
 	wantOSErrno(t, "truncate", os.Truncate(p("src/main.go"), 0), unix.EROFS)
-	if b, err := os.ReadFile(p("src/main.go")); err != nil || string(b) != "package main\n" {
+	if b, err := readFile(p("src/main.go")); err != nil || string(b) != "package main\n" {
 		t.Errorf("read: %q, %v", b, err)
 	}
-	if err := os.WriteFile(p("node_modules/scratch"), []byte("ok"), 0o644); err != nil {
+	if err := writeFile(p("node_modules/scratch"), []byte("ok"), 0o644); err != nil {
 		t.Errorf("scratch space of a read-only mount: %v", err)
 	}
 	sameSnapshot(t, "a read-only mount", before, snapshot(t, base))
@@ -276,13 +268,13 @@ func TestFUSEGit(t *testing.T) {
 		if out, err := run(t, work, "git", "init", "-q", "-b", "main"); err != nil {
 			t.Fatalf("git init on the host: %v\n%s", err, out)
 		}
-		config, _ := os.ReadFile(filepath.Join(work, ".git", "config"))
+		config, _ := readFile(filepath.Join(work, ".git", "config"))
 		mnt, _ := fuseMount(t, policy.Mount{Guest: "/workspace", Host: ".", Access: policy.ReadWrite}, work, Limits{})
 		commitSome(t, mnt)
-		err := os.WriteFile(filepath.Join(mnt, ".git", "config"), []byte("[core]\n\tfsmonitor = evil\n"), 0o644)
+		err := writeFile(filepath.Join(mnt, ".git", "config"), []byte("[core]\n\tfsmonitor = evil\n"), 0o644)
 		wantOSErrno(t, "write .git/config", err, unix.EROFS)
-		wantOSErrno(t, "make a hook", os.WriteFile(filepath.Join(mnt, ".git", "hooks", "post-commit"), []byte("#!/bin/sh\n"), 0o755), unix.EROFS)
-		if b, _ := os.ReadFile(filepath.Join(work, ".git", "config")); string(b) != string(config) {
+		wantOSErrno(t, "make a hook", writeFile(filepath.Join(mnt, ".git", "hooks", "post-commit"), []byte("#!/bin/sh\n"), 0o755), unix.EROFS)
+		if b, _ := readFile(filepath.Join(work, ".git", "config")); string(b) != string(config) {
 			t.Errorf(".git/config changed on the host:\n%s", b)
 		}
 		if out, err := run(t, work, "git", "log", "--oneline"); err != nil || !strings.Contains(out, "two") {
@@ -307,7 +299,7 @@ func commitSome(t *testing.T, mnt string) {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(p, []byte(strings.Repeat("line\n", i+1)), 0o644); err != nil {
+		if err := writeFile(p, []byte(strings.Repeat("line\n", i+1)), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -316,7 +308,7 @@ func commitSome(t *testing.T, mnt string) {
 	if out := gitOn(t, mnt, "status", "--porcelain"); out != "" {
 		t.Errorf("git status after a commit: %q", out)
 	}
-	if err := os.WriteFile(filepath.Join(mnt, "a.txt"), []byte("changed\n"), 0o644); err != nil {
+	if err := writeFile(filepath.Join(mnt, "a.txt"), []byte("changed\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if out := gitOn(t, mnt, "status", "--porcelain"); out != " M a.txt\n" {
