@@ -266,6 +266,16 @@ func (s *Sandbox) Resumed() bool { return s.m.Resumed() }
 // to be made: a snapshot that did not verify or resume. Empty otherwise.
 func (s *Sandbox) WarmStartError() string { return s.sb.Started().Warning }
 
+// MountTransport is how the sandbox's workspace mounts reach the guest:
+// "virtiofs" (a virtio-fs device the guest kernel drives itself) or
+// "9p" (a port relayed by the guest agent), empty when it has none.
+// When it is 9P because virtio-fs cannot run on this host, note says
+// why.
+func (s *Sandbox) MountTransport() (transport, note string) {
+	st := s.sb.Started()
+	return string(st.Mounts), st.MountsNote
+}
+
 // Console returns the VM's serial console output so far (the kernel's
 // and the guest init's messages): at most its last MiB.
 func (s *Sandbox) Console() []byte { return s.m.Console() }

@@ -12,6 +12,7 @@ import (
 	"github.com/sbx-dev/sbx/internal/guestconn"
 	"github.com/sbx-dev/sbx/internal/lockfiles"
 	"github.com/sbx-dev/sbx/internal/pipeline"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxfs"
 )
 
 // The types in this file are the Go API's own: each is converted to and
@@ -179,6 +180,11 @@ type StartOptions struct {
 	// machine saved for its shape (a warm start, the default: the first
 	// start of a shape boots and saves one in the cache directory).
 	Cold bool
+	// MountTransport is how workspace mounts reach the guest: "virtiofs"
+	// or "9p"; empty means the environment's SBX_MOUNT_TRANSPORT, and
+	// when that is unset too virtio-fs where this host can run it and
+	// 9P elsewhere (Sandbox.MountTransport says which).
+	MountTransport string
 }
 
 func (o StartOptions) internal() pipeline.StartOptions {
@@ -190,6 +196,8 @@ func (o StartOptions) internal() pipeline.StartOptions {
 		Logger:      o.Logger,
 		MountDirs:   o.MountDirs,
 		Cold:        o.Cold,
+
+		MountTransport: sandboxfs.Transport(o.MountTransport),
 	}
 }
 

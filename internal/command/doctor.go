@@ -30,6 +30,9 @@ Usage: sbx doctor [options] [DIR]
                  configuration's images use
     accel        hardware acceleration (KVM, HVF) proven with a test
                  guest, and why not when sandboxes must run under TCG
+    mounts       how workspace mounts reach guests: virtio-fs where the
+                 host has it (Linux, amd64, QEMU's vhost-user-fs-pci), 9P
+                 elsewhere; SBX_MOUNT_TRANSPORT=9p or virtiofs chooses
     config       whether the configuration loads
     apt          for deb: sources: apt-get, apt-cache, package indexes, and
                  the packages (and versions) the spec names

@@ -76,8 +76,12 @@ type sandboxStatus struct {
 	Start        string `json:"start,omitempty"`
 	StartMillis  int64  `json:"start_millis,omitempty"`
 	StartWarning string `json:"start_warning,omitempty"`
-	Console      string `json:"console_log"`
-	Log          string `json:"supervisor_log"`
+	// Mounts is how the workspace mounts reach the guest ("virtiofs"
+	// or "9p"), MountsNote why 9P when virtio-fs cannot run here.
+	Mounts     string `json:"mounts,omitempty"`
+	MountsNote string `json:"mounts_note,omitempty"`
+	Console    string `json:"console_log"`
+	Log        string `json:"supervisor_log"`
 }
 
 // liveSandboxes reads the state of dir (without its lock: nothing is
@@ -130,6 +134,7 @@ func inspectInto(ctx context.Context, env *Env, dir, name string, rt *state.Runt
 		if lv.Status != nil {
 			s.QEMUPid = lv.Status.QEMUPid
 			s.Start, s.StartMillis, s.StartWarning = lv.Status.Started, lv.Status.StartMillis, lv.Status.StartWarning
+			s.Mounts, s.MountsNote = lv.Status.Mounts, lv.Status.MountsNote
 		}
 	case lv.Unhealthy != "":
 		s.Status, s.Gone, s.Unhealthy = "unhealthy", "", lv.Unhealthy
@@ -270,6 +275,9 @@ func runStatus(ctx context.Context, env *Env, args []string) int {
 		if s.StartWarning != "" {
 			row("warm start", s.StartWarning)
 		}
+		if s.Mounts != "" {
+			row("mounts", mountsText(s))
+		}
 		row("directory", s.Dir)
 		row("console", s.Console)
 		row("log", s.Log)
@@ -315,6 +323,15 @@ func abbrev(hash string) string {
 		return ""
 	}
 	return "(" + hash + ")"
+}
+
+// mountsText is how the mounts reach the guest, and why not over
+// virtio-fs when they could not.
+func mountsText(s sandboxStatus) string {
+	if s.MountsNote == "" {
+		return termtext.Line(s.Mounts)
+	}
+	return termtext.Line(s.Mounts + " (not virtio-fs: " + s.MountsNote + ")")
 }
 
 // uptime renders how long ago the RFC 3339 time started was.

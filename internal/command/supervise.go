@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/sbx-dev/sbx/internal/hostenv"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxfs"
 	"github.com/sbx-dev/sbx/internal/supervisor"
 )
 
@@ -29,7 +31,11 @@ func runSupervise(ctx context.Context, env *Env, args []string) int {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log := slog.New(slog.NewTextHandler(env.Stderr, nil))
-	if err := supervisor.RunDir(ctx, args[0], supervisor.Options{Logger: log, Snapshots: snapshots}); err != nil {
+	if err := supervisor.RunDir(ctx, args[0], supervisor.Options{
+		Logger:         log,
+		Snapshots:      snapshots,
+		MountTransport: sandboxfs.Transport(hostenv.Get(env.Environ, sandboxfs.EnvTransport)),
+	}); err != nil {
 		errorFrom(env, "The supervisor failed", err, false)
 		return ExitError
 	}

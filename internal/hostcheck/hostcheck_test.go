@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/sbx-dev/sbx/internal/machine/qemu"
 	"github.com/sbx-dev/sbx/internal/machine/qemu/qemutest"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxfs"
 	"github.com/sbx-dev/sbx/lang"
 )
 
@@ -79,6 +80,10 @@ func TestQEMUOnThisHost(t *testing.T) {
 	a := find(t, res, "accel")
 	if a.Status == Fail || a.Detail == "" || (a.Status == Warn) != (a.Fix != "") {
 		t.Errorf("accel check with QEMU present: %+v", a)
+	}
+	// Debian's QEMU has the virtio-fs device.
+	if m := find(t, res, "mounts"); runtime.GOOS == "linux" && runtime.GOARCH == "amd64" && (m.Status != OK || !strings.Contains(m.Detail, "virtio-fs")) {
+		t.Errorf("mounts check on this host: %+v", m)
 	}
 }
 
@@ -435,5 +440,34 @@ func TestAccelWhy(t *testing.T) {
 	kvm.Accels = []qemu.Accel{qemu.AccelKVM, qemu.AccelTCG}
 	if r := checkAccel(kvm, nil, dev); r.Status != OK || r.Fix != "" {
 		t.Errorf("working KVM: %+v", r)
+	}
+}
+
+// TestMountsCheck: over virtio-fs where the emulator has the device on a
+// Linux amd64 host; 9P with a warning and a fix when only the device is
+// missing; 9P without one where virtio-fs cannot run at all.
+func TestMountsCheck(t *testing.T) {
+	if envMountTransport != sandboxfs.EnvTransport {
+		t.Fatalf("the fix names %s, the sandbox reads %s", envMountTransport, sandboxfs.EnvTransport)
+	}
+	with := qemu.Binary{Path: "/usr/bin/qemu-system-x86_64", VhostUserFS: true}
+	without := with
+	without.VhostUserFS = false
+	for _, c := range []struct {
+		name   string
+		host   qemu.Host
+		status Status
+		detail string
+	}{
+		{"linux with the device", qemu.Host{OS: "linux", Arch: "amd64", QEMU: map[string]qemu.Binary{"amd64": with}}, OK, "virtio-fs"},
+		{"linux without it", qemu.Host{OS: "linux", Arch: "amd64", QEMU: map[string]qemu.Binary{"amd64": without}}, Warn, "9P"},
+		{"macOS", qemu.Host{OS: "darwin", Arch: "arm64", QEMU: map[string]qemu.Binary{"arm64": with}}, OK, "9P"},
+		{"linux arm64", qemu.Host{OS: "linux", Arch: "arm64", QEMU: map[string]qemu.Binary{"arm64": with}}, OK, "amd64 machines only"},
+		{"no emulator", qemu.Host{OS: "linux", Arch: "amd64", QEMU: map[string]qemu.Binary{}}, Fail, "not probed"},
+	} {
+		r := checkMounts(c.host, nil)
+		if r.Status != c.status || !strings.Contains(r.Detail, c.detail) || (r.Status == OK) != (r.Fix == "") {
+			t.Errorf("%s: %+v; want %s with %q", c.name, r, c.status, c.detail)
+		}
 	}
 }

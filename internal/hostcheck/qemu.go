@@ -42,7 +42,41 @@ func checkQEMU(ctx context.Context, opts *Options, pm PackageManager, archs []st
 		}
 		out = append(out, checkEmulator(ctx, opts, pm, name, arch, host, probeErr, path))
 	}
-	return append(out, checkAccel(host, probeErr, kvmDevice))
+	return append(out, checkAccel(host, probeErr, kvmDevice), checkMounts(host, probeErr))
+}
+
+// envMountTransport chooses the mounts' transport
+// (sandboxfs.EnvTransport, which this package does not link).
+const envMountTransport = "SBX_MOUNT_TRANSPORT"
+
+// checkMounts reports how workspace mounts reach guests of the host's
+// architecture: over virtio-fs where the host can run it, over 9P (a
+// relay in the guest, several times slower for git and builds)
+// elsewhere, with why, and the fix where there is one.
+func checkMounts(host qemu.Host, probeErr error) Result {
+	r := Result{Name: "mounts"}
+	bin, ok := host.QEMU[host.Arch]
+	if probeErr != nil || !ok {
+		r.Status = Fail
+		r.Detail = "not probed: no QEMU for the host's architecture (" + runtime.GOARCH + ")"
+		r.Fix = "install QEMU first (see the qemu check)"
+		return r
+	}
+	err := host.FileSharing(host.Arch)
+	if err == nil {
+		r.Status = OK
+		r.Detail = fmt.Sprintf("virtio-fs (%s has vhost-user-fs-pci)", bin.Path)
+		return r
+	}
+	r.Detail = "9P, which is slower for git and builds: " + err.Error()
+	if host.OS == "linux" && host.Arch == "amd64" {
+		// Only the device is missing: a QEMU build with vhost-user has it.
+		r.Status = Warn
+		r.Fix = "install a QEMU built with vhost-user (Debian's and Fedora's are), or set " + envMountTransport + "=9p to choose 9P"
+		return r
+	}
+	r.Status = OK
+	return r
 }
 
 func checkEmulator(ctx context.Context, opts *Options, pm PackageManager, name, arch string, host qemu.Host, probeErr error, path string) Result {

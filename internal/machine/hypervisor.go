@@ -2,6 +2,7 @@ package machine
 
 import (
 	"context"
+	"errors"
 	"os"
 	"sync"
 
@@ -57,6 +58,25 @@ type FileSharer interface {
 	// its vhost-user backend at the other end of the connected unix
 	// socket sock, which must be serving already.
 	AddFS(ctx context.Context, p vm.Process, slot int, tag string, sock *os.File) error
+	// CanShareFiles says why a VM of architecture arch (an OCI name)
+	// cannot be given file system devices on this host, or is nil when
+	// it can.
+	CanShareFiles(ctx context.Context, arch string) error
+}
+
+// CanShareFiles says why a machine of architecture arch (an OCI name)
+// started on hv (nil means DefaultHypervisor) cannot be given file
+// system devices (Options.FSSlots, Machine.AddFS) on this host, or is
+// nil when it can.
+func CanShareFiles(ctx context.Context, hv Hypervisor, arch string) error {
+	if hv == nil {
+		hv = DefaultHypervisor()
+	}
+	fs, ok := hv.(FileSharer)
+	if !ok {
+		return errors.New("the hypervisor cannot give a machine file system devices")
+	}
+	return fs.CanShareFiles(ctx, arch)
 }
 
 // MaxFSSlots is the most file system slots a machine has

@@ -69,6 +69,10 @@ type StartOptions struct {
 	// Cold boots the sandbox's machine even where a warm start could
 	// resume it from a saved machine of its shape.
 	Cold bool
+	// MountTransport is how the mounts reach the guest
+	// (sandbox.Options.MountTransport); empty means the environment's
+	// sandboxfs.EnvTransport, and choosing when that is unset.
+	MountTransport sandboxfs.Transport
 
 	// snapshots is the cache of saved machines a warm start uses; nil
 	// means the one in the cache directory (SnapshotDir), opened for
@@ -112,12 +116,18 @@ func Start(ctx context.Context, cfg *lang.Config, sb *lang.Sandbox, img *image.R
 	if opts.Cold {
 		snaps = nil
 	}
+	transport := opts.MountTransport
+	if transport == "" {
+		t, _ := Env{Environ: environ}.Getenv(sandboxfs.EnvTransport)
+		transport = sandboxfs.Transport(t)
+	}
 	return sandbox.Start(ctx, spec, sandbox.Options{
-		Dir:       opts.Dir,
-		Secrets:   secrets,
-		AuditDir:  opts.AuditDir,
-		Logger:    opts.Logger,
-		Snapshots: snaps,
+		Dir:            opts.Dir,
+		Secrets:        secrets,
+		AuditDir:       opts.AuditDir,
+		Logger:         opts.Logger,
+		Snapshots:      snaps,
+		MountTransport: transport,
 	})
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -58,6 +59,12 @@ type Options struct {
 	// saves, and boots only when that fails (Started says so). nil
 	// always boots.
 	Snapshots *snapshot.Cache
+	// MountTransport is how the mounts that name no transport of their
+	// own reach the guest: empty chooses virtio-fs where the hypervisor
+	// can give the machine such devices and 9P elsewhere (Started says
+	// which, and why not virtio-fs); a transport named is used or the
+	// start fails.
+	MountTransport sandboxfs.Transport
 	// Bench holds the machine's knobs for benchmarks
 	// (machine.Options.Bench). Sandboxes never set it: only bench/ does,
 	// to measure what a setting costs against the sandbox's own.
@@ -104,7 +111,11 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Sandbox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %s: %w", spec.Name, err)
 	}
-	files, err := sandboxfs.Open(spec.Mounts, opts.Logger)
+	mounts, transport, note, err := mountTransports(ctx, spec.Mounts, opts, boot.Platform.Architecture)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %s: %w", spec.Name, err)
+	}
+	files, err := sandboxfs.Open(mounts, opts.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -198,8 +209,41 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Sandbox, error) {
 	}
 	started.Took = time.Since(begin)
 	started.Machine = m.Timings()
+	started.Mounts, started.MountsNote = transport, note
 	s.started = started
 	return s, nil
+}
+
+// mountTransports returns mounts with the transport of each that names
+// none filled in (Options.MountTransport), that transport, and when it
+// is 9P because virtio-fs cannot run here, why. The transport is empty
+// when every mount names its own.
+func mountTransports(ctx context.Context, mounts []sandboxfs.Mount, opts Options, arch string) ([]sandboxfs.Mount, sandboxfs.Transport, string, error) {
+	if err := sandboxfs.CheckTransport(opts.MountTransport); err != nil {
+		return nil, "", "", err
+	}
+	if !slices.ContainsFunc(mounts, func(m sandboxfs.Mount) bool { return m.Transport == "" }) {
+		return mounts, "", "", nil
+	}
+	t, note := opts.MountTransport, ""
+	switch t {
+	case "":
+		t = sandboxfs.TransportVirtioFS
+		if err := machine.CanShareFiles(ctx, opts.Hypervisor, arch); err != nil {
+			t, note = sandboxfs.Transport9P, err.Error()
+		}
+	case sandboxfs.TransportVirtioFS:
+		if err := machine.CanShareFiles(ctx, opts.Hypervisor, arch); err != nil {
+			return nil, "", "", fmt.Errorf("mounts over virtio-fs: %w", err)
+		}
+	}
+	out := slices.Clone(mounts)
+	for i := range out {
+		if out[i].Transport == "" {
+			out[i].Transport = t
+		}
+	}
+	return out, t, note, nil
 }
 
 // DefaultConfigureTimeout is how long Start waits for the guest to

@@ -16,6 +16,7 @@ import (
 	"github.com/sbx-dev/sbx/internal/machine"
 	"github.com/sbx-dev/sbx/internal/proto/agentproto"
 	"github.com/sbx-dev/sbx/internal/proto/bootproto"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxfs"
 	"github.com/sbx-dev/sbx/internal/snapshot"
 )
 
@@ -55,6 +56,11 @@ type Started struct {
 	// Configure is the time the guest took to apply the configure
 	// request (its identity, network, placeholders and mounts).
 	Configure time.Duration
+	// Mounts is how the mounts reached the guest (Options.MountTransport),
+	// empty when there are none; MountsNote says why they went over 9P
+	// when virtio-fs could not run here.
+	Mounts     sandboxfs.Transport
+	MountsNote string
 }
 
 // warmMAC is the network address of every machine saved for warm starts

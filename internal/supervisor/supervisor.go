@@ -21,6 +21,7 @@ import (
 	"github.com/sbx-dev/sbx/internal/proto/agentproto"
 	ctlproto "github.com/sbx-dev/sbx/internal/proto/control"
 	"github.com/sbx-dev/sbx/internal/sandbox"
+	"github.com/sbx-dev/sbx/internal/sandbox/sandboxfs"
 	"github.com/sbx-dev/sbx/internal/snapshot"
 	"github.com/sbx-dev/sbx/internal/supervisor/router"
 )
@@ -75,6 +76,11 @@ type Status struct {
 	Started      string `json:"started,omitempty"`
 	StartMillis  int64  `json:"start_millis,omitempty"`
 	StartWarning string `json:"start_warning,omitempty"`
+	// Mounts is how the mounts reach the guest ("virtiofs" or "9p":
+	// sandbox.Started), MountsNote why over 9P when virtio-fs could
+	// not run on this host.
+	Mounts     string `json:"mounts,omitempty"`
+	MountsNote string `json:"mounts_note,omitempty"`
 	// Error says why the supervisor failed or stopped with an error.
 	Error string `json:"error,omitempty"`
 	// Agent says why the guest agent of a running supervisor is not
@@ -104,6 +110,9 @@ type Options struct {
 	// Snapshots is the directory of the machines saved for warm starts
 	// (package snapshot); empty boots the machine cold.
 	Snapshots string
+	// MountTransport is how the mounts reach the guest
+	// (sandbox.Options.MountTransport); empty chooses.
+	MountTransport sandboxfs.Transport
 }
 
 // guestWait bounds how long Run tries to take over the agent port from
@@ -157,13 +166,14 @@ func Run(ctx context.Context, opts Options) (err error) {
 		}
 	}
 	sb, err := sandbox.Start(ctx, opts.Spec, sandbox.Options{
-		Dir:         dir,
-		Secrets:     opts.Secrets,
-		AuditDir:    dir,
-		Logger:      log,
-		Hypervisor:  opts.Hypervisor,
-		KeepConsole: filepath.Join(dir, ConsoleFile),
-		Snapshots:   snaps,
+		Dir:            dir,
+		Secrets:        opts.Secrets,
+		AuditDir:       dir,
+		Logger:         log,
+		Hypervisor:     opts.Hypervisor,
+		KeepConsole:    filepath.Join(dir, ConsoleFile),
+		Snapshots:      snaps,
+		MountTransport: opts.MountTransport,
 	})
 	if snaps != nil {
 		// The machine keeps its memory mapped.
@@ -174,6 +184,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}
 	started := sb.Started()
 	st.Started, st.StartMillis, st.StartWarning = started.How, started.Took.Milliseconds(), started.Warning
+	st.Mounts, st.MountsNote = string(started.Mounts), started.MountsNote
 	m := sb.Machine()
 	// The machine made its directory inside dir with mode 0700; it holds
 	// the agent's socket.

@@ -78,11 +78,17 @@ type FUSE struct {
 	nextFh   uint64
 }
 
+// DefaultFUSETimeout is how long a FUSE client caches names and
+// attributes when FUSEOptions leave them zero: the bound on how late a
+// host edit is seen in the guest.
+const DefaultFUSETimeout = time.Second
+
 // FUSEOptions configure a FUSE session.
 type FUSEOptions struct {
 	// EntryTimeout is how long the client may cache a name, and
 	// AttrTimeout its attributes: the bound on how late a host edit is
-	// seen. Zero takes 1 s; a negative value caches nothing.
+	// seen. Zero takes DefaultFUSETimeout; a negative value caches
+	// nothing.
 	EntryTimeout, AttrTimeout time.Duration
 }
 
@@ -99,10 +105,10 @@ type fnode struct {
 // tmpfs paths and modes are the same.
 func (s *Server) FUSE(opts FUSEOptions) *FUSE {
 	if opts.EntryTimeout == 0 {
-		opts.EntryTimeout = time.Second
+		opts.EntryTimeout = DefaultFUSETimeout
 	}
 	if opts.AttrTimeout == 0 {
-		opts.AttrTimeout = time.Second
+		opts.AttrTimeout = DefaultFUSETimeout
 	}
 	mw := s.lim.Msize &^ 4095
 	return &FUSE{fs: s.fs, opts: opts, maxWrite: mw}

@@ -49,6 +49,31 @@ type Binary struct {
 	Version Version `json:"version"`
 	// Sandbox reports that the binary has seccomp filtering ("-sandbox").
 	Sandbox bool `json:"sandbox"`
+	// VhostUserFS reports that the binary has the vhost-user-fs-pci
+	// device, which Process.AddFS plugs in.
+	VhostUserFS bool `json:"vhost_user_fs"`
+}
+
+// FileSharing says why a machine of architecture arch (an OCI name)
+// cannot be given file system devices (Process.AddFS) on this host, or
+// is nil when it can: the backend maps the guest's RAM, which must be a
+// Linux memory file, the slots are PCIe root ports of the amd64
+// machine type, and the emulator must have the device.
+func (h Host) FileSharing(arch string) error {
+	if h.OS != "linux" {
+		return fmt.Errorf("virtio-fs devices need a Linux host (the guest's RAM is a shared memory file), not %s", h.OS)
+	}
+	if arch != "amd64" {
+		return fmt.Errorf("sbx gives virtio-fs devices to amd64 machines only, not %s", arch)
+	}
+	bin, ok := h.QEMU[arch]
+	if !ok {
+		return fmt.Errorf("no QEMU for %s guests", arch)
+	}
+	if !bin.VhostUserFS {
+		return fmt.Errorf("%s (%s) has no vhost-user-fs-pci device", bin.Path, bin.Version)
+	}
+	return nil
 }
 
 // Accel returns the accelerator for guests of architecture arch (an OCI

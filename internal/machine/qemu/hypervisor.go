@@ -99,6 +99,16 @@ func (h *Hypervisor) AddFS(ctx context.Context, p vm.Process, slot int, tag stri
 	return qp.AddFS(ctx, slot, tag, sock)
 }
 
+// CanShareFiles says why a machine of arch cannot be given file
+// system devices here (Host.FileSharing), or is nil when it can.
+func (h *Hypervisor) CanShareFiles(ctx context.Context, arch string) error {
+	host, err := h.QEMUHost(ctx)
+	if err != nil {
+		return err
+	}
+	return host.FileSharing(arch)
+}
+
 // StateID names the QEMU a guest of arch runs on, its version and
 // accelerator: QEMU loads only the states of a machine it could have
 // run itself.

@@ -129,8 +129,8 @@ func (p Prober) lookPath(name string) (string, error) {
 	return "", fmt.Errorf("%s not found in %s", name, p.Path)
 }
 
-// inspect runs an emulator to learn its version and whether it has
-// seccomp filtering.
+// inspect runs an emulator to learn its version, whether it has
+// seccomp filtering and whether it has the virtio-fs device.
 func inspect(ctx context.Context, path string) (Binary, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -150,7 +150,20 @@ func inspect(ctx context.Context, path string) (Binary, error) {
 	if err != nil {
 		return Binary{}, fmt.Errorf("%s -help: %v: %s", path, err, firstLine(strings.TrimSpace(string(help))))
 	}
-	return Binary{Path: path, Version: v, Sandbox: hasOption(string(help), "-sandbox")}, nil
+	// "-device NAME,help" lists the device's properties, or fails
+	// when the binary has no such device.
+	fsCmd := exec.CommandContext(ctx, path, "-machine", "none", "-device", "vhost-user-fs-pci,help")
+	fsCmd.Env = Environment(os.Environ())
+	fsHelp, err := fsCmd.Output()
+	if ctx.Err() != nil {
+		return Binary{}, fmt.Errorf("%s -device vhost-user-fs-pci,help: %w", path, ctx.Err())
+	}
+	return Binary{
+		Path:        path,
+		Version:     v,
+		Sandbox:     hasOption(string(help), "-sandbox"),
+		VhostUserFS: err == nil && strings.HasPrefix(string(fsHelp), "vhost-user-fs-pci options:"),
+	}, nil
 }
 
 // hasOption reports whether QEMU's -help output documents option.

@@ -40,6 +40,11 @@ const (
 	TransportVirtioFS Transport = "virtiofs"
 )
 
+// EnvTransport is the environment variable that names the transport
+// of mounts that name none (sandbox.Options.MountTransport): "9p" or
+// "virtiofs"; unset or empty chooses.
+const EnvTransport = "SBX_MOUNT_TRANSPORT"
+
 // CheckTransport refuses a transport other than the two.
 func CheckTransport(t Transport) error {
 	switch t {
