@@ -56,6 +56,13 @@ func Open(mounts []Mount, log *slog.Logger) (*Set, error) {
 	return s, nil
 }
 
+// device is a mount served by a virtio-fs device.
+type device struct {
+	srv   *vfs.Server
+	tag   string
+	guest string
+}
+
 // server serves one mount on its port.
 type server struct {
 	s     *vfs.Server

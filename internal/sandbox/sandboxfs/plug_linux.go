@@ -51,8 +51,7 @@ func (s *Set) Plug(ctx context.Context, m *machine.Machine) error {
 			return fmt.Errorf("mount %s: %w", d.guest, err)
 		}
 		conns = append(conns, ours)
-		srv := d.srv.(*vfs.Server)
-		h := handler{f: srv.FUSE(vfs.FUSEOptions{})}
+		h := handler{f: d.srv.FUSE(vfs.FUSEOptions{})}
 		dlog := log.With("mount", d.guest, "tag", d.tag)
 		wg.Add(1)
 		go func() {
