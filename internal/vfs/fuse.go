@@ -83,6 +83,12 @@ type FUSE struct {
 // host edit is seen in the guest.
 const DefaultFUSETimeout = time.Second
 
+// wirePermissions is the permission bits of a mode a FUSE request asks
+// for as 9P2000.L carries them (the p9 library's mask): set-user-ID and
+// set-group-ID never arrive, so the guest sees them on neither
+// transport.
+func wirePermissions(mode uint32) p9.FileMode { return p9.FileMode(mode & 0o1777) }
+
 // FUSEOptions configure a FUSE session.
 type FUSEOptions struct {
 	// EntryTimeout is how long the client may cache a name, and
@@ -613,7 +619,7 @@ func (f *FUSE) op(h fp.InHeader, args any) ([]byte, error) {
 		r.b = fp.OpenOut{Fh: fh}.Append(r.b)
 		return r.done(), nil
 	case fp.CreateIn:
-		pf, _, _, err := nd.f.doCreate(a.Name, openFlags(a.Flags), p9.FileMode(a.Mode&0o7777), 0, 0)
+		pf, _, _, err := nd.f.doCreate(a.Name, openFlags(a.Flags), wirePermissions(a.Mode), 0, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -642,14 +648,14 @@ func (f *FUSE) op(h fp.InHeader, args any) ([]byte, error) {
 			_, err := nd.f.Mknod(a.Name, p9.FileMode(a.Mode), 0, 0, 0, 0)
 			return nil, err
 		}
-		pf, _, _, err := nd.f.doCreate(a.Name, p9.ReadOnly|dotlExcl, p9.FileMode(a.Mode&0o7777), 0, 0)
+		pf, _, _, err := nd.f.doCreate(a.Name, p9.ReadOnly|dotlExcl, wirePermissions(a.Mode), 0, 0)
 		if err != nil {
 			return nil, err
 		}
 		pf.Close()
 		return f.made(u, nd.f, a.Name)
 	case fp.MkdirIn:
-		if _, err := nd.f.doMkdir(a.Name, p9.FileMode(a.Mode&0o7777), 0, 0); err != nil {
+		if _, err := nd.f.doMkdir(a.Name, wirePermissions(a.Mode), 0, 0); err != nil {
 			return nil, err
 		}
 		return f.made(u, nd.f, a.Name)
@@ -865,7 +871,7 @@ func setAttr(a fp.SetattrIn) (p9.SetAttrMask, p9.SetAttr) {
 	m.ATimeNotSystemTime = m.ATime && v&fp.SetattrAtimeNow == 0
 	m.MTimeNotSystemTime = m.MTime && v&fp.SetattrMtimeNow == 0
 	return m, p9.SetAttr{
-		Permissions: p9.FileMode(a.Mode & 0o7777), UID: p9.UID(a.UID), GID: p9.GID(a.GID), Size: a.Size,
+		Permissions: wirePermissions(a.Mode), UID: p9.UID(a.UID), GID: p9.GID(a.GID), Size: a.Size,
 		ATimeSeconds: a.Atime, ATimeNanoSeconds: uint64(a.Atimensec),
 		MTimeSeconds: a.Mtime, MTimeNanoSeconds: uint64(a.Mtimensec),
 	}
