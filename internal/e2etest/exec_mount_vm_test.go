@@ -2,6 +2,7 @@ package e2etest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"os"
@@ -128,36 +129,16 @@ var copyELF = sbx.Cmd{Args: []string{"busybox", "cp", "/bin/busybox", "/workspac
 func TestExecFromMountInVM(t *testing.T) {
 	cfgDir, work := execMountConfig(t)
 
-	t.Run("run", func(t *testing.T) {
-		ctx, sb := startVM(t, cfgDir, "mnt", 15*time.Minute)
-		exec := func(c sbx.Cmd) (string, int, error) {
-			return guestExec(ctx, sb, execMountTimeout, c)
+	// The one-shot path over each transport: the default (virtio-fs on
+	// this host), and 9P, whose relay in the guest is the process that
+	// had to be separate from the agent.
+	for _, transport := range []string{"", "9p"} {
+		name := "run"
+		if transport != "" {
+			name += "-" + transport
 		}
-		if out, code, err := exec(copyELF); err != nil || code != 0 {
-			t.Fatalf("copying busybox into the mount: exit %d, %v\n%s", code, err, out)
-		}
-		if fi, err := os.Stat(filepath.Join(work, "bin/echo")); err != nil || fi.Size() == 0 {
-			t.Fatalf("the ELF did not reach the host: %v", err)
-		}
-		// The mount's relay is a process of its own, not the agent. (The
-		// pattern is written so that this shell's command line does not
-		// match it.)
-		out, code, err := exec(sbx.Cmd{User: "root", Args: []string{"sh", "-c",
-			`for p in /proc/[0-9]*; do if busybox grep -q 'sbx-vfs-rela[y]' $p/cmdline 2>/dev/null; then echo "relay ${p#/proc/} $(busybox grep VmRSS $p/status)"; fi; done`}})
-		if err != nil || code != 0 || strings.Count(out, "relay ") != 1 || strings.Contains(out, "relay 1 ") {
-			t.Fatalf("the relay process: exit %d, %v\n%s", code, err, out)
-		}
-		t.Logf("%s", strings.TrimSpace(out))
-		for round := range 3 {
-			for _, x := range mountExecs {
-				out, code, err := exec(x.cmd)
-				if err != nil || code != 0 || out != x.want {
-					t.Fatalf("round %d, %s (%q in %q): exit %d, %v, output %q; want %q\n--- console\n%s",
-						round, x.name, x.cmd.Args, x.cmd.Dir, code, err, out, x.want, consoleTail(string(sb.Console())))
-				}
-			}
-		}
-	})
+		t.Run(name, func(t *testing.T) { execFromMount(t, cfgDir, work, transport) })
+	}
 
 	t.Run("apply", func(t *testing.T) {
 		runtime, err := os.MkdirTemp("", "sbx-rt")
@@ -269,4 +250,45 @@ func consoleTail(s string) string {
 		lines = lines[len(lines)-30:]
 	}
 	return strings.Join(lines, "\n") + "\n"
+}
+
+// execFromMount is TestExecFromMountInVM's one-shot path with the
+// mounts over transport ("" chooses).
+func execFromMount(t *testing.T, cfgDir, work, transport string) {
+	ctx, sb := startVMWith(t, cfgDir, "mnt", 15*time.Minute, sbx.StartOptions{MountTransport: transport})
+
+	exec := func(c sbx.Cmd) (string, int, error) {
+		return guestExec(ctx, sb, execMountTimeout, c)
+	}
+	if out, code, err := exec(copyELF); err != nil || code != 0 {
+		t.Fatalf("copying busybox into the mount: exit %d, %v\n%s", code, err, out)
+	}
+	if fi, err := os.Stat(filepath.Join(work, "bin/echo")); err != nil || fi.Size() == 0 {
+		t.Fatalf("the ELF did not reach the host: %v", err)
+	}
+	// Over 9P the mount's relay is a process of its own, not the agent;
+	// over virtio-fs there is none, the kernel drives the device. (The
+	// pattern is written so that this shell's command line does not
+	// match it.)
+	used, note := sb.MountTransport()
+	if want := cmp.Or(transport, "virtiofs"); used != want {
+		t.Fatalf("the mount went over %q (%s), not %q", used, note, want)
+	}
+	out, code, err := exec(sbx.Cmd{User: "root", Args: []string{"sh", "-c",
+		`busybox grep ' /workspace ' /proc/mounts; for p in /proc/[0-9]*; do if busybox grep -q 'sbx-vfs-rela[y]' $p/cmdline 2>/dev/null; then echo "relay ${p#/proc/} $(busybox grep VmRSS $p/status)"; fi; done`}})
+	relays := strings.Count(out, "relay ")
+	if err != nil || code != 0 || strings.Contains(out, "relay 1 ") || !strings.Contains(out, " /workspace "+used+" ") ||
+		used == "9p" && relays != 1 || used == "virtiofs" && relays != 0 {
+		t.Fatalf("the mount and its relay over %s: exit %d, %v\n%s", used, code, err, out)
+	}
+	t.Logf("%s", strings.TrimSpace(out))
+	for round := range 3 {
+		for _, x := range mountExecs {
+			out, code, err := exec(x.cmd)
+			if err != nil || code != 0 || out != x.want {
+				t.Fatalf("round %d, %s (%q in %q): exit %d, %v, output %q; want %q\n--- console\n%s",
+					round, x.name, x.cmd.Args, x.cmd.Dir, code, err, out, x.want, consoleTail(string(sb.Console())))
+			}
+		}
+	}
 }

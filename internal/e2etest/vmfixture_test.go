@@ -76,6 +76,12 @@ func buildGuestTool(t *testing.T, pkg, out string) {
 // sandbox is stopped when the test ends.
 func startVM(t *testing.T, cfgDir, name string, timeout time.Duration) (context.Context, *sbx.Sandbox) {
 	t.Helper()
+	return startVMWith(t, cfgDir, name, timeout, sbx.StartOptions{})
+}
+
+// startVMWith is startVM with opts.
+func startVMWith(t *testing.T, cfgDir, name string, timeout time.Duration, opts sbx.StartOptions) (context.Context, *sbx.Sandbox) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	t.Cleanup(cancel)
 	cfg, err := sbx.Load(cfgDir, sbx.Options{Environ: environ})
@@ -83,7 +89,7 @@ func startVM(t *testing.T, cfgDir, name string, timeout time.Duration) (context.
 		t.Fatal(err)
 	}
 	start := time.Now()
-	sb, err := sbx.Start(ctx, cfg, name, sbx.StartOptions{})
+	sb, err := sbx.Start(ctx, cfg, name, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
