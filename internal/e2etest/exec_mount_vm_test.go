@@ -193,8 +193,10 @@ func TestExecFromMountInVM(t *testing.T) {
 			Status    string `json:"status"`
 			Unhealthy string `json:"unhealthy"`
 			QEMUPid   int    `json:"qemu_pid"`
+			Mounts    string `json:"mounts"`
 		}
-		if err := json.Unmarshal([]byte(out), &list); err != nil || len(list) != 1 || list[0].QEMUPid == 0 {
+		// The supervisor's sandbox chose virtio-fs, as the Go API's.
+		if err := json.Unmarshal([]byte(out), &list); err != nil || len(list) != 1 || list[0].QEMUPid == 0 || list[0].Mounts != "virtiofs" {
 			t.Fatalf("sbx ps -json: exit %d, %v\n%s%s", code, err, out, errOut)
 		}
 		qemu := list[0].QEMUPid
