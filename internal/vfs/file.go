@@ -427,6 +427,11 @@ func (f *file) Close() error {
 		f.fs.open.Add(-1)
 		f.fs.unhold(f)
 	}
+	if m := f.mem; m != nil && f.opened {
+		f.fs.mem.mu.Lock()
+		f.fs.mem.closed(m)
+		f.fs.mem.mu.Unlock()
+	}
 	f.mem = nil
 	f.fs.unchargeListing(f.dirents)
 	f.dirents = nil
@@ -459,6 +464,7 @@ func (f *file) doOpen(mode p9.OpenFlags) (p9.QID, uint32, error) {
 			n.mem.data = nil
 			n.mem.mtime = time.Now()
 		}
+		f.fs.mem.opened(n.mem)
 		f.fs.mem.mu.Unlock()
 		qid := f.fs.qid(&n)
 		f.mu.Lock()
@@ -556,6 +562,10 @@ func (f *file) doWriteAt(p []byte, offset int64) (int, error) {
 	case m != nil:
 		f.fs.mem.mu.Lock()
 		defer f.fs.mem.mu.Unlock()
+		if m.gone() {
+			// Closed meanwhile, and no name holds it.
+			return 0, unix.EBADF
+		}
 		end := offset + int64(len(p))
 		if grow := end - int64(len(m.data)); grow > 0 {
 			if err := f.fs.mem.charge(grow); err != nil {
@@ -634,6 +644,9 @@ func (f *file) doCreate(name string, flags p9.OpenFlags, perm p9.FileMode, _ p9.
 		if err != nil {
 			return fail(err)
 		}
+		f.fs.mem.mu.Lock()
+		f.fs.mem.opened(m)
+		f.fs.mem.mu.Unlock()
 		nf.mem, nf.opened = m, true
 		return nf, p9.QID{Type: p9.TypeRegular, Path: memIDBit | m.id}, 0, nil
 	}

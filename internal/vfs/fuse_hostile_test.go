@@ -234,3 +234,52 @@ func FuzzFUSEHandle(f *testing.F) {
 		c.f.Handle([][]byte{initReq}, [][]byte{out})
 	})
 }
+
+// Over FUSE too, a tmpfs file unlinked while a handle holds it open
+// counts against Limits.TmpfsBytes until the handle is released.
+func TestFUSETmpfsLimitCountsUnlinkedOpenFiles(t *testing.T) {
+	_, work := tree(t)
+	const limit = 1 << 20
+	c, _ := newFUSEClient(t, workspace(), work, Limits{TmpfsBytes: limit, OpenFiles: 16})
+	nm, e := c.walkTo("node_modules")
+	if e != 0 {
+		t.Fatal(e)
+	}
+	chunk := make([]byte, 64<<10)
+	held := 0
+	var fhs []uint64
+	for i := 0; i < 8; i++ {
+		name := "big" + strings.Repeat("x", i)
+		e, p := c.call(fp.OpCreate, nm, fp.CreateIn{Flags: unix.O_RDWR | unix.O_EXCL, Mode: unix.S_IFREG | 0o644, Name: name})
+		if e != 0 {
+			break
+		}
+		fh := le64(p[fp.EntryOutSize:])
+		fhs = append(fhs, fh)
+		for off := 0; off < 12*len(chunk); off += len(chunk) {
+			if e, _ := c.call(fp.OpWrite, 0, fp.WriteIn{Fh: fh, Offset: uint64(off), Size: uint32(len(chunk)), Data: chunk}); e != 0 {
+				break
+			}
+			held += len(chunk)
+		}
+		if e, _ := c.call(fp.OpUnlink, nm, fp.NameIn{Name: name}); e != 0 {
+			t.Fatalf("unlink %s: %v", name, e)
+		}
+	}
+	if held > limit {
+		t.Errorf("open, unlinked tmpfs files hold %d bytes; the limit is %d", held, limit)
+	}
+	for _, fh := range fhs {
+		c.call(fp.OpRelease, 0, fp.ReleaseIn{Fh: fh})
+	}
+	e, p := c.call(fp.OpCreate, nm, fp.CreateIn{Flags: unix.O_RDWR | unix.O_EXCL, Mode: unix.S_IFREG | 0o644, Name: "again"})
+	if e != 0 {
+		t.Fatalf("create after the releases: %v", e)
+	}
+	half := make([]byte, 256<<10)
+	for off := 0; off < limit/2; off += len(half) {
+		if e, _ := c.call(fp.OpWrite, 0, fp.WriteIn{Fh: le64(p[fp.EntryOutSize:]), Offset: uint64(off), Size: uint32(len(half)), Data: half}); e != 0 {
+			t.Fatalf("writing half the limit after the releases: %v", e)
+		}
+	}
+}
