@@ -32,7 +32,10 @@ import (
 //     The root is fuseproto.RootID.
 //   - A file handle (OPEN, OPENDIR, CREATE) is an opened file as a 9P
 //     fid opens it; at most Limits.OpenFiles handles exist (EMFILE
-//     beyond), and host descriptors count as they do for 9P.
+//     beyond), and host descriptors count as they do for 9P. A handle
+//     reads and writes only as it was opened, in memory as on the host:
+//     EBADF otherwise, as a descriptor answers (the 9P library answers
+//     EPERM before the file system is asked).
 //   - INIT negotiates protocol 7.31 to 7.36 and these flags, no others:
 //     ASYNC_READ (reads in parallel), ATOMIC_O_TRUNC (an open's O_TRUNC
 //     is the open's, as 9P's Tlopen), BIG_WRITES and MAX_PAGES (writes

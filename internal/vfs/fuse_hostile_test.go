@@ -283,3 +283,72 @@ func TestFUSETmpfsLimitCountsUnlinkedOpenFiles(t *testing.T) {
 		}
 	}
 }
+
+// A handle reads and writes only as it was opened, in memory as on the
+// host (where the host's descriptor refuses): a handle opened read-only,
+// or a directory's, takes no write, and one opened write-only gives no
+// read. The 9P library refuses the same before the file system sees it.
+func TestFUSEHandlesKeepTheirOpenMode(t *testing.T) {
+	_, work := tree(t)
+	m := workspace()
+	m.ReadOnly = append(m.ReadOnly, "build")
+	c, _ := newFUSEClient(t, m, work, Limits{})
+	nm, e := c.walkTo("node_modules")
+	if e != 0 {
+		t.Fatal(e)
+	}
+	e, p := c.call(fp.OpCreate, nm, fp.CreateIn{Flags: unix.O_WRONLY | unix.O_EXCL, Mode: unix.S_IFREG | 0o644, Name: "f"})
+	if e != 0 {
+		t.Fatal(e)
+	}
+	wfh := le64(p[fp.EntryOutSize:])
+	if e, _ := c.call(fp.OpWrite, 0, fp.WriteIn{Fh: wfh, Size: 3, Data: []byte("abc")}); e != 0 {
+		t.Fatalf("write through the creating handle: %v", e)
+	}
+	if e, _ := c.call(fp.OpRead, 0, fp.ReadIn{Fh: wfh, Size: 3}); e != unix.EBADF {
+		t.Errorf("read through a write-only handle: %v, want EBADF", e)
+	}
+	open := func(rel string, op fp.Opcode, flags uint32) uint64 {
+		t.Helper()
+		id, e := c.walkTo(rel)
+		if e != 0 {
+			t.Fatalf("lookup %s: %v", rel, e)
+		}
+		e, p := c.call(op, id, fp.OpenIn{Flags: flags})
+		if e != 0 {
+			t.Fatalf("open %s: %v", rel, e)
+		}
+		return le64(p)
+	}
+	size := func(rel string) uint64 {
+		t.Helper()
+		id, _ := c.walkTo(rel)
+		e, p := c.call(fp.OpGetattr, id, fp.GetattrIn{})
+		if e != 0 {
+			t.Fatalf("getattr %s: %v", rel, e)
+		}
+		return le64(p[16+8:])
+	}
+	for _, h := range []struct {
+		what, rel string
+		op        fp.Opcode
+		flags     uint32
+	}{
+		{"a tmpfs file opened read-only", "node_modules/f", fp.OpOpen, unix.O_RDONLY},
+		{"a tmpfs directory", "node_modules", fp.OpOpendir, unix.O_RDONLY},
+		{"a read-only tmpfs directory", "build/cache", fp.OpOpendir, unix.O_RDONLY},
+		{"a read-only tmpfs directory opened as a file", "build/cache", fp.OpOpen, unix.O_RDONLY},
+		{"a host file opened read-only", "src/main.go", fp.OpOpen, unix.O_RDONLY},
+		{"a host directory", "src", fp.OpOpendir, unix.O_RDONLY},
+	} {
+		before := size(h.rel)
+		fh := open(h.rel, h.op, h.flags)
+		if e, _ := c.call(fp.OpWrite, 0, fp.WriteIn{Fh: fh, Offset: 1 << 20, Size: 3, Data: []byte("xyz")}); e != unix.EBADF {
+			t.Errorf("write through %s: %v, want EBADF", h.what, e)
+		}
+		if after := size(h.rel); after != before {
+			t.Errorf("%s: size %d after the write, %d before", h.what, after, before)
+		}
+		c.call(fp.OpRelease, 0, fp.ReleaseIn{Fh: fh})
+	}
+}
