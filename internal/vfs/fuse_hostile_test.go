@@ -3,11 +3,13 @@
 package vfs
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -350,5 +352,46 @@ func TestFUSEHandlesKeepTheirOpenMode(t *testing.T) {
 			t.Errorf("%s: size %d after the write, %d before", h.what, after, before)
 		}
 		c.call(fp.OpRelease, 0, fp.ReleaseIn{Fh: fh})
+	}
+}
+
+// A handle released while a request on it is still being answered is
+// closed only once that request is done, as the 9P library closes a
+// clunked fid: a READDIR racing a RELEASEDIR leaves no listing counted
+// against Limits.ListingBytes.
+func TestFUSEReleaseWaitsForRequestsOnTheHandle(t *testing.T) {
+	_, work := tree(t)
+	big := filepath.Join(work, "big")
+	if err := os.Mkdir(big, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4000 {
+		if err := os.WriteFile(filepath.Join(big, fmt.Sprintf("f%05d", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, _ := newFUSEClient(t, workspace(), work, Limits{})
+	dir, e := c.walkTo("big")
+	if e != 0 {
+		t.Fatal(e)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; i < 8 && time.Now().Before(deadline); i++ {
+		e, p := c.call(fp.OpOpendir, dir, fp.OpenIn{})
+		if e != 0 {
+			t.Fatal(e)
+		}
+		fh := le64(p)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			c.call(fp.OpReaddir, dir, fp.ReadIn{Fh: fh, Size: 4096})
+		}()
+		time.Sleep(time.Duration(i%4) * time.Millisecond)
+		c.call(fp.OpReleasedir, dir, fp.ReleaseIn{Fh: fh})
+		<-done
+		if n := c.f.fs.listing.Load(); n != 0 {
+			t.Fatalf("round %d: %d bytes of listings counted with no handle open", i, n)
+		}
 	}
 }
