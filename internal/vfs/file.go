@@ -226,9 +226,10 @@ type file struct {
 	rel     string
 	closed  bool
 	opened  bool
-	host    *os.File   // an opened host file
-	mem     *memNode   // an opened in-memory file or directory
-	dirents p9.Dirents // a directory's listing, taken at offset 0
+	mode    p9.OpenFlags // the access mode it was opened with
+	host    *os.File     // an opened host file
+	mem     *memNode     // an opened in-memory file or directory
+	dirents p9.Dirents   // a directory's listing, taken at offset 0
 }
 
 var _ p9.File = (*file)(nil)
@@ -427,6 +428,11 @@ func (f *file) Close() error {
 		f.fs.open.Add(-1)
 		f.fs.unhold(f)
 	}
+	if m := f.mem; m != nil && f.opened {
+		f.fs.mem.mu.Lock()
+		f.fs.mem.closed(m)
+		f.fs.mem.mu.Unlock()
+	}
 	f.mem = nil
 	f.fs.unchargeListing(f.dirents)
 	f.dirents = nil
@@ -459,17 +465,18 @@ func (f *file) doOpen(mode p9.OpenFlags) (p9.QID, uint32, error) {
 			n.mem.data = nil
 			n.mem.mtime = time.Now()
 		}
+		f.fs.mem.opened(n.mem)
 		f.fs.mem.mu.Unlock()
 		qid := f.fs.qid(&n)
 		f.mu.Lock()
-		f.mem, f.opened = n.mem, true
+		f.mem, f.opened, f.mode = n.mem, true, mode.Mode()
 		f.mu.Unlock()
 		return qid, 0, nil
 	}
 	if ft == unix.S_IFDIR {
 		// Directories are listed afresh at offset 0; nothing is held.
 		f.mu.Lock()
-		f.opened = true
+		f.opened, f.mode = true, p9.ReadOnly
 		f.mu.Unlock()
 		return f.fs.qid(&n), 0, nil
 	}
@@ -491,7 +498,7 @@ func (f *file) doOpen(mode p9.OpenFlags) (p9.QID, uint32, error) {
 		return p9.QID{}, 0, err
 	}
 	f.mu.Lock()
-	f.host, f.opened = h, true
+	f.host, f.opened, f.mode = h, true, mode.Mode()
 	f.mu.Unlock()
 	f.fs.hold(f)
 	return f.fs.qid(&n), 0, nil
@@ -515,10 +522,15 @@ func (fs *fsys) openHost(fd int, flags int) (*os.File, error) {
 // doReadAt is ReadAt of p9.File.
 func (f *file) doReadAt(p []byte, offset int64) (int, error) {
 	f.mu.Lock()
-	h, m := f.host, f.mem
+	h, m, mode := f.host, f.mem, f.mode.Mode()
 	f.mu.Unlock()
 	if offset < 0 {
 		return 0, unix.EINVAL
+	}
+	if mode == p9.WriteOnly {
+		// As a descriptor opened so refuses (the 9P library refuses
+		// before): an in-memory file has no descriptor to.
+		return 0, unix.EBADF
 	}
 	switch {
 	case h != nil:
@@ -545,10 +557,15 @@ func (f *file) doReadAt(p []byte, offset int64) (int, error) {
 // doWriteAt is WriteAt of p9.File.
 func (f *file) doWriteAt(p []byte, offset int64) (int, error) {
 	f.mu.Lock()
-	h, m := f.host, f.mem
+	h, m, mode := f.host, f.mem, f.mode.Mode()
 	f.mu.Unlock()
 	if offset < 0 || offset > 1<<50 {
 		return 0, unix.EINVAL
+	}
+	if mode == p9.ReadOnly {
+		// A file opened read-only, and every directory (opened only
+		// so), takes no write; see doReadAt.
+		return 0, unix.EBADF
 	}
 	switch {
 	case h != nil:
@@ -556,6 +573,10 @@ func (f *file) doWriteAt(p []byte, offset int64) (int, error) {
 	case m != nil:
 		f.fs.mem.mu.Lock()
 		defer f.fs.mem.mu.Unlock()
+		if m.gone() {
+			// Closed meanwhile, and no name holds it.
+			return 0, unix.EBADF
+		}
 		end := offset + int64(len(p))
 		if grow := end - int64(len(m.data)); grow > 0 {
 			if err := f.fs.mem.charge(grow); err != nil {
@@ -634,7 +655,10 @@ func (f *file) doCreate(name string, flags p9.OpenFlags, perm p9.FileMode, _ p9.
 		if err != nil {
 			return fail(err)
 		}
-		nf.mem, nf.opened = m, true
+		f.fs.mem.mu.Lock()
+		f.fs.mem.opened(m)
+		f.fs.mem.mu.Unlock()
+		nf.mem, nf.opened, nf.mode = m, true, flags.Mode()
 		return nf, p9.QID{Type: p9.TypeRegular, Path: memIDBit | m.id}, 0, nil
 	}
 	dirfd, base, done, err := f.fs.parentOf(rel)
@@ -675,7 +699,7 @@ func (f *file) doCreate(name string, flags p9.OpenFlags, perm p9.FileMode, _ p9.
 	if made {
 		f.fs.modes.set(&st, guestBits(perm))
 	}
-	nf.host, nf.opened = h, true
+	nf.host, nf.opened, nf.mode = h, true, flags.Mode()
 	f.fs.hold(nf)
 	n := node{rel: rel, pl: pl, st: st}
 	return nf, f.fs.qid(&n), 0, nil

@@ -32,7 +32,10 @@ import (
 //     The root is fuseproto.RootID.
 //   - A file handle (OPEN, OPENDIR, CREATE) is an opened file as a 9P
 //     fid opens it; at most Limits.OpenFiles handles exist (EMFILE
-//     beyond), and host descriptors count as they do for 9P.
+//     beyond), and host descriptors count as they do for 9P. A handle
+//     reads and writes only as it was opened, in memory as on the host:
+//     EBADF otherwise, as a descriptor answers (the 9P library answers
+//     EPERM before the file system is asked).
 //   - INIT negotiates protocol 7.31 to 7.36 and these flags, no others:
 //     ASYNC_READ (reads in parallel), ATOMIC_O_TRUNC (an open's O_TRUNC
 //     is the open's, as 9P's Tlopen), BIG_WRITES and MAX_PAGES (writes
@@ -74,7 +77,7 @@ type FUSE struct {
 	nodes    map[uint64]*fnode
 	byPath   map[string]uint64
 	nextNode uint64
-	handles  map[uint64]*file
+	handles  map[uint64]*fhandle
 	nextFh   uint64
 }
 
@@ -96,6 +99,16 @@ type FUSEOptions struct {
 	// seen. Zero takes DefaultFUSETimeout; a negative value caches
 	// nothing.
 	EntryTimeout, AttrTimeout time.Duration
+}
+
+// fhandle is an open file handle: its file, and how many requests use
+// it now. A handle released (or dropped by DESTROY) while requests still
+// use it leaves the table at once and its file is closed when the last
+// of them is done, as the 9P library closes a clunked fid.
+type fhandle struct {
+	f    *file
+	refs int  // requests using it; under FUSE.mu
+	gone bool // released; under FUSE.mu
 }
 
 // fnode is a node the kernel holds.
@@ -343,7 +356,7 @@ func (f *FUSE) reset() error {
 	}
 	f.nodes = map[uint64]*fnode{fp.RootID: {f: root, nlookup: 1, ftype: unix.S_IFDIR}}
 	f.byPath = map[string]uint64{"": fp.RootID}
-	f.handles = map[uint64]*file{}
+	f.handles = map[uint64]*fhandle{}
 	f.nextNode = fp.RootID + 1
 	return nil
 }
@@ -353,7 +366,10 @@ func (f *FUSE) dropAll() {
 		n.f.Close()
 	}
 	for _, h := range f.handles {
-		h.Close()
+		h.gone = true
+		if h.refs == 0 {
+			h.f.Close()
+		}
 	}
 	f.nodes, f.byPath, f.handles = nil, nil, nil
 }
@@ -394,13 +410,29 @@ func (f *FUSE) node(id uint64) (*fnode, error) {
 	return nil, unix.ESTALE
 }
 
-func (f *FUSE) handleOf(fh uint64) (*file, error) {
+// handleOf returns the file of the handle fh for one request, which
+// calls done when it no longer uses the file.
+func (f *FUSE) handleOf(fh uint64) (_ *file, done func(), _ error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if h := f.handles[fh]; h != nil {
-		return h, nil
+	h := f.handles[fh]
+	if h == nil {
+		return nil, nil, unix.EBADF
 	}
-	return nil, unix.EBADF
+	h.refs++
+	return h.f, func() { f.unref(h) }, nil
+}
+
+// unref ends one request's use of h, closing its file if h was released
+// meanwhile.
+func (f *FUSE) unref(h *fhandle) {
+	f.mu.Lock()
+	h.refs--
+	last := h.refs == 0 && h.gone
+	f.mu.Unlock()
+	if last {
+		h.f.Close()
+	}
 }
 
 // addHandle gives an opened file a handle, or closes it.
@@ -417,19 +449,29 @@ func (f *FUSE) addHandle(h *file) (uint64, error) {
 		return 0, unix.EMFILE
 	}
 	f.nextFh++
-	f.handles[f.nextFh] = h
+	f.handles[f.nextFh] = &fhandle{f: h}
 	return f.nextFh, nil
 }
 
+// dropHandle releases the handle fh; its file is closed once no request
+// uses it.
 func (f *FUSE) dropHandle(fh uint64) error {
 	f.mu.Lock()
 	h := f.handles[fh]
 	delete(f.handles, fh)
+	idle := false
+	if h != nil {
+		h.gone = true
+		idle = h.refs == 0
+	}
 	f.mu.Unlock()
 	if h == nil {
 		return unix.EBADF
 	}
-	return h.Close()
+	if idle {
+		return h.f.Close()
+	}
+	return nil
 }
 
 // detach makes the node at rel no longer found by lookup: its file is
@@ -580,7 +622,8 @@ func (f *FUSE) op(h fp.InHeader, args any) ([]byte, error) {
 	case fp.GetattrIn:
 		g := nd.f
 		if a.Flags&fp.GetattrFh != 0 {
-			if hf, err := f.handleOf(a.Fh); err == nil {
+			if hf, done, err := f.handleOf(a.Fh); err == nil {
+				defer done()
 				g = hf
 			}
 		}
@@ -747,8 +790,8 @@ func (f *FUSE) renamed(from, to string) {
 		f.byPath[rel] = id
 	}
 	for _, h := range f.handles {
-		if nr, ok := move(h.path()); ok {
-			h.setPath(nr)
+		if nr, ok := move(h.f.path()); ok {
+			h.f.setPath(nr)
 		}
 	}
 }
@@ -763,15 +806,18 @@ func (f *FUSE) handleOp(h fp.InHeader, args any) ([]byte, error) {
 		}
 		return newReply(u, 0).done(), nil
 	case fp.FlushIn:
-		if _, err := f.handleOf(a.Fh); err != nil {
-			return nil, err
-		}
-		return newReply(u, 0).done(), nil
-	case fp.FsyncIn:
-		hf, err := f.handleOf(a.Fh)
+		_, done, err := f.handleOf(a.Fh)
 		if err != nil {
 			return nil, err
 		}
+		done()
+		return newReply(u, 0).done(), nil
+	case fp.FsyncIn:
+		hf, done, err := f.handleOf(a.Fh)
+		if err != nil {
+			return nil, err
+		}
+		defer done()
 		if h.Opcode == fp.OpFsync {
 			if err := hf.doFSync(); err != nil {
 				return nil, err
@@ -779,10 +825,11 @@ func (f *FUSE) handleOp(h fp.InHeader, args any) ([]byte, error) {
 		}
 		return newReply(u, 0).done(), nil
 	case fp.WriteIn:
-		hf, err := f.handleOf(a.Fh)
+		hf, done, err := f.handleOf(a.Fh)
 		if err != nil {
 			return nil, err
 		}
+		defer done()
 		if a.Offset > 1<<62 {
 			return nil, unix.EINVAL
 		}
@@ -794,10 +841,11 @@ func (f *FUSE) handleOp(h fp.InHeader, args any) ([]byte, error) {
 		r.b = fp.AppendUint32Pair(r.b, uint32(n), 0)
 		return r.done(), nil
 	case fp.ReadIn:
-		hf, err := f.handleOf(a.Fh)
+		hf, done, err := f.handleOf(a.Fh)
 		if err != nil {
 			return nil, err
 		}
+		defer done()
 		switch h.Opcode {
 		case fp.OpRead:
 			if a.Offset > 1<<62 {

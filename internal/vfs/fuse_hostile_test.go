@@ -3,11 +3,13 @@
 package vfs
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -233,4 +235,163 @@ func FuzzFUSEHandle(f *testing.F) {
 		// Keep the session initialized for the next input.
 		c.f.Handle([][]byte{initReq}, [][]byte{out})
 	})
+}
+
+// Over FUSE too, a tmpfs file unlinked while a handle holds it open
+// counts against Limits.TmpfsBytes until the handle is released.
+func TestFUSETmpfsLimitCountsUnlinkedOpenFiles(t *testing.T) {
+	_, work := tree(t)
+	const limit = 1 << 20
+	c, _ := newFUSEClient(t, workspace(), work, Limits{TmpfsBytes: limit, OpenFiles: 16})
+	nm, e := c.walkTo("node_modules")
+	if e != 0 {
+		t.Fatal(e)
+	}
+	chunk := make([]byte, 64<<10)
+	held := 0
+	var fhs []uint64
+	for i := 0; i < 8; i++ {
+		name := "big" + strings.Repeat("x", i)
+		e, p := c.call(fp.OpCreate, nm, fp.CreateIn{Flags: unix.O_RDWR | unix.O_EXCL, Mode: unix.S_IFREG | 0o644, Name: name})
+		if e != 0 {
+			break
+		}
+		fh := le64(p[fp.EntryOutSize:])
+		fhs = append(fhs, fh)
+		for off := 0; off < 12*len(chunk); off += len(chunk) {
+			if e, _ := c.call(fp.OpWrite, 0, fp.WriteIn{Fh: fh, Offset: uint64(off), Size: uint32(len(chunk)), Data: chunk}); e != 0 {
+				break
+			}
+			held += len(chunk)
+		}
+		if e, _ := c.call(fp.OpUnlink, nm, fp.NameIn{Name: name}); e != 0 {
+			t.Fatalf("unlink %s: %v", name, e)
+		}
+	}
+	if held > limit {
+		t.Errorf("open, unlinked tmpfs files hold %d bytes; the limit is %d", held, limit)
+	}
+	for _, fh := range fhs {
+		c.call(fp.OpRelease, 0, fp.ReleaseIn{Fh: fh})
+	}
+	e, p := c.call(fp.OpCreate, nm, fp.CreateIn{Flags: unix.O_RDWR | unix.O_EXCL, Mode: unix.S_IFREG | 0o644, Name: "again"})
+	if e != 0 {
+		t.Fatalf("create after the releases: %v", e)
+	}
+	half := make([]byte, 256<<10)
+	for off := 0; off < limit/2; off += len(half) {
+		if e, _ := c.call(fp.OpWrite, 0, fp.WriteIn{Fh: le64(p[fp.EntryOutSize:]), Offset: uint64(off), Size: uint32(len(half)), Data: half}); e != 0 {
+			t.Fatalf("writing half the limit after the releases: %v", e)
+		}
+	}
+}
+
+// A handle reads and writes only as it was opened, in memory as on the
+// host (where the host's descriptor refuses): a handle opened read-only,
+// or a directory's, takes no write, and one opened write-only gives no
+// read. The 9P library refuses the same before the file system sees it.
+func TestFUSEHandlesKeepTheirOpenMode(t *testing.T) {
+	_, work := tree(t)
+	m := workspace()
+	m.ReadOnly = append(m.ReadOnly, "build")
+	c, _ := newFUSEClient(t, m, work, Limits{})
+	nm, e := c.walkTo("node_modules")
+	if e != 0 {
+		t.Fatal(e)
+	}
+	e, p := c.call(fp.OpCreate, nm, fp.CreateIn{Flags: unix.O_WRONLY | unix.O_EXCL, Mode: unix.S_IFREG | 0o644, Name: "f"})
+	if e != 0 {
+		t.Fatal(e)
+	}
+	wfh := le64(p[fp.EntryOutSize:])
+	if e, _ := c.call(fp.OpWrite, 0, fp.WriteIn{Fh: wfh, Size: 3, Data: []byte("abc")}); e != 0 {
+		t.Fatalf("write through the creating handle: %v", e)
+	}
+	if e, _ := c.call(fp.OpRead, 0, fp.ReadIn{Fh: wfh, Size: 3}); e != unix.EBADF {
+		t.Errorf("read through a write-only handle: %v, want EBADF", e)
+	}
+	open := func(rel string, op fp.Opcode, flags uint32) uint64 {
+		t.Helper()
+		id, e := c.walkTo(rel)
+		if e != 0 {
+			t.Fatalf("lookup %s: %v", rel, e)
+		}
+		e, p := c.call(op, id, fp.OpenIn{Flags: flags})
+		if e != 0 {
+			t.Fatalf("open %s: %v", rel, e)
+		}
+		return le64(p)
+	}
+	size := func(rel string) uint64 {
+		t.Helper()
+		id, _ := c.walkTo(rel)
+		e, p := c.call(fp.OpGetattr, id, fp.GetattrIn{})
+		if e != 0 {
+			t.Fatalf("getattr %s: %v", rel, e)
+		}
+		return le64(p[16+8:])
+	}
+	for _, h := range []struct {
+		what, rel string
+		op        fp.Opcode
+		flags     uint32
+	}{
+		{"a tmpfs file opened read-only", "node_modules/f", fp.OpOpen, unix.O_RDONLY},
+		{"a tmpfs directory", "node_modules", fp.OpOpendir, unix.O_RDONLY},
+		{"a read-only tmpfs directory", "build/cache", fp.OpOpendir, unix.O_RDONLY},
+		{"a read-only tmpfs directory opened as a file", "build/cache", fp.OpOpen, unix.O_RDONLY},
+		{"a host file opened read-only", "src/main.go", fp.OpOpen, unix.O_RDONLY},
+		{"a host directory", "src", fp.OpOpendir, unix.O_RDONLY},
+	} {
+		before := size(h.rel)
+		fh := open(h.rel, h.op, h.flags)
+		if e, _ := c.call(fp.OpWrite, 0, fp.WriteIn{Fh: fh, Offset: 1 << 20, Size: 3, Data: []byte("xyz")}); e != unix.EBADF {
+			t.Errorf("write through %s: %v, want EBADF", h.what, e)
+		}
+		if after := size(h.rel); after != before {
+			t.Errorf("%s: size %d after the write, %d before", h.what, after, before)
+		}
+		c.call(fp.OpRelease, 0, fp.ReleaseIn{Fh: fh})
+	}
+}
+
+// A handle released while a request on it is still being answered is
+// closed only once that request is done, as the 9P library closes a
+// clunked fid: a READDIR racing a RELEASEDIR leaves no listing counted
+// against Limits.ListingBytes.
+func TestFUSEReleaseWaitsForRequestsOnTheHandle(t *testing.T) {
+	_, work := tree(t)
+	big := filepath.Join(work, "big")
+	if err := os.Mkdir(big, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4000 {
+		if err := os.WriteFile(filepath.Join(big, fmt.Sprintf("f%05d", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, _ := newFUSEClient(t, workspace(), work, Limits{})
+	dir, e := c.walkTo("big")
+	if e != 0 {
+		t.Fatal(e)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; i < 8 && time.Now().Before(deadline); i++ {
+		e, p := c.call(fp.OpOpendir, dir, fp.OpenIn{})
+		if e != 0 {
+			t.Fatal(e)
+		}
+		fh := le64(p)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			c.call(fp.OpReaddir, dir, fp.ReadIn{Fh: fh, Size: 4096})
+		}()
+		time.Sleep(time.Duration(i%4) * time.Millisecond)
+		c.call(fp.OpReleasedir, dir, fp.ReleaseIn{Fh: fh})
+		<-done
+		if n := c.f.fs.listing.Load(); n != 0 {
+			t.Fatalf("round %d: %d bytes of listings counted with no handle open", i, n)
+		}
+	}
 }

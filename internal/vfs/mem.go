@@ -29,9 +29,13 @@ type memNode struct {
 	target string
 	kids   map[string]*memNode
 	nlink  uint32
-	atime  time.Time
-	mtime  time.Time
-	ctime  time.Time
+	// opens is how many open files hold the node (file.mem): one
+	// unlinked while open stays counted against the limit until the
+	// last of them closes.
+	opens int
+	atime time.Time
+	mtime time.Time
+	ctime time.Time
 }
 
 func (n *memNode) isDir() bool { return n.ftype == unix.S_IFDIR }
@@ -186,17 +190,39 @@ func (m *memStore) detach(root, rel string) (*memNode, error) {
 	return n, nil
 }
 
-// release uncharges a node that left the tree, once no name holds it.
-// Callers hold mu.
+// release uncharges a node that left the tree, once no name and no
+// open file holds it. Callers hold mu.
 func (m *memStore) release(n *memNode, name string) {
 	m.used -= int64(len(name))
 	if n.nlink > 0 && !n.isDir() {
 		n.nlink--
 	}
-	if n.isDir() || n.nlink == 0 {
-		m.used -= memNodeCost + int64(len(n.data)+len(n.target))
+	if n.isDir() || n.nlink == 0 && n.opens == 0 {
+		m.uncharge(n)
 	}
 }
+
+// uncharge gives back what a node that is gone counted. Callers hold mu.
+func (m *memStore) uncharge(n *memNode) {
+	m.used -= memNodeCost + int64(len(n.data)+len(n.target))
+}
+
+// opened counts an open file holding n. Callers hold mu.
+func (m *memStore) opened(n *memNode) { n.opens++ }
+
+// closed counts an open file of n closing, and uncharges a file no name
+// holds any more once the last one has. Callers hold mu.
+func (m *memStore) closed(n *memNode) {
+	n.opens--
+	if n.opens == 0 && n.nlink == 0 && !n.isDir() {
+		m.uncharge(n)
+	}
+}
+
+// gone says an open file's node has been released: no name and no open
+// file holds it, so that writing to it would count bytes nothing gives
+// back. Callers hold mu.
+func (n *memNode) gone() bool { return n.nlink == 0 && n.opens == 0 && !n.isDir() }
 
 // rootsIn returns the trees rooted directly in the directory dir.
 // Callers hold mu.

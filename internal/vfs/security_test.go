@@ -3,6 +3,7 @@
 package vfs
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -607,5 +608,58 @@ func TestMissingHostDir(t *testing.T) {
 	}
 	if _, err := New(workspace(), Options{HostDir: "relative"}); err == nil {
 		t.Errorf("New on a relative path succeeded")
+	}
+}
+
+// A tmpfs file removed while it is open keeps its bytes counted against
+// Limits.TmpfsBytes until it is closed: a guest that writes a file,
+// unlinks it and keeps it open, over and over, must not hold more host
+// memory than the limit.
+func TestTmpfsLimitCountsUnlinkedOpenFiles(t *testing.T) {
+	_, work := tree(t)
+	const limit = 1 << 20
+	_, root := client(t, workspace(), work, Limits{TmpfsBytes: limit})
+	nm, err := walk(root, "node_modules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 64<<10)
+	held := 0
+	var open []p9.File
+	for i := 0; i < 8; i++ {
+		name := fmt.Sprintf("big%d", i)
+		f, err := walk(nm) // Tlcreate makes the directory's fid the file's
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, _, err := f.Create(name, p9.ReadWrite, 0o644, 0, 0); err != nil {
+			f.Close()
+			break
+		}
+		open = append(open, f)
+		for off := 0; off < 12*len(chunk); off += len(chunk) {
+			if _, err := f.WriteAt(chunk, int64(off)); err != nil {
+				break
+			}
+			held += len(chunk)
+		}
+		if err := nm.UnlinkAt(name, 0); err != nil {
+			t.Fatalf("unlink %s: %v", name, err)
+		}
+	}
+	if held > limit {
+		t.Errorf("open, unlinked tmpfs files hold %d bytes; the limit is %d", held, limit)
+	}
+	// Closing them gives the room back.
+	for _, f := range open {
+		f.Close()
+	}
+	f, _, _, err := nm.Create("again", p9.ReadWrite, 0o644, 0, 0)
+	if err != nil {
+		t.Fatalf("create after the closes: %v", err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(make([]byte, limit/2), 0); err != nil {
+		t.Errorf("writing half the limit after the closes: %v", err)
 	}
 }

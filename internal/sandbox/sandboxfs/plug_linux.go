@@ -56,9 +56,7 @@ func (s *Set) Plug(ctx context.Context, m *machine.Machine) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := vhostuser.Serve(sctx, ours, h, vhostuser.Options{Queues: fsQueues, Logger: dlog}); err != nil && !errors.Is(err, context.Canceled) {
-				dlog.Warn("vfs: the virtio-fs device's backend ended", "error", err)
-			}
+			serveDevice(sctx, ours, h, dlog)
 		}()
 		err = m.AddFS(ctx, slot, d.tag, theirs)
 		theirs.Close()
@@ -67,6 +65,17 @@ func (s *Set) Plug(ctx context.Context, m *machine.Machine) error {
 		}
 	}
 	return nil
+}
+
+// serveDevice runs a device's backend on conn until the hypervisor
+// closes it, ctx ends or the backend refuses a request, and then closes
+// conn: the hypervisor sees a failed device rather than waiting for
+// good, its main loop stopped, for the answer to its next request.
+func serveDevice(ctx context.Context, conn *net.UnixConn, dev vhostuser.Device, log *slog.Logger) {
+	defer conn.Close()
+	if err := vhostuser.Serve(ctx, conn, dev, vhostuser.Options{Queues: fsQueues, Logger: log}); err != nil && !errors.Is(err, context.Canceled) {
+		log.Warn("vfs: the virtio-fs device's backend ended", "error", err)
+	}
 }
 
 // handler hands a device's requests to the mount's FUSE server.

@@ -73,6 +73,10 @@
 // GET_VRING_BASE or a new memory table, and when Serve returns, the
 // memory is no longer touched, or mapped.
 //
-// The memory QEMU shares must not shrink under the mapping (a memfd or
-// file QEMU itself does not truncate); the guest has no way to do that.
+// The memory QEMU shares must not shrink under the mapping: an access
+// to a page past the end of its file faults (SIGBUS), which ends the
+// whole process. Each region's file is sealed against shrinking
+// (F_SEAL_SHRINK) before it is mapped, so it must be a memfd made with
+// MFD_ALLOW_SEALING or one already sealed so; any other is refused. The
+// guest has no way to shrink it, and QEMU never does.
 package vhostuser

@@ -97,7 +97,7 @@ func newFrontendOn(t *testing.T, dev Device, opts Options, ours, theirs *net.Uni
 	if opts.Logger == nil {
 		opts.Logger = testLogger(t)
 	}
-	memfd, err := unix.MemfdCreate("guest-ram", unix.MFD_CLOEXEC)
+	memfd, err := unix.MemfdCreate("guest-ram", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -430,7 +430,7 @@ func (u *upper) waitEntered(n int) error {
 func readNonblock(fd int, b []byte) (int, error) { return unix.Read(fd, b) }
 
 func unixMemfd(size int64) (int, error) {
-	fd, err := unix.MemfdCreate("guest-ram", unix.MFD_CLOEXEC)
+	fd, err := unix.MemfdCreate("guest-ram", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
 		return -1, err
 	}

@@ -21,7 +21,7 @@ import (
 func TestHostileMessages(t *testing.T) {
 	type frontendStep func(f *frontend)
 	memfdOf := func(t *testing.T, size int64) int {
-		fd, err := unix.MemfdCreate("small", unix.MFD_CLOEXEC)
+		fd, err := unix.MemfdCreate("small", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,6 +111,17 @@ func TestHostileMessages(t *testing.T) {
 		}},
 		{"region not backed by a file", "not backed by a file", func(f *frontend) {
 			f.send(reqSetMemTable, 0, memTable(region(0, 4096, userBase, 0)), f.kick[0])
+		}},
+		{"region whose file cannot be sealed", "shrinking", func(f *frontend) {
+			fd, err := unix.MemfdCreate("unsealable", unix.MFD_CLOEXEC) // sealed against seals
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { unix.Close(fd) })
+			if err := unix.Ftruncate(fd, 1<<20); err != nil {
+				t.Fatal(err)
+			}
+			f.send(reqSetMemTable, 0, memTable(region(0, 1<<20, userBase, 0)), fd)
 		}},
 		{"ring index past the queues", "queue 2 of 2", func(f *frontend) { f.send(reqSetVringNum, 0, state(2, 64)) }},
 		{"ring size not a power of two", "power of two", func(f *frontend) { f.send(reqSetVringNum, 0, state(0, 100)) }},
@@ -276,4 +287,27 @@ func TestNoDescriptorLeak(t *testing.T) {
 	if after := openFDs(t); after > before {
 		t.Fatalf("%d descriptors open before, %d after", before, after)
 	}
+}
+
+// A front-end that shrinks a memory region's file under the backend's
+// mapping would have the backend fault on its next access to the lost
+// pages (SIGBUS), which ends the whole process. The backend seals each
+// region's file against shrinking before it maps it, so the shrink is
+// refused and the queues go on.
+func TestMemoryCannotShrinkUnderTheMapping(t *testing.T) {
+	dev := &upper{}
+	f := newFrontend(t, dev, Options{})
+	f.start(f.realize(), true)
+	if err := unix.Ftruncate(f.memfd, 0); err == nil {
+		// Put the pages back before anything touches them.
+		if err := unix.Ftruncate(f.memfd, ramSize); err != nil {
+			t.Fatal(err)
+		}
+		t.Error("the front-end shrank the guest's memory under the backend's mapping")
+	}
+	if _, err := f.drv[1].Add([][]byte{[]byte("still here")}, []uint32{16}, false, true); err != nil {
+		t.Fatal(err)
+	}
+	f.kickQueue(1)
+	f.waitUsed(1, 1)
 }

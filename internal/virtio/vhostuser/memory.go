@@ -55,13 +55,21 @@ func mapMemory(rs []memRegion, fds []int) (_ *guestMemory, err error) {
 				return nil, fmt.Errorf("vhost-user: memory regions at user addresses %#x and %#x overlap", p.userAddr, r.userAddr)
 			}
 		}
-		// Mapping past the end of the file would fault on access.
+		// An access to a page past the end of the file faults (SIGBUS),
+		// which ends the process: the file must not shrink under the
+		// mapping (sealed first), and must be large enough for it.
 		var st unix.Stat_t
 		if err := unix.Fstat(fds[i], &st); err != nil {
 			return nil, fmt.Errorf("vhost-user: memory region %d: %w", i, err)
 		}
 		if st.Mode&unix.S_IFMT != unix.S_IFREG {
 			return nil, fmt.Errorf("vhost-user: memory region %d is not backed by a file", i)
+		}
+		if err := sealShrink(fds[i]); err != nil {
+			return nil, fmt.Errorf("vhost-user: memory region %d: %w", i, err)
+		}
+		if err := unix.Fstat(fds[i], &st); err != nil {
+			return nil, fmt.Errorf("vhost-user: memory region %d: %w", i, err)
 		}
 		if st.Size < 0 || uint64(st.Size) < r.mmapOffset || uint64(st.Size)-r.mmapOffset < r.size {
 			return nil, fmt.Errorf("vhost-user: memory region %d (%#x bytes at offset %#x) is past the end of its file (%#x bytes)", i, r.size, r.mmapOffset, st.Size)
@@ -81,6 +89,23 @@ func mapMemory(rs []memRegion, fds []int) (_ *guestMemory, err error) {
 		return nil, fmt.Errorf("vhost-user: memory table: %w", err)
 	}
 	return g, nil
+}
+
+// sealShrink makes sure the file fd cannot shrink: a memfd already
+// sealed against it, or one that takes the seal now (QEMU never shrinks
+// guest RAM). A file that cannot be sealed is refused.
+func sealShrink(fd int) error {
+	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	if err != nil {
+		return fmt.Errorf("its file cannot be sealed against shrinking (a memfd can): %w", err)
+	}
+	if seals&unix.F_SEAL_SHRINK != 0 {
+		return nil
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK); err != nil {
+		return fmt.Errorf("sealing its file against shrinking: %w", err)
+	}
+	return nil
 }
 
 // userToGuest translates the n bytes at the front-end's virtual address
