@@ -7,7 +7,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -110,6 +113,7 @@ func TestWorkspaceMountInVM(t *testing.T) {
 		t.Fatalf("host .git/config: %q, %v", gitConfig, err)
 	}
 	buildGuestTool(t, "./testdata/vfs/raw9p", filepath.Join(work, "tools/raw9p"))
+	buildGuestTool(t, "./testdata/vfs/rawvirtiofs", filepath.Join(work, "tools/rawvirtiofs"))
 
 	ctx, sb := startVM(t, cfgDir, "dev", 20*time.Minute)
 
@@ -123,6 +127,16 @@ func TestWorkspaceMountInVM(t *testing.T) {
 		guestOut.WriteString(out)
 		return out, code
 	}
+	// How the mount reaches the guest, as the guest's file system type
+	// of /workspace: 9p or virtiofs. The raw subtests speak the one it
+	// is (and unmount it).
+	var transport string
+	if out, _ := run("", "grep ' /workspace ' /proc/mounts"); len(strings.Fields(out)) >= 3 {
+		transport = strings.Fields(out)[2]
+	} else {
+		t.Fatalf("/workspace is not mounted: %q", out)
+	}
+	t.Logf("the mount is of type %s", transport)
 	// try runs one command and prints "NAME ok" or "NAME err MESSAGE".
 	const try = `try() { n=$1; shift; if "$@" 2>/tmp/err.$$; then echo "$n ok"; else echo "$n err $(head -c 100 /tmp/err.$$ | tr '\n' ' ')"; fi; }
 `
@@ -348,6 +362,9 @@ cat /workspace/README.md`)
 	})
 
 	t.Run("raw9p", func(t *testing.T) {
+		if transport != "9p" {
+			t.Skipf("the mount reaches the guest over %s, not 9P: there is no 9P port to speak to", transport)
+		}
 		hostname, _ := os.ReadFile("/etc/hostname")
 		out, code := run("root", `set -e
 cd /
@@ -383,6 +400,126 @@ echo unmounted
 		}
 		if b, _ := os.ReadFile(filepath.Join(work, ".env")); string(b) != vfsEnvSecret+"\n" {
 			t.Errorf("host .env: %q", b)
+		}
+	})
+
+	t.Run("rawvirtiofs", func(t *testing.T) {
+		if transport != "virtiofs" {
+			t.Skipf("the mount reaches the guest over %s, not virtio-fs: there is no virtio-fs device to drive", transport)
+		}
+		hostname, _ := os.ReadFile("/etc/hostname")
+		readOnlyBefore := treeHash(t, filepath.Join(work, "vendor")) + treeHash(t, filepath.Join(work, "tools"))
+		// The tool finds the device in sysfs by its IDs and unbinds it
+		// from its driver; afterwards it is bound again the same way.
+		out, code, err := guestExec(ctx, sb, 8*time.Minute, sbx.Cmd{Args: []string{"sh", "-c", `set -e
+cd /
+cp /workspace/tools/rawvirtiofs /tmp/rawvirtiofs
+umount /workspace
+echo unmounted
+/tmp/rawvirtiofs`}, User: "root", Dir: "/"})
+		guestOut.WriteString(out)
+		t.Logf("virtio-fs driven from the guest as root (exit %d, %v):\n%s", code, err, out)
+		if err != nil || !strings.Contains(out, "\ninit ok ") || !strings.Contains(out, "\ncontrol ok \"hello from the host\\n\"") || !strings.HasSuffix(out, "\ndone\n") {
+			t.Fatalf("the raw driver did not get through (exit %d, %v)", code, err)
+		}
+		refused := []string{
+			"forged-getattr", "forged-lookup", "forged-open", "forged-opendir", "forged-readlink",
+			"forged-read", "forged-readdir", "forged-write", "forged-release", "forged-fsync",
+			"env", "gitconfig", "pem", "deep-pem", "dotdot", "dotdot-passwd", "dotdot-inside", "dot", "empty",
+			"slashname", "slash-up", "slash-abs", "longname", "longname-256",
+			"write-rdonly-fh", "read-released", "getattr-forgotten",
+			"link-onto-env", "link-onto-pem", "link-onto-gitconfig", "link-forged-old",
+			"rename-onto-env", "rename-onto-pem", "rename-onto-gitconfig", "rename-env-away", "rename-gitconfig-away",
+			"rename-forged-dir", "rename2-exchange-env", "stolen",
+			"via-fl-env", "via-fl-etc", "via-fl-up", "via-fl-git", "via-fl-root", "via-fl-pem",
+			"through-fl-git", "through-fl-root", "through-fl-up",
+			"mknod-env", "mknod-pem", "mknod-gitconfig", "mknod-fifo", "mknod-chr", "mknod-blk",
+			"create-env", "create-env-trunc", "create-pem", "create-gitconfig", "create-deploy-pem",
+			"mkdir-pem", "mkdir-env", "unlink-env", "unlink-gitconfig",
+			"ro-open-write", "ro-open-rdwr", "ro-open-trunc", "ro-open-append", "ro-write-rdonly-fh",
+			"ro-truncate", "ro-chmod", "ro-utimes", "ro-chmod-dir", "ro-create", "ro-create-tools", "ro-mknod",
+			"ro-mkdir", "ro-symlink", "ro-unlink", "ro-rmdir", "ro-link-in", "ro-link-out",
+			"ro-mv-within", "ro-mv-out", "ro-mv-in", "ro-mv-dir", "ro-setxattr",
+			"init-again", "read-huge",
+		}
+		for _, p := range refused {
+			if !strings.Contains(out, "\n"+p+" err ") {
+				t.Errorf("raw probe %s was not refused", p)
+			}
+		}
+		// The probes that must get through, so that the refusals above
+		// are the host's and not a broken driver's.
+		for _, p := range []string{"create-victim", "split-request", "batch-forget-lie", "forget-storm", "final", "destroy"} {
+			if !strings.Contains(out, "\n"+p+" ok") {
+				t.Errorf("raw probe %s did not get through", p)
+			}
+		}
+		var vq int
+		for _, l := range strings.Split(out, "\n") {
+			switch {
+			case strings.HasPrefix(l, "readdir"):
+				_, list, _ := strings.Cut(l, " ok ")
+				list, err := strconv.Unquote(list)
+				if names := strings.Split(list, "/"); err != nil || slices.Contains(names, ".env") || !slices.Contains(names, "README.md") {
+					t.Errorf("raw listing: %s", l)
+				}
+			case strings.HasPrefix(l, "vq-"):
+				// The backend serves nothing of a broken chain (it
+				// stops the queue), and whatever the broken ring or
+				// layout did to the device, a reset brings it back:
+				// the host's side survived it.
+				vq++
+				if strings.Contains(l, " chain returned") != strings.HasPrefix(l, "vq-indirect-control ") {
+					t.Errorf("a broken chain was served, or the well-formed one not: %s", l)
+				}
+				if !strings.HasSuffix(l, "; reset: answers") {
+					t.Errorf("after a broken ring the device did not come back: %s", l)
+				}
+			case strings.Contains(l, " fail "):
+				t.Errorf("raw exchange failed: %s", l)
+			}
+		}
+		if vq < 30 {
+			t.Errorf("%d queue probes ran", vq)
+		}
+		if !regexp.MustCompile(`\nvq-indirect-control chain returned \(0, \d+ bytes\); reply ok; then: answers;`).MatchString(out) {
+			t.Errorf("a well-formed request through an indirect table was not answered")
+		}
+		if strings.Contains(out, "vfs-host-only") || len(bytes.TrimSpace(hostname)) > 0 && strings.Contains(out, string(bytes.TrimSpace(hostname))+`\n"`) {
+			t.Errorf("the raw driver read a hidden or outside file")
+		}
+		for name, want := range map[string]string{".env": vfsEnvSecret + "\n", "keys/deploy.pem": vfsPEM + "\n",
+			"src/deep/cert.pem": vfsPEM + "\n", "README.md": "hello from the host\n", ".git/config": string(gitConfig)} {
+			if b, err := os.ReadFile(filepath.Join(work, name)); err != nil || string(b) != want {
+				t.Errorf("host %s: %q, %v", name, b, err)
+			}
+		}
+		for _, name := range []string{"src/fv-stolen", "src/x.pem", "src/m.pem", "src/c.pem", "d.pem", "src/fv-fifo", "src/fv-mem",
+			"src/fv-sda", "src/fv-hard.go", "src/fv-moved.go", "src/fv-vendor", "src/fv-forged", "vendor/new.go", "tools/evil"} {
+			if _, err := os.Lstat(filepath.Join(work, name)); err == nil {
+				t.Errorf("the raw driver made %s on the host", name)
+			}
+		}
+		if after := treeHash(t, filepath.Join(work, "vendor")) + treeHash(t, filepath.Join(work, "tools")); after != readOnlyBefore {
+			t.Errorf("the read-only paths changed on the host: %s, then %s", readOnlyBefore, after)
+		}
+
+		// The sandbox still runs commands, and the device, given back
+		// to the guest's driver, serves the mount again: the host's
+		// side survived every broken ring.
+		out, code = run("root", `cd /
+echo alive
+dev=$(grep -l 0x105a /sys/bus/pci/devices/*/device | head -1)
+bdf=$(basename $(dirname $dev))
+echo $bdf > /sys/bus/pci/drivers/virtio-pci/bind
+mount -t virtiofs -o nosuid,nodev sbx-fs-0 /workspace
+cat /workspace/README.md`)
+		t.Logf("afterwards (exit %d):\n%s", code, out)
+		if !strings.HasPrefix(out, "alive\n") {
+			t.Fatalf("the sandbox no longer runs commands: %q", out)
+		}
+		if !strings.HasSuffix(out, "hello from the host\n") {
+			t.Errorf("the device did not serve the mount again")
 		}
 	})
 

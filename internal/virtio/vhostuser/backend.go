@@ -65,11 +65,17 @@ const (
 // sending a failure acknowledgement when one was asked for; the
 // front-end treats the closed connection as a failed device.
 //
+// When it returns an error it shuts conn down both ways first, so that
+// the front-end sees the connection end rather than wait for a reply
+// that will not come: QEMU waits for some replies (GET_VRING_BASE, an
+// acknowledged SET_MEM_TABLE) on a vCPU thread holding its global lock,
+// so a backend that stopped reading would freeze the whole machine.
+//
 // Before it returns, every queue is stopped, every chain handed to dev
 // has come back (so Serve waits for blocked handlers), every mapping is
 // released and every descriptor received is closed. Serve does not close
 // conn.
-func Serve(ctx context.Context, conn *net.UnixConn, dev Device, opts Options) error {
+func Serve(ctx context.Context, conn *net.UnixConn, dev Device, opts Options) (err error) {
 	if opts.Queues == 0 {
 		opts.Queues = 2
 	}
@@ -104,6 +110,12 @@ func Serve(ctx context.Context, conn *net.UnixConn, dev Device, opts Options) er
 		b.vrings[i] = newVring()
 	}
 	defer b.shutdown()
+	defer func() {
+		if err != nil && ctx.Err() == nil {
+			conn.CloseRead()
+			conn.CloseWrite()
+		}
+	}()
 
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
@@ -272,9 +284,6 @@ func (b *backend) setFeatures(v uint64) error {
 	if v&^b.offered != 0 {
 		return fmt.Errorf("vhost-user: features %#x were not offered (%#x)", v, b.offered)
 	}
-	if v&FeatureVersion1 == 0 {
-		return fmt.Errorf("vhost-user: features %#x lack VIRTIO_F_VERSION_1", v)
-	}
 	if b.running() && v != b.acked {
 		return fmt.Errorf("vhost-user: features changed from %#x to %#x while queues run", b.acked, v)
 	}
@@ -311,8 +320,11 @@ func (b *backend) setVringNum(m *message) error {
 	if vr.w != nil {
 		return fmt.Errorf("vhost-user: SET_VRING_NUM for running queue %d", s.index)
 	}
-	if s.num == 0 || s.num > virtq.MaxSize || s.num&(s.num-1) != 0 {
-		return fmt.Errorf("vhost-user: queue %d size %d is not a power of two up to %d", s.index, s.num, virtq.MaxSize)
+	// A size that is not a power of two is the guest's (QEMU passes
+	// on what the driver wrote): the queue is refused when it would
+	// start, not the connection.
+	if s.num == 0 || s.num > virtq.MaxSize {
+		return fmt.Errorf("vhost-user: queue %d size %d is not 1 to %d", s.index, s.num, virtq.MaxSize)
 	}
 	vr.num = uint16(s.num)
 	return nil
@@ -453,24 +465,54 @@ func (b *backend) setVringEnable(m *message) error {
 	return fmt.Errorf("vhost-user: SET_VRING_ENABLE for queue %d with %d", s.index, s.num)
 }
 
-// maybeStart starts queue i if everything it needs is set.
+// maybeStart starts queue i if everything it needs is set. A queue the
+// guest laid out so that it cannot be served — features without
+// VIRTIO_F_VERSION_1, a size that is not a power of two, rings that are
+// misaligned or outside the memory table (QEMU hands over its bounce
+// buffer for a ring the guest put outside RAM) — is not started: that
+// is logged and signalled on its error descriptor, as a ring broken
+// while it runs is, and the connection goes on; the guest must reset
+// the device. Only a failure of this process is an error.
 func (b *backend) maybeStart(i int) error {
 	vr := b.vrings[i]
 	if vr.w != nil || !vr.kicked || !vr.enabled || !vr.addrSet || vr.num == 0 || b.mem == nil {
 		return nil
 	}
+	q, err := b.newQueue(i)
+	if err != nil {
+		b.log.Warn("vhost-user: queue not started", "queue", i, "err", err)
+		if vr.errFD >= 0 {
+			signal(vr.errFD)
+		}
+		return nil
+	}
+	w, err := startWorker(i, q, b.dev, b.log, vr.kick, vr.call, vr.errFD, b.opts.InFlight)
+	if err != nil {
+		return err
+	}
+	vr.w = w
+	b.log.Debug("vhost-user: queue started", "queue", i, "size", vr.num, "base", vr.base)
+	return nil
+}
+
+// newQueue locates queue i's rings in guest memory.
+func (b *backend) newQueue(i int) (*virtq.Queue, error) {
+	vr := b.vrings[i]
+	if b.acked&FeatureVersion1 == 0 {
+		return nil, fmt.Errorf("vhost-user: queue %d: features %#x lack VIRTIO_F_VERSION_1", i, b.acked)
+	}
 	n := uint64(vr.num)
 	desc, err := b.mem.userToGuest(vr.desc, 16*n)
 	if err != nil {
-		return fmt.Errorf("vhost-user: queue %d descriptor table: %w", i, err)
+		return nil, fmt.Errorf("vhost-user: queue %d descriptor table: %w", i, err)
 	}
 	avail, err := b.mem.userToGuest(vr.avail, 4+2*n)
 	if err != nil {
-		return fmt.Errorf("vhost-user: queue %d available ring: %w", i, err)
+		return nil, fmt.Errorf("vhost-user: queue %d available ring: %w", i, err)
 	}
 	used, err := b.mem.userToGuest(vr.used, 4+8*n)
 	if err != nil {
-		return fmt.Errorf("vhost-user: queue %d used ring: %w", i, err)
+		return nil, fmt.Errorf("vhost-user: queue %d used ring: %w", i, err)
 	}
 	q, err := virtq.New(b.mem.mem, virtq.Config{
 		Size:          vr.num,
@@ -482,15 +524,9 @@ func (b *backend) maybeStart(i int) error {
 		MaxChainBytes: uint64(b.opts.MaxChainBytes),
 	})
 	if err != nil {
-		return fmt.Errorf("vhost-user: queue %d: %w", i, err)
+		return nil, fmt.Errorf("vhost-user: queue %d: %w", i, err)
 	}
-	w, err := startWorker(i, q, b.dev, b.log, vr.kick, vr.call, vr.errFD, b.opts.InFlight)
-	if err != nil {
-		return err
-	}
-	vr.w = w
-	b.log.Debug("vhost-user: queue started", "queue", i, "size", vr.num, "base", vr.base)
-	return nil
+	return q, nil
 }
 
 func (b *backend) setMemTable(m *message) error {

@@ -11,7 +11,7 @@
 //
 // What the back-end negotiates:
 //
-//   - Virtio features: VIRTIO_F_VERSION_1 (required), VIRTIO_RING_F_INDIRECT_DESC,
+//   - Virtio features: VIRTIO_F_VERSION_1 (required for a queue to start), VIRTIO_RING_F_INDIRECT_DESC,
 //     VHOST_USER_F_PROTOCOL_FEATURES and the device's own (Options.Features).
 //     No EVENT_IDX, no packed rings, no IOMMU, no logging.
 //   - Protocol features: MQ and REPLY_ACK only. Nothing that opens a
@@ -61,8 +61,16 @@
 // indices below Options.Queues), a memory region must lie inside its
 // file (mapping past the end would fault on access), regions must not
 // overlap, and a malformed request ends the connection with an error,
-// never a panic. A guest that breaks a ring stops that queue (the error
-// descriptor is signalled); the others go on.
+// never a panic; the connection is then shut down, so that QEMU, which
+// waits for some replies holding its global lock, sees it end instead
+// of freezing the machine. What the guest chooses through QEMU never
+// ends the connection: a guest that breaks a ring stops that queue, and
+// one that lays a queue out so that it cannot be served (no
+// VIRTIO_F_VERSION_1, a size that is not a power of two, rings
+// misaligned or outside its memory, where QEMU hands over a bounce
+// buffer) has that queue not started; either way the error descriptor
+// is signalled, the other queues and the connection go on, and the
+// guest's reset starts over.
 //
 // Each started queue has a goroutine that waits on its kick eventfd (and
 // an eventfd of its own that stopping signals), pops chains and calls

@@ -4,20 +4,25 @@ package vhostuser
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/sbx-dev/sbx/internal/virtio/virtq"
+	"github.com/sbx-dev/sbx/internal/virtio/virtqtest"
 )
 
 // TestHostileMessages sends requests the backend must refuse: each ends
 // the connection with an error (and, where one was asked for, a failure
-// acknowledgement first), never a panic or a hang.
+// acknowledgement first), never a panic or a hang, and the front-end
+// sees its end of the connection end.
 func TestHostileMessages(t *testing.T) {
 	type frontendStep func(f *frontend)
 	memfdOf := func(t *testing.T, size int64) int {
@@ -75,7 +80,6 @@ func TestHostileMessages(t *testing.T) {
 			f.send(reqSetMemTable, 0, f.ramTable(), fds...)
 		}},
 		{"features not offered", "not offered", func(f *frontend) { f.send(reqSetFeatures, 0, u64Payload(FeatureVersion1|1<<34)) }},
-		{"features without VERSION_1", "VERSION_1", func(f *frontend) { f.send(reqSetFeatures, 0, u64Payload(FeatureIndirectDesc)) }},
 		{"protocol features not offered", "not offered", func(f *frontend) { f.send(reqSetProtocolFeatures, 0, u64Payload(1<<5)) }},
 		{"too many memory regions", "regions", func(f *frontend) {
 			rs := make([]memRegion, maxRegions+1)
@@ -124,8 +128,8 @@ func TestHostileMessages(t *testing.T) {
 			f.send(reqSetMemTable, 0, memTable(region(0, 1<<20, userBase, 0)), fd)
 		}},
 		{"ring index past the queues", "queue 2 of 2", func(f *frontend) { f.send(reqSetVringNum, 0, state(2, 64)) }},
-		{"ring size not a power of two", "power of two", func(f *frontend) { f.send(reqSetVringNum, 0, state(0, 100)) }},
-		{"ring size too large", "power of two", func(f *frontend) { f.send(reqSetVringNum, 0, state(0, 65536)) }},
+		{"ring size zero", "not 1 to", func(f *frontend) { f.send(reqSetVringNum, 0, state(0, 0)) }},
+		{"ring size too large", "not 1 to", func(f *frontend) { f.send(reqSetVringNum, 0, state(0, 65536)) }},
 		{"ring base past 16 bits", "16 bits", func(f *frontend) { f.send(reqSetVringBase, 0, state(0, 1<<16)) }},
 		{"ring address with logging", "logging", func(f *frontend) {
 			p := vringAddrPayload(0, userBase, userBase+0x1000, userBase+0x2000)
@@ -137,21 +141,6 @@ func TestHostileMessages(t *testing.T) {
 		{"call with no-fd and a descriptor", "descriptors", func(f *frontend) { f.send(reqSetVringCall, 0, fileIndex(0, true), f.call[0]) }},
 		{"kick with unknown bits", "unknown bits", func(f *frontend) { f.send(reqSetVringKick, 0, u64Payload(1<<20), f.kick[0]) }},
 		{"enable with 2", "with 2", func(f *frontend) { f.send(reqSetVringEnable, 0, state(0, 2)) }},
-		{"rings outside memory", "in no memory region", func(f *frontend) {
-			f.send(reqSetFeatures, 0, u64Payload(FeatureVersion1|FeatureProtocolFeatures))
-			f.acked(reqSetMemTable, f.ramTable(), f.memfd)
-			f.send(reqSetVringNum, 0, state(0, 64))
-			f.send(reqSetVringAddr, 0, vringAddrPayload(0, userBase+ramSize-512, userBase, userBase+0x1000))
-			f.send(reqSetVringKick, 0, fileIndex(0, false), f.kick[0])
-			f.send(reqSetVringEnable, 0, state(0, 1))
-		}},
-		{"misaligned ring", "misaligned", func(f *frontend) {
-			f.send(reqSetFeatures, 0, u64Payload(FeatureVersion1))
-			f.acked(reqSetMemTable, f.ramTable(), f.memfd)
-			f.send(reqSetVringNum, 0, state(0, 64))
-			f.send(reqSetVringAddr, 0, vringAddrPayload(0, userBase+8, userBase+0x2000, userBase+0x1000))
-			f.send(reqSetVringKick, 0, fileIndex(0, false), f.kick[0])
-		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -163,6 +152,115 @@ func TestHostileMessages(t *testing.T) {
 			err := f.serveErr()
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("Serve = %v, want an error about %q", err, c.want)
+			}
+			// The front-end reads the end of the connection, not
+			// silence: QEMU would otherwise wait on it forever.
+			f.conn.SetReadDeadline(time.Now().Add(waitLimit))
+			var b [64]byte
+			for range 16 {
+				if _, err = f.conn.Read(b[:]); err != nil {
+					break
+				}
+			}
+			if !errors.Is(err, io.EOF) {
+				t.Fatalf("reading the front-end's end after Serve's error: %v, want EOF", err)
+			}
+		})
+	}
+}
+
+// TestGuestLaidOutQueues: what a guest's driver writes reaches the
+// backend through QEMU as it wrote it — a used ring outside RAM (QEMU
+// then hands over its bounce buffer, in no memory region), rings
+// misaligned, a queue size that is not a power of two, features
+// without VIRTIO_F_VERSION_1 — and must not end the connection (QEMU
+// would wait on it for its next reply, and the machine freeze): the
+// queue is not started, its error descriptor is signalled, the
+// connection answers, and after the guest's reset a well-formed start
+// serves requests.
+func TestGuestLaidOutQueues(t *testing.T) {
+	good := uint64(FeatureVersion1 | FeatureProtocolFeatures | FeatureIndirectDesc)
+	cases := []struct {
+		name     string
+		features uint64
+		num      uint32
+		addr     func(d *virtqtest.Driver) []byte // ring 1's SET_VRING_ADDR payload
+	}{
+		{name: "used ring outside memory", addr: func(d *virtqtest.Driver) []byte {
+			return vringAddrPayload(1, userBase+d.Desc, 0x7f00_0000_0000, userBase+d.Avail)
+		}},
+		{name: "descriptor table running past memory", addr: func(d *virtqtest.Driver) []byte {
+			return vringAddrPayload(1, userBase+ramSize-512, userBase+d.Used, userBase+d.Avail)
+		}},
+		{name: "misaligned descriptor table", addr: func(d *virtqtest.Driver) []byte {
+			return vringAddrPayload(1, userBase+d.Desc+8, userBase+d.Used, userBase+d.Avail)
+		}},
+		{name: "available ring 2 bytes off a word", addr: func(d *virtqtest.Driver) []byte {
+			return vringAddrPayload(1, userBase+d.Desc, userBase+d.Used, userBase+d.Avail+2)
+		}},
+		{name: "size not a power of two", num: 100},
+		{name: "no VIRTIO_F_VERSION_1", features: FeatureProtocolFeatures | FeatureIndirectDesc},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dev := &upper{}
+			f := newFrontend(t, dev, Options{})
+			f.realize()
+			features := good
+			if c.features != 0 {
+				features = c.features
+			}
+			f.send(reqSetFeatures, 0, u64Payload(features))
+			f.acked(reqSetMemTable, f.ramTable(), f.memfd)
+			for i, d := range f.drv {
+				num := uint32(queueSize)
+				addr := vringAddrPayload(uint32(i), userBase+d.Desc, userBase+d.Used, userBase+d.Avail)
+				if i == 1 && c.num != 0 {
+					num = c.num
+				}
+				if i == 1 && c.addr != nil {
+					addr = c.addr(d)
+				}
+				f.acked(reqSetVringNum, state(uint32(i), num))
+				f.acked(reqSetVringBase, state(uint32(i), 0))
+				f.acked(reqSetVringAddr, addr)
+				f.acked(reqSetVringKick, fileIndex(i, false), f.kick[i])
+			}
+			for i := range f.drv {
+				f.acked(reqSetVringEnable, state(uint32(i), 1))
+			}
+			if !waitFD(t, f.errFD[1]) {
+				t.Fatal("queue 1's error descriptor was not signalled")
+			}
+			if _, err := f.drv[1].Add([][]byte{[]byte("x")}, []uint32{8}, false, true); err != nil {
+				t.Fatal(err)
+			}
+			f.kickQueue(1)
+			if n := f.getU64(reqGetQueueNum); n != uint64(len(f.drv)) {
+				t.Fatalf("GET_QUEUE_NUM = %d", n)
+			}
+			if dev.count() != 0 || f.drv[1].UsedIdx() != 0 {
+				t.Fatalf("a queue that was not started served %d chains", dev.count())
+			}
+			select {
+			case err := <-f.done:
+				t.Fatalf("Serve returned: %v", err)
+			default:
+			}
+
+			// The guest resets the device and starts it well-formed.
+			f.stop()
+			for _, d := range f.drv {
+				d.Resume(0)
+			}
+			f.start(good, true)
+			if _, err := f.drv[1].Add([][]byte{[]byte("ping")}, []uint32{8}, false, true); err != nil {
+				t.Fatal(err)
+			}
+			f.kickQueue(1)
+			f.waitUsed(1, 1)
+			if dev.count() != 1 {
+				t.Fatalf("after the reset the device handled %d chains", dev.count())
 			}
 		})
 	}
