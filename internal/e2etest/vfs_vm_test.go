@@ -2,6 +2,7 @@ package e2etest
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"fmt"
 	"io/fs"
@@ -76,7 +77,15 @@ func treeHash(t *testing.T, root string) string {
 // the host exactly; a path longer than PATH_MAX is an errno. Last, root
 // unmounts the mount and speaks 9P2000.L itself on its port
 // (testdata/vfs/raw9p) and still reads nothing hidden or outside.
-func TestWorkspaceMountInVM(t *testing.T) {
+func TestWorkspaceMountInVM(t *testing.T) { workspaceMountInVM(t, "") }
+
+// TestWorkspaceMount9PInVM is TestWorkspaceMountInVM with the mount over
+// 9P, the transport of hosts where virtio-fs cannot run: its raw9p
+// subtest runs, rawvirtiofs skips.
+func TestWorkspaceMount9PInVM(t *testing.T) { workspaceMountInVM(t, "9p") }
+
+// workspaceMountInVM is TestWorkspaceMountInVM over asked ("" chooses).
+func workspaceMountInVM(t *testing.T, asked string) {
 	requireDebianGit(t)
 	cfgDir := vmConfigDir(t, "testdata/vfs/sbx.hcl", "kernel.deb")
 
@@ -115,7 +124,7 @@ func TestWorkspaceMountInVM(t *testing.T) {
 	buildGuestTool(t, "./testdata/vfs/raw9p", filepath.Join(work, "tools/raw9p"))
 	buildGuestTool(t, "./testdata/vfs/rawvirtiofs", filepath.Join(work, "tools/rawvirtiofs"))
 
-	ctx, sb := startVM(t, cfgDir, "dev", 20*time.Minute)
+	ctx, sb := startVMWith(t, cfgDir, "dev", 20*time.Minute, sbx.StartOptions{MountTransport: asked})
 
 	var guestOut strings.Builder
 	run := func(user, script string) (string, int) {
@@ -137,6 +146,9 @@ func TestWorkspaceMountInVM(t *testing.T) {
 		t.Fatalf("/workspace is not mounted: %q", out)
 	}
 	t.Logf("the mount is of type %s", transport)
+	if want := cmp.Or(asked, "virtiofs"); transport != want {
+		t.Errorf("the mount is of type %s; want %s", transport, want)
+	}
 	// try runs one command and prints "NAME ok" or "NAME err MESSAGE".
 	const try = `try() { n=$1; shift; if "$@" 2>/tmp/err.$$; then echo "$n ok"; else echo "$n err $(head -c 100 /tmp/err.$$ | tr '\n' ' ')"; fi; }
 `
