@@ -276,7 +276,7 @@ var secretSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "env", Required: true},
 		{Name: "hosts", Required: true},
-		{Name: "source", Required: true},
+		{Name: "source"},
 		{Name: "headers"},
 		{Name: "plain_http"},
 	},
@@ -351,6 +351,13 @@ func (l *loader) decodeSecret(b *hcl.Block) {
 				l.errorf(a.Expr.Range(), "Invalid secret source", "%v.", err)
 			} else {
 				s.Source = v
+				if strings.HasPrefix(v, "command:") {
+					l.warnf(a.Expr.Range(), "Command source is not run",
+						"sbx never runs a command a spec names: whoever changes the spec could run anything on the host of whoever starts its sandboxes. "+
+							"A command runs only from the user's bindings file ($SBX_BINDINGS, else $XDG_CONFIG_HOME/sbx/bindings.hcl, by default ~/.config/sbx/bindings.hcl), "+
+							"where a binding \"%s\" block names it; without one, starting a sandbox that uses secret.%s fails. "+
+							"Leave source out here, or name an env: or file: source.", s.Name, s.Name)
+				}
 			}
 		}
 	}
