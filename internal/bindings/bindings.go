@@ -29,6 +29,20 @@ type File struct {
 	home string
 }
 
+// ShortPath is the file's path for people: with "~" for the home
+// directory when it is under it.
+func (f *File) ShortPath() string {
+	if f == nil {
+		return ""
+	}
+	if f.home != "" && f.home != "/" {
+		if rest, ok := strings.CutPrefix(f.Path, strings.TrimSuffix(f.home, "/")+"/"); ok {
+			return "~/" + rest
+		}
+	}
+	return f.Path
+}
+
 // Binding is one binding block: where the value of the secret of the
 // block's name is read, for the configurations its scope covers.
 type Binding struct {

@@ -1,6 +1,7 @@
 package bindings
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -28,6 +29,9 @@ type Choice struct {
 	// or "command:CMD" ("~/" in a binding's file path expanded).
 	// Empty when Err is set.
 	Source string
+	// Written is the source as its spec or binding writes it, for
+	// people; empty when Err is set.
+	Written string
 	// From says whether the spec or a binding wrote it; Origin where:
 	// the secret block (Block "secret.NAME", File relative to the
 	// configuration directory) or the binding (Block "binding.NAME",
@@ -112,8 +116,9 @@ func Choose(f *File, configDir string, s policy.SecretBinding) Choice {
 	if b := f.For(s.Name, configDir); b != nil {
 		return Choice{
 			Secret: s.Name,
-			Source: b.resolve,
-			From:   FromBindings,
+			Source:  b.resolve,
+			Written: b.Source,
+			From:    FromBindings,
 			Origin: policy.Origin{Block: "binding." + b.Secret, File: b.DeclRange.Filename, Line: b.DeclRange.Start.Line},
 			Dir:    filepath.Dir(b.DeclRange.Filename),
 		}
@@ -129,7 +134,7 @@ func Choose(f *File, configDir string, s policy.SecretBinding) Choice {
 		c.Err = &UnboundError{Secret: s.Name, Origin: s.Origin, SpecSource: s.Source, Path: path, ConfigDir: configDir}
 		return c
 	}
-	c.Source = s.Source
+	c.Source, c.Written = s.Source, s.Source
 	return c
 }
 
@@ -203,4 +208,18 @@ func (e *UnboundError) Suggestion() string {
 		b.WriteString("    " + line + "\n")
 	}
 	return b.String()
+}
+
+// Check returns the errors of the secrets of p that have no source sbx
+// may read for the configuration in configDir (Choose), joined; nil when
+// every secret has one. Callers check before they build or start
+// anything, so that a sandbox that could not start fails early.
+func Check(f *File, configDir string, p policy.Sandbox) error {
+	var errs []error
+	for _, c := range ChooseAll(f, configDir, p) {
+		if c.Err != nil {
+			errs = append(errs, c.Err)
+		}
+	}
+	return errors.Join(errs...)
 }

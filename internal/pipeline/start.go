@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sbx-dev/sbx/internal/bindings"
 	"github.com/sbx-dev/sbx/internal/build/image"
 	"github.com/sbx-dev/sbx/internal/sandbox"
 	"github.com/sbx-dev/sbx/internal/sandbox/sandboxfs"
@@ -55,6 +56,10 @@ type StartOptions struct {
 	// Environ is where the values of the sandbox's env: secrets are
 	// read; nil means this process's environment.
 	Environ []string
+	// Bindings is the user's bindings file, which says where this host
+	// reads each secret's value (sandboxnet.ResolveSecrets); nil means
+	// none: only the spec's env: and file: sources are read.
+	Bindings *bindings.File
 	// AuditDir is where the sandbox's egress audit log is written; empty
 	// means none is kept.
 	AuditDir string
@@ -82,8 +87,10 @@ type StartOptions struct {
 }
 
 // Start starts sandbox sb of cfg from its built image img in this
-// process: its spec (SandboxSpec) with the secrets' values read here (a
-// missing one is an error before anything boots) and opts.MountDirs
+// process: its spec (SandboxSpec) with the secrets' values read here,
+// from the sources opts.Bindings and the spec give them (a missing one,
+// or one the spec leaves to a command, is an error before anything
+// boots) and opts.MountDirs
 // applied, through sandbox.Start, which enforces its egress policy on
 // the VM's network, serves its mounts and configures the guest before
 // it returns. The sandbox is not stopped when ctx ends: Stop it.
@@ -92,7 +99,7 @@ func Start(ctx context.Context, cfg *lang.Config, sb *lang.Sandbox, img *image.R
 	if environ == nil {
 		environ = os.Environ()
 	}
-	secrets, err := sandboxnet.ResolveSecrets(ctx, sb.Policy, cfg.Dir, environ)
+	secrets, err := sandboxnet.ResolveSecrets(ctx, sb.Policy, sandboxnet.SecretSources{ConfigDir: cfg.Dir, Bindings: opts.Bindings, Environ: environ})
 	if err != nil {
 		return nil, err
 	}
