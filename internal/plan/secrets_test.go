@@ -18,6 +18,12 @@ import (
 func TestSecretSourcesReadNothing(t *testing.T) {
 	dir := t.TempDir()
 	marks := t.TempDir()
+	// A real home, so that a command run in the bindings file's
+	// directory would start.
+	home := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(home, ".config", "sbx"), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	specRan, boundRan := filepath.Join(marks, "spec"), filepath.Join(marks, "bound")
 	spec := `image "agent" {
   platform = "linux/amd64"
@@ -51,7 +57,7 @@ sandbox "s" {
 	f, diags := bindings.Parse([]byte(`binding "bound_cmd" {
   source = "command:touch `+boundRan+`; echo sk-bound-literal"
 }
-`), "/home/user/.config/sbx/bindings.hcl", bindings.Options{Home: "/home/user"})
+`), filepath.Join(home, ".config", "sbx", "bindings.hcl"), bindings.Options{Home: home})
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
