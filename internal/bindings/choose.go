@@ -115,12 +115,12 @@ func covers(scope string, dirs []string) bool {
 func Choose(f *File, configDir string, s policy.SecretBinding) Choice {
 	if b := f.For(s.Name, configDir); b != nil {
 		return Choice{
-			Secret: s.Name,
+			Secret:  s.Name,
 			Source:  b.resolve,
 			Written: b.Source,
 			From:    FromBindings,
-			Origin: policy.Origin{Block: "binding." + b.Secret, File: b.DeclRange.Filename, Line: b.DeclRange.Start.Line},
-			Dir:    filepath.Dir(b.DeclRange.Filename),
+			Origin:  policy.Origin{Block: "binding." + b.Secret, File: b.DeclRange.Filename, Line: b.DeclRange.Start.Line},
+			Dir:     filepath.Dir(b.DeclRange.Filename),
 		}
 	}
 	c := Choice{Secret: s.Name, From: FromSpec, Origin: s.Origin, Dir: configDir}
