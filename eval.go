@@ -232,8 +232,7 @@ func Eval(ctx context.Context, cfg *Config, name string, opts EvalOptions) (*Eva
 		return nil, err
 	}
 	env := cfg.Lang.CommandEnv(sb)
-	so := opts.Start.internal()
-	so.Bindings = binds
+	so := opts.Start.internal().WithBindings(binds)
 	fo.Start = pipeline.EvalStart(cfg.Lang, sb, img, so, func(_ int, s *sandbox.Sandbox) fanout.Sandbox {
 		return evalSandbox{&Sandbox{Name: sb.Name, spec: sb, env: env, m: s.Machine(), sb: s, binds: binds}}
 	})

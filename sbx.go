@@ -244,8 +244,7 @@ func Start(ctx context.Context, cfg *Config, name string, opts StartOptions) (*S
 	if err != nil {
 		return nil, err
 	}
-	so := opts.internal()
-	so.Bindings = binds
+	so := opts.internal().WithBindings(binds)
 	s, err := pipeline.Start(ctx, cfg.Lang, sb, r, so)
 	if err != nil {
 		return nil, err

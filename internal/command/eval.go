@@ -173,7 +173,7 @@ func runEval(ctx context.Context, env *Env, args []string) int {
 
 	var noted sync.Once
 	var warned sync.Mutex // runs start at once; their warnings one at a time
-	so := pipeline.StartOptions{BootTimeout: a.bootTimeout, Environ: env.Environ, Bindings: binds, Cold: a.cold}
+	so := pipeline.StartOptions{BootTimeout: a.bootTimeout, Environ: env.Environ, Cold: a.cold}.WithBindings(binds)
 	opts.Start = pipeline.EvalStart(cfg, sb, img, so, func(_ int, s *sandbox.Sandbox) fanout.Sandbox {
 		if m := s.Machine(); m.Emulated() {
 			noted.Do(func() { warnTCG(v, m) })

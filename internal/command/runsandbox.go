@@ -169,7 +169,7 @@ func runRun(ctx context.Context, env *Env, args []string) int {
 		return failedOrInterrupted(ctx, env, "no VM was started")
 	}
 
-	s, err := pipeline.Start(ctx, cfg, sb, img, pipeline.StartOptions{BootTimeout: a.bootTimeout, Environ: env.Environ, Bindings: binds, Cold: a.cold})
+	s, err := pipeline.Start(ctx, cfg, sb, img, pipeline.StartOptions{BootTimeout: a.bootTimeout, Environ: env.Environ, Cold: a.cold}.WithBindings(binds))
 	if err != nil {
 		if ctx.Err() != nil {
 			return interrupted(env, fmt.Sprintf("%s was stopped while it was booting", sb.Addr()))
