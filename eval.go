@@ -220,6 +220,10 @@ func Eval(ctx context.Context, cfg *Config, name string, opts EvalOptions) (*Eva
 	if err := sandboxnet.CheckEnv(sb.Policy, opts.Cmd.Env); err != nil {
 		return nil, err
 	}
+	binds, err := cfg.checkSecrets(sb)
+	if err != nil {
+		return nil, err
+	}
 	if fo.Mounts, err = pipeline.EvalMounts(cfg.Lang, sb); err != nil {
 		return nil, err
 	}
@@ -228,8 +232,9 @@ func Eval(ctx context.Context, cfg *Config, name string, opts EvalOptions) (*Eva
 		return nil, err
 	}
 	env := cfg.Lang.CommandEnv(sb)
-	fo.Start = pipeline.EvalStart(cfg.Lang, sb, img, opts.Start.internal(), func(_ int, s *sandbox.Sandbox) fanout.Sandbox {
-		return evalSandbox{&Sandbox{Name: sb.Name, spec: sb, env: env, m: s.Machine(), sb: s}}
+	so := opts.Start.internal().WithBindings(binds)
+	fo.Start = pipeline.EvalStart(cfg.Lang, sb, img, so, func(_ int, s *sandbox.Sandbox) fanout.Sandbox {
+		return evalSandbox{&Sandbox{Name: sb.Name, spec: sb, env: env, m: s.Machine(), sb: s, binds: binds}}
 	})
 	res, err := fanout.Execute(ctx, fo)
 	return evalResult(res), err

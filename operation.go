@@ -122,7 +122,10 @@ type ApplyResult struct {
 // each change, so an interrupted or failed apply leaves state that says
 // what runs. Each sandbox runs under its own supervisor process (see
 // ApplyOptions.SupervisorCommand), reachable later by sbx exec, sbx ps
-// and sbx destroy. A p with no changes hands running sandboxes whose
+// and sbx destroy, which gets its secrets' values from this process:
+// read from the sources the bindings file (Options.Bindings) and the
+// spec give them, a spec's command never; a secret left without a
+// source fails Apply before anything changes. A p with no changes hands running sandboxes whose
 // secrets changed their secrets again, and nothing else.
 //
 // The error lists every change that failed; the result counts what
@@ -135,6 +138,10 @@ func (c *Config) Apply(ctx context.Context, p *Plan, opts ApplyOptions) (ApplyRe
 	if err != nil {
 		return ApplyResult{}, err
 	}
+	binds, err := c.bindings()
+	if err != nil {
+		return ApplyResult{}, err
+	}
 	h := operation.NoHooks{}
 	out, ds := operation.Apply(ctx, operation.ApplyRequest{
 		Config:      c.Lang,
@@ -144,6 +151,7 @@ func (c *Config) Apply(ctx context.Context, p *Plan, opts ApplyOptions) (ApplyRe
 		Parallelism: opts.Parallelism,
 		RuntimeBase: supervisor.RuntimeBase(c.opts.Environ),
 		Spawn:       supervisor.SpawnOptions{Command: opts.SupervisorCommand, Env: c.opts.Environ},
+		Bindings:    binds,
 		Build: func(ctx context.Context, name string) (*image.Result, error) {
 			return operation.BuildImage(ctx, c.env, h, c.Lang, lock, name, c.opts.ReadOnlyLock, nil)
 		},

@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/sbx-dev/sbx/internal/bindings"
 	"github.com/sbx-dev/sbx/internal/build/image"
 	"github.com/sbx-dev/sbx/internal/guestconn"
 	"github.com/sbx-dev/sbx/internal/lockfiles"
@@ -48,6 +49,17 @@ type Options struct {
 	ReadOnlyLock bool
 	// Logger receives the builders' progress; nil discards it.
 	Logger *slog.Logger
+	// Bindings is the path of the user's bindings file, which says where
+	// this host reads the values of the configuration's secrets
+	// (docs/language.md, "The bindings file"). Empty means the file
+	// Environ locates: $SBX_BINDINGS, else bindings.hcl in
+	// $XDG_CONFIG_HOME/sbx, else ~/.config/sbx/bindings.hcl, where a
+	// missing file binds nothing. A file named here must exist. It is
+	// read once, when a sandbox first starts or a plan is applied, and
+	// refused unless it is the user's own (a regular file, not a link,
+	// that no one else may write). A secret whose spec names a command
+	// is read only from a binding: a spec's command never runs.
+	Bindings string
 }
 
 // Config is a loaded, valid configuration.
@@ -61,6 +73,46 @@ type Config struct {
 	mu       sync.Mutex
 	lock     *lockfiles.Lock
 	lockPath string
+	binds    *bindings.File
+}
+
+// bindings returns the user's bindings file (Options.Bindings), read
+// once.
+func (c *Config) bindings() (*bindings.File, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.binds != nil {
+		return c.binds, nil
+	}
+	var (
+		f     *bindings.File
+		diags hcl.Diagnostics
+	)
+	if c.opts.Bindings != "" {
+		_, home, _, _ := bindings.Path(c.opts.Environ)
+		f, diags = bindings.Load(c.opts.Bindings, bindings.Options{Home: home, Required: true})
+	} else {
+		f, diags = bindings.Find(c.opts.Environ)
+	}
+	if diags.HasErrors() {
+		return nil, diagError("reading the bindings file", diags)
+	}
+	c.binds = f
+	return f, nil
+}
+
+// checkSecrets reads the bindings file and checks that every secret of
+// sb has a source this host may read (bindings.Check), before anything
+// is built.
+func (c *Config) checkSecrets(sb *lang.Sandbox) (*bindings.File, error) {
+	f, err := c.bindings()
+	if err != nil {
+		return nil, err
+	}
+	if err := bindings.Check(f, c.Lang.Dir, sb.Policy); err != nil {
+		return nil, fmt.Errorf("%s: %w", sb.Addr(), err)
+	}
+	return f, nil
 }
 
 // Load reads and validates the configuration in dir. Its error lists
@@ -164,13 +216,19 @@ type Sandbox struct {
 	env  []string
 	m    *machine.Machine
 	sb   *sandbox.Sandbox
+	// binds is the bindings file its secrets were read with; Update
+	// reads them with it again.
+	binds *bindings.File
 }
 
 // Start builds the image of the sandbox named name (see Config.Build),
 // boots a VM of it with the sandbox's CPUs and memory, and returns once
 // the guest agent answers. Its egress policy is enforced on the host and
-// its secrets brokered (their values read from opts.Environ, or this
-// process's environment), and its workspace mounts are served, before
+// its secrets brokered (their values read from the sources the user's
+// bindings file gives them, else from the spec's env: and file:
+// sources, with opts.Environ or this process's environment; a spec's
+// command never runs, and a secret left without a source fails Start
+// before the build), and its workspace mounts are served, before
 // the first command runs (docs/egress.md, docs/vfs.md). Stop it when
 // done; it is not stopped when ctx ends.
 func Start(ctx context.Context, cfg *Config, name string, opts StartOptions) (*Sandbox, error) {
@@ -178,15 +236,20 @@ func Start(ctx context.Context, cfg *Config, name string, opts StartOptions) (*S
 	if err != nil {
 		return nil, err
 	}
+	binds, err := cfg.checkSecrets(sb)
+	if err != nil {
+		return nil, err
+	}
 	r, err := cfg.build(ctx, sb.Image)
 	if err != nil {
 		return nil, err
 	}
-	s, err := pipeline.Start(ctx, cfg.Lang, sb, r, opts.internal())
+	so := opts.internal().WithBindings(binds)
+	s, err := pipeline.Start(ctx, cfg.Lang, sb, r, so)
 	if err != nil {
 		return nil, err
 	}
-	return &Sandbox{Name: sb.Name, spec: sb, env: cfg.Lang.CommandEnv(sb), m: s.Machine(), sb: s}, nil
+	return &Sandbox{Name: sb.Name, spec: sb, env: cfg.Lang.CommandEnv(sb), m: s.Machine(), sb: s, binds: binds}, nil
 }
 
 // cmd applies the sandbox's defaults to c: its user when c names none,

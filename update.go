@@ -14,9 +14,10 @@ import (
 // keeps the placeholder the guest knows (a rotated value reaches
 // upstreams with no change in the guest), and a secret p adds is in the
 // environment of the commands run from then on. The values of p's
-// secrets are read from environ, nil meaning this process's environment,
-// as Start reads them; a missing one is an error and leaves the old
-// policy in force. The VM is not restarted, and its workspace mounts stay
+// secrets are read as Start reads them, from the bindings file Start
+// read and the spec's env: and file: sources, with environ (nil meaning
+// this process's environment); a missing one is an error and leaves the
+// old policy in force. The VM is not restarted, and its workspace mounts stay
 // as they started: a p whose mounts differ from the sandbox's in
 // anything but where their rules were written (host directory, access,
 // hide, readonly, tmpfs, git protection, owner) is refused, and the old
@@ -26,7 +27,7 @@ func (s *Sandbox) Update(ctx context.Context, p policy.Sandbox, environ []string
 	if environ == nil {
 		environ = os.Environ()
 	}
-	secrets, err := sandboxnet.ResolveSecrets(ctx, p, s.sb.Spec().ConfigDir, environ)
+	secrets, err := sandboxnet.ResolveSecrets(ctx, p, sandboxnet.SecretSources{ConfigDir: s.sb.Spec().ConfigDir, Bindings: s.binds, Environ: environ})
 	if err != nil {
 		return err
 	}

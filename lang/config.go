@@ -247,7 +247,11 @@ type Secret struct {
 	// PlainHTTP are the exact destinations the value may cross
 	// unencrypted (a local fixture).
 	PlainHTTP []policy.HostPort
-	Source    string // "env:NAME", "file:PATH", "command:CMD"
+	// Source is where the spec says the host reads the value:
+	// "env:NAME", "file:PATH", "command:CMD", or empty when the spec
+	// leaves it to the user's bindings file (package bindings, which
+	// also decides which source is used: never a spec's command).
+	Source    string
 	DeclRange hcl.Range
 }
 

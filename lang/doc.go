@@ -109,7 +109,9 @@
 //	secret "NAME" {                      a credential brokered by the host
 //	  env    = "API_TOKEN"               required; the guest sees a placeholder here
 //	  hosts  = ["api.example.com"]       required; the value is sent only to these
-//	  source = "env:API_TOKEN"           required; env:NAME, file:PATH or command:CMD, read on the host
+//	  source = "env:API_TOKEN"           optional; env:NAME or file:PATH, read on the host when the user's
+//	                                     bindings file binds nothing for the secret; a command:CMD here is
+//	                                     never run (a warning): only the bindings file's commands run
 //	  headers    = ["x-api-key"]         headers whose whole value is the credential (Authorization always is)
 //	  plain_http = ["api.test:80"]       exact destinations the value may cross unencrypted (a local fixture)
 //	}

@@ -475,3 +475,52 @@ sandbox "s" {
 		t.Errorf("plain_http = %v, want %v", got[0].PlainHTTP, want)
 	}
 }
+
+// TestSecretSources: a secret may leave its source to the user's
+// bindings file; one whose spec names a command loads with a warning at
+// the source, since that command is never run.
+func TestSecretSources(t *testing.T) {
+	dir := writeDir(t, map[string]string{
+		"image.hcl": egressImage,
+		"main.hcl": `egress "e" {
+  allow = ["api.test"]
+}
+secret "bound" {
+  env   = "BOUND"
+  hosts = ["api.test"]
+}
+secret "cmd" {
+  env    = "CMD"
+  hosts  = ["api.test"]
+  source = "command:gh auth token"
+}
+sandbox "s" {
+  image   = image.agent
+  egress  = [egress.e]
+  secrets = [secret.bound, secret.cmd]
+}
+`,
+	})
+	cfg, diags := Load(dir, Options{})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	var got []string
+	for _, d := range diags {
+		if d.Severity == hcl.DiagWarning && d.Subject != nil {
+			got = append(got, fmt.Sprintf("%d: %s", d.Subject.Start.Line, d.Summary))
+		}
+	}
+	if len(got) != 1 || got[0] != "11: Command source is not run" {
+		t.Errorf("warnings %q, want one at line 11", got)
+	}
+	if !strings.Contains(diags[0].Detail, "bindings.hcl") || !strings.Contains(diags[0].Detail, `binding "cmd"`) {
+		t.Errorf("the warning does not say where to bind it: %s", diags[0].Detail)
+	}
+	if s := cfg.Secrets["bound"]; s.Source != "" {
+		t.Errorf("secret.bound has source %q, want none", s.Source)
+	}
+	if s := cfg.Secrets["cmd"]; s.Source != "command:gh auth token" {
+		t.Errorf("secret.cmd has source %q: the spec's text is kept, for plans to compare", s.Source)
+	}
+}

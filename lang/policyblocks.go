@@ -276,7 +276,7 @@ var secretSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "env", Required: true},
 		{Name: "hosts", Required: true},
-		{Name: "source", Required: true},
+		{Name: "source"},
 		{Name: "headers"},
 		{Name: "plain_http"},
 	},
@@ -347,10 +347,17 @@ func (l *loader) decodeSecret(b *hcl.Block) {
 	}
 	if a := content.Attributes["source"]; a != nil {
 		if v, ok := l.attrString(a); ok {
-			if err := checkSecretSource(v); err != nil {
+			if err := policy.CheckSecretSource(v); err != nil {
 				l.errorf(a.Expr.Range(), "Invalid secret source", "%v.", err)
 			} else {
 				s.Source = v
+				if strings.HasPrefix(v, "command:") {
+					l.warnf(a.Expr.Range(), "Command source is not run",
+						"sbx never runs a command a spec names: whoever changes the spec could run anything on the host of whoever starts its sandboxes. "+
+							"A command runs only from the user's bindings file ($SBX_BINDINGS, else $XDG_CONFIG_HOME/sbx/bindings.hcl, by default ~/.config/sbx/bindings.hcl), "+
+							"where a binding \"%s\" block names it; without one, starting a sandbox that uses secret.%s fails. "+
+							"Leave source out here, or name an env: or file: source.", s.Name, s.Name)
+				}
 			}
 		}
 	}
@@ -410,32 +417,6 @@ func checkPlainHTTP(s string, hosts []policy.HostPattern) (policy.HostPort, erro
 		return policy.HostPort{}, fmt.Errorf("%q: %s is not one of the secret's hosts", s, p.Suffix)
 	}
 	return policy.HostPort{Host: p.Suffix, Port: 80}, nil
-}
-
-// checkSecretSource checks where the host reads a secret: env:NAME,
-// file:PATH or command:CMD. The value itself is never read here.
-func checkSecretSource(s string) error {
-	kind, rest, ok := strings.Cut(s, ":")
-	if !ok {
-		return fmt.Errorf("source %q must be env:NAME, file:PATH or command:COMMAND", s)
-	}
-	switch kind {
-	case "env":
-		if !validEnvName(rest) {
-			return fmt.Errorf("source %q: %q is not an environment variable name", s, rest)
-		}
-	case "file":
-		if rest == "" {
-			return fmt.Errorf("source %q names no file", s)
-		}
-	case "command":
-		if strings.TrimSpace(rest) == "" {
-			return fmt.Errorf("source %q names no command", s)
-		}
-	default:
-		return fmt.Errorf("source %q: unknown kind %q; use env:NAME, file:PATH or command:COMMAND", s, kind)
-	}
-	return nil
 }
 
 var vfsSchema = &hcl.BodySchema{

@@ -352,8 +352,13 @@ func compareHosts(old, new Sandbox) []Change {
 
 // SourceLabel renders a secret source for people: "env:NAME" and
 // "file:PATH" as written, a command as its program name only, so that
-// arguments (which might carry a literal) are never shown.
+// arguments (which might carry a literal) are never shown, and no source
+// (the spec leaves it to the user's bindings file) as "the user's
+// bindings".
 func SourceLabel(source string) string {
+	if source == "" {
+		return "the user's bindings"
+	}
 	cmd, ok := strings.CutPrefix(source, "command:")
 	if !ok {
 		return source

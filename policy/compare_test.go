@@ -389,6 +389,7 @@ func TestSourceLabel(t *testing.T) {
 		"file:/run/keys/openai":             "file:/run/keys/openai",
 		"command:op read op://vault/claude": "command:op …",
 		"command:pass":                      "command:pass",
+		"":                                  "the user's bindings",
 	} {
 		if got := policy.SourceLabel(in); got != want {
 			t.Errorf("SourceLabel(%q) = %q, want %q", in, got, want)

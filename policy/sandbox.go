@@ -96,8 +96,11 @@ type HostMapping struct {
 
 // SecretBinding brokers one credential: the guest sees a placeholder in Env,
 // and the host substitutes the real value only in requests to Hosts. Source
-// says where the host reads the value ("env:NAME", "file:PATH",
-// "command:..."); the value itself never appears in policy, state or plans.
+// is where the spec says the host reads the value ("env:NAME",
+// "file:PATH", "command:...", or empty); the user's bindings file, which
+// is not part of the policy, may say otherwise, and a spec's command is
+// never run (package bindings chooses). The value itself never appears
+// in policy, state or plans.
 //
 // The value is substituted only where a credential goes, and only as a
 // whole: as the token of "Authorization: Bearer", as the password of

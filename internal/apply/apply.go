@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sbx-dev/sbx/addrs"
+	"github.com/sbx-dev/sbx/internal/bindings"
 	"github.com/sbx-dev/sbx/internal/build/image"
 	"github.com/sbx-dev/sbx/internal/pipeline"
 	"github.com/sbx-dev/sbx/internal/plan"
@@ -49,8 +50,14 @@ type Options struct {
 	// RuntimeBase is where supervisor directories go
 	// (supervisor.RuntimeBase).
 	RuntimeBase string
-	// Spawn configures the supervisors started.
+	// Spawn configures the supervisors started; the values of their
+	// secrets are read in this process, from Spawn.Env and Bindings, and
+	// handed to each supervisor through a pipe.
 	Spawn supervisor.SpawnOptions
+	// Bindings is the user's bindings file, which says where this host
+	// reads each secret's value (sandboxnet.ResolveSecrets); nil means
+	// none.
+	Bindings *bindings.File
 	// Parallelism bounds how many sandboxes start or stop at once; zero
 	// means DefaultParallelism.
 	Parallelism int
@@ -487,13 +494,14 @@ func (a *applier) reload(ctx context.Context, name string, pol policy.Sandbox) e
 }
 
 // secrets reads the values of the secrets of policy pol on this host,
-// from the environment the supervisors get.
+// from the sources the bindings and the spec give them, with the
+// environment the supervisors get.
 func (a *applier) secrets(ctx context.Context, pol policy.Sandbox) (map[string][]byte, error) {
 	environ := a.opts.Spawn.Env
 	if environ == nil {
 		environ = os.Environ()
 	}
-	return sandboxnet.ResolveSecrets(ctx, pol, a.opts.Config.Dir, environ)
+	return sandboxnet.ResolveSecrets(ctx, pol, sandboxnet.SecretSources{ConfigDir: a.opts.Config.Dir, Bindings: a.opts.Bindings, Environ: environ})
 }
 
 func (a *applier) sandboxDir(name string) (string, error) {

@@ -44,6 +44,13 @@ Usage: sbx apply [options] [DIR]
   Interrupting sbx (Ctrl-C) finishes no new change: sandboxes being
   started are stopped, the state is saved, and sbx exits with 130.
 
+  The values of the sandboxes' secrets are read in this process and
+  handed to each supervisor through a pipe; every sandbox's secrets are
+  read again on each apply, so a rotated value or a new binding reaches
+  running sandboxes without a restart. A secret left without a source
+  this host may read stops apply before anything changes.
+
+` + bindingsHelp + `
 Options:
 
   -auto-approve       Apply without asking. Needed when standard input is
@@ -113,6 +120,10 @@ func runApply(ctx context.Context, env *Env, args []string) int {
 	if !ok {
 		return ExitError
 	}
+	binds, ok := loadBindings(v, env)
+	if !ok {
+		return ExitError
+	}
 	readonly := a.lockfile == "readonly" || a.planFile != ""
 	lock, ok := lockForPlan(ctx, env, v, cfg, readonly)
 	if !ok {
@@ -147,6 +158,7 @@ func runApply(ctx context.Context, env *Env, args []string) int {
 		Parallelism: a.parallelism,
 		RuntimeBase: supervisor.RuntimeBase(env.Environ),
 		Spawn:       supervisor.SpawnOptions{Env: env.Environ, Snapshots: snapshots},
+		Bindings:    binds,
 		Build: func(ctx context.Context, name string) (*image.Result, error) {
 			return buildOne(ctx, env, v, cfg, lock, name, a.lockfile == "readonly")
 		},

@@ -46,6 +46,7 @@ Usage: sbx eval [options] [DIR] SANDBOX -- COMMAND [ARG...]
   code), 1 when a run could not run it or the eval could not start, 130
   when interrupted.
 
+` + bindingsHelp + `
 Options:
 
   -n N                How many runs (default 1).
@@ -124,6 +125,10 @@ func runEval(ctx context.Context, env *Env, args []string) int {
 	if !a.checkEnv(v, "eval", sb.Policy) {
 		return ExitError
 	}
+	binds, ok := checkSecrets(v, env, cfg, sb)
+	if !ok {
+		return ExitError
+	}
 	user := a.user
 	if user == "" {
 		user = sb.User
@@ -168,7 +173,7 @@ func runEval(ctx context.Context, env *Env, args []string) int {
 
 	var noted sync.Once
 	var warned sync.Mutex // runs start at once; their warnings one at a time
-	so := pipeline.StartOptions{BootTimeout: a.bootTimeout, Environ: env.Environ, Cold: a.cold}
+	so := pipeline.StartOptions{BootTimeout: a.bootTimeout, Environ: env.Environ, Cold: a.cold}.WithBindings(binds)
 	opts.Start = pipeline.EvalStart(cfg, sb, img, so, func(_ int, s *sandbox.Sandbox) fanout.Sandbox {
 		if m := s.Machine(); m.Emulated() {
 			noted.Do(func() { warnTCG(v, m) })

@@ -42,6 +42,15 @@ Usage: sbx plan [options] [DIR]
   it names, and plan reads no tool configuration of the checkout's (such
   as an .npmrc).
 
+  Plan also shows, for each secret, where this host would read its value
+  when a sandbox starts: the spec's env: or file: source, or your binding
+  (a command as "command" only, never its text), or "!" for a secret left
+  without a source. It reads no value and runs no command, not even a
+  binding's. A binding is the host's, not the sandbox's: changing it
+  changes no plan; "sbx apply" hands running sandboxes their secrets
+  again.
+
+` + bindingsHelp + `
   Plan writes nothing in DIR, so it works in a read-only checkout: where
   DIR has no .sbx there is no state and no lock is taken, and where the
   state lock cannot be created (a read-only file system) the state is read
@@ -122,6 +131,10 @@ func runPlan(ctx context.Context, env *Env, args []string) int {
 	if ld.HasErrors() {
 		return ExitError
 	}
+	binds, ok := loadBindings(report, env)
+	if !ok {
+		return ExitError
+	}
 	// Plan resolves nothing (planLock): a lock file must come with the
 	// checkout. Compared with another revision, a checkout with no lock
 	// file is compared by its specs.
@@ -163,6 +176,8 @@ func runPlan(ctx context.Context, env *Env, args []string) int {
 	// What the mounts show of the checkout now: hidden files and
 	// unhidden secrets, shown with the plan and saved in it.
 	p.Mounts = plan.InspectMounts(ctx, cfg, plan.InspectOptions{})
+	// Where this host would read each secret: chosen, never read.
+	p.Secrets = plan.SecretSources(cfg, binds)
 
 	if a.json {
 		data, err := p.MarshalJSON()

@@ -37,8 +37,10 @@ Usage: sbx run [options] [DIR] SANDBOX -- COMMAND [ARG...]
   in the cache. The VM gets the sandbox's CPUs and memory and a private
   copy-on-write layer over the image's disk, discarded at the end. Its
   network is the sandbox's egress policy, enforced on the host, with its
-  secrets brokered (their values read from this environment: a missing
-  one is an error before anything boots; docs/egress.md), and its
+  secrets brokered (their values read from the sources your bindings
+  file or the spec gives them: a missing one is an error before anything
+  boots, and a secret left without a source before anything is built;
+  docs/egress.md), and its
   workspace mounts are served from their host directories under their
   rules (docs/vfs.md), as for a sandbox that "sbx apply" starts. No audit
   log is kept.
@@ -47,6 +49,7 @@ Usage: sbx run [options] [DIR] SANDBOX -- COMMAND [ARG...]
   process group in the guest, then stops the VM. sbx's own messages go to
   standard error; standard output is the command's alone.
 
+` + bindingsHelp + `
 Options:
 
   -u USER             Run as USER (a name or uid in the image, or uid:gid).
@@ -157,12 +160,16 @@ func runRun(ctx context.Context, env *Env, args []string) int {
 	if !ok || !a.checkEnv(v, "run", sb.Policy) {
 		return ExitError
 	}
+	binds, ok := checkSecrets(v, env, cfg, sb)
+	if !ok {
+		return ExitError
+	}
 	img, ok := lockAndBuild(ctx, &quiet, v, cfg, sb.Image, a.lockfile == "readonly")
 	if !ok {
 		return failedOrInterrupted(ctx, env, "no VM was started")
 	}
 
-	s, err := pipeline.Start(ctx, cfg, sb, img, pipeline.StartOptions{BootTimeout: a.bootTimeout, Environ: env.Environ, Cold: a.cold})
+	s, err := pipeline.Start(ctx, cfg, sb, img, pipeline.StartOptions{BootTimeout: a.bootTimeout, Environ: env.Environ, Cold: a.cold}.WithBindings(binds))
 	if err != nil {
 		if ctx.Err() != nil {
 			return interrupted(env, fmt.Sprintf("%s was stopped while it was booting", sb.Addr()))

@@ -3,9 +3,12 @@ package operation
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/sbx-dev/sbx/internal/apply"
+	"github.com/sbx-dev/sbx/internal/bindings"
 	"github.com/sbx-dev/sbx/internal/build/image"
 	"github.com/sbx-dev/sbx/internal/diags"
 	"github.com/sbx-dev/sbx/internal/lockfiles"
@@ -42,6 +45,9 @@ type ApplyRequest struct {
 	// how their supervisors are started.
 	RuntimeBase string
 	Spawn       supervisor.SpawnOptions
+	// Bindings is the user's bindings file (package bindings), which
+	// says where this host reads each secret's value; nil means none.
+	Bindings *bindings.File
 	// Build builds one image of Config for a sandbox about to start (see
 	// BuildImage for the default way).
 	Build func(ctx context.Context, name string) (*image.Result, error)
@@ -68,8 +74,11 @@ type ApplyOutcome struct {
 // read the state; check the sandboxes it records still run
 // (apply.Refresh); plan against it, with the sandboxes that run but are
 // not in it (NotInState); with a saved plan, refuse unless it
-// is the plan computed now; inspect the mounts; show the plan
-// (Hooks.ShowPlan); ask (Hooks.Confirm) unless AutoApprove or a saved
+// is the plan computed now; inspect the mounts and choose each secret's
+// source (plan.SecretSources); with a secret that has no source this
+// host may read (the spec names a command, which never runs, or
+// nothing, and req.Bindings binds nothing), show the plan and stop with
+// an error that says what to bind; show the plan (Hooks.ShowPlan); ask (Hooks.Confirm) unless AutoApprove or a saved
 // plan; apply it (apply.Apply, which builds with req.Build, starts,
 // replaces and stops sandboxes and saves the state after each change,
 // reporting to Hooks.Progress); report the result (Hooks.Applied); and,
@@ -109,13 +118,25 @@ func Apply(ctx context.Context, req ApplyRequest, h Hooks) (ApplyOutcome, diags.
 		}
 	}
 	p.Mounts = plan.InspectMounts(ctx, cfg, plan.InspectOptions{Outside: true})
+	p.Secrets = plan.SecretSources(cfg, req.Bindings)
 	out.Plan = p
+	// Every sandbox of the configuration is started, updated or has
+	// its secrets read again below: one whose secret has no source this
+	// host may read (a spec's command, which never runs) fails the
+	// apply before anything changes.
+	if d := unboundSecrets(cfg, req.Bindings); d != nil {
+		if err := h.ShowPlan(p); err != nil {
+			return out, ds.Append(diags.Errorf("Cannot print the plan: %v", err))
+		}
+		return out, ds.Append(d)
+	}
 
 	refresh := func() diags.Diagnostics {
 		done, err := apply.RefreshSecrets(ctx, apply.Options{
 			Config: cfg, Plan: p, State: st,
 			RuntimeBase: req.RuntimeBase,
 			Spawn:       req.Spawn,
+			Bindings:    req.Bindings,
 		})
 		for _, addr := range done {
 			h.Message(fmt.Sprintf("%s: secrets read again and handed to the running sandbox.", addr))
@@ -165,6 +186,7 @@ func Apply(ctx context.Context, req ApplyRequest, h Hooks) (ApplyOutcome, diags.
 		Build:       build,
 		RuntimeBase: req.RuntimeBase,
 		Spawn:       req.Spawn,
+		Bindings:    req.Bindings,
 		Parallelism: parallelism,
 		Progress:    h.Progress,
 	})
@@ -176,6 +198,22 @@ func Apply(ctx context.Context, req ApplyRequest, h Hooks) (ApplyOutcome, diags.
 		}
 	}
 	return out, ds
+}
+
+// unboundSecrets returns an error for each secret of each sandbox of
+// cfg that has no source this host may read (bindings.Choose), naming
+// the sandbox; nil when there is none.
+func unboundSecrets(cfg *lang.Config, f *bindings.File) diags.Diagnostics {
+	var ds diags.Diagnostics
+	for _, name := range slices.Sorted(maps.Keys(cfg.Sandboxes)) {
+		sb := cfg.Sandboxes[name]
+		for _, c := range bindings.ChooseAll(f, cfg.Dir, sb.Policy) {
+			if c.Err != nil {
+				ds = ds.Append(diags.Sourceless(diags.Error, fmt.Sprintf("%s cannot read secret.%s", sb.Addr(), c.Secret), c.Err.Error()))
+			}
+		}
+	}
+	return ds
 }
 
 // Quote renders text that sbx prints but does not control (a guest's,

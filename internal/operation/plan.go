@@ -60,6 +60,7 @@ func SamePlan(saved, now *plan.Plan) error {
 	}
 	s, n := *saved, *now
 	s.Mounts, n.Mounts = nil, nil
+	s.Secrets, n.Secrets = nil, nil
 	a, err := s.MarshalJSON()
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sbx-dev/sbx/internal/bindings"
 	"github.com/sbx-dev/sbx/internal/build/image"
 	"github.com/sbx-dev/sbx/internal/sandbox"
 	"github.com/sbx-dev/sbx/internal/sandbox/sandboxfs"
@@ -79,11 +80,26 @@ type StartOptions struct {
 	// the start. EvalStart sets one for all its runs, so that their
 	// machines share the saved memory.
 	snapshots *snapshot.Cache
+	// bindings is the user's bindings file (WithBindings).
+	bindings *bindings.File
+}
+
+// WithBindings returns opts with f, the user's bindings file, which says
+// where this host reads each secret's value (sandboxnet.ResolveSecrets);
+// without it there are none, and only the spec's env: and file: sources
+// are read. It is not a field so that StartOptions stays the mirror of
+// sbx.StartOptions: the Go API carries the bindings with the
+// configuration (sbx.Options.Bindings).
+func (opts StartOptions) WithBindings(f *bindings.File) StartOptions {
+	opts.bindings = f
+	return opts
 }
 
 // Start starts sandbox sb of cfg from its built image img in this
-// process: its spec (SandboxSpec) with the secrets' values read here (a
-// missing one is an error before anything boots) and opts.MountDirs
+// process: its spec (SandboxSpec) with the secrets' values read here,
+// from the sources the bindings (WithBindings) and the spec give them (a missing one,
+// or one the spec leaves to a command, is an error before anything
+// boots) and opts.MountDirs
 // applied, through sandbox.Start, which enforces its egress policy on
 // the VM's network, serves its mounts and configures the guest before
 // it returns. The sandbox is not stopped when ctx ends: Stop it.
@@ -92,7 +108,7 @@ func Start(ctx context.Context, cfg *lang.Config, sb *lang.Sandbox, img *image.R
 	if environ == nil {
 		environ = os.Environ()
 	}
-	secrets, err := sandboxnet.ResolveSecrets(ctx, sb.Policy, cfg.Dir, environ)
+	secrets, err := sandboxnet.ResolveSecrets(ctx, sb.Policy, sandboxnet.SecretSources{ConfigDir: cfg.Dir, Bindings: opts.bindings, Environ: environ})
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/aymanbagabas/go-udiff"
 	"github.com/hashicorp/hcl/v2"
+	"github.com/sbx-dev/sbx/internal/bindings"
 	"github.com/sbx-dev/sbx/internal/lockfiles"
 	"github.com/sbx-dev/sbx/internal/plan"
 	"github.com/sbx-dev/sbx/internal/recipe"
@@ -40,7 +41,10 @@ const goldenLineage = "5b0f3c1e-8a2d-4e7f-9c61-2d4b7a90e3f5"
 // Against instead, without state; a line "unlocked: before" (or "after")
 // plans it as if that side had no lock file (AgainstSides). Every plan
 // carries the mount reports of the after configuration (InspectMounts)
-// over its files as the archive has them; a line "many: PATH COUNT" adds
+// over its files as the archive has them, and where this host reads each
+// of its secrets (SecretSources) with the bindings of the archive's
+// bindings.hcl, taken as ~/.config/sbx/bindings.hcl (none when it has
+// none); a line "many: PATH COUNT" adds
 // COUNT empty files named by the printf pattern PATH (with one %d), for
 // trees too big to list in the archive.
 func TestGolden(t *testing.T) {
@@ -144,6 +148,15 @@ func runGolden(t *testing.T, file string) {
 		t.Fatalf("plan: %v", diags)
 	}
 	p.Mounts = plan.InspectMounts(context.Background(), afterCfg, plan.InspectOptions{})
+	var binds *bindings.File
+	if src := section(ar, "bindings.hcl"); src != nil {
+		var d hcl.Diagnostics
+		binds, d = bindings.Parse(src, "/home/user/.config/sbx/bindings.hcl", bindings.Options{Home: "/home/user"})
+		if d.HasErrors() {
+			t.Fatalf("bindings.hcl: %v", d)
+		}
+	}
+	p.Secrets = plan.SecretSources(afterCfg, binds)
 
 	var text bytes.Buffer
 	if err := plan.Render(&text, p, plan.RenderOptions{}); err != nil {

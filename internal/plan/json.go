@@ -26,6 +26,8 @@ type jsonPlan struct {
 	// Mounts came after format 1.0 was first written: left out when
 	// there are none, so older readers of such plans see no change.
 	Mounts []MountReport `json:"mounts,omitempty"`
+	// SecretSources came later still, left out the same way.
+	SecretSources []SecretReport `json:"secret_sources,omitempty"`
 }
 
 type jsonState struct {
@@ -75,6 +77,7 @@ func (p *Plan) MarshalJSON() ([]byte, error) {
 		ResourceChanges: []jsonChange{},
 		Summary:         p.Summary(),
 		Mounts:          p.Mounts,
+		SecretSources:   p.Secrets,
 	}
 	if p.StateLineage != "" {
 		jp.State = &jsonState{Lineage: p.StateLineage, Serial: p.StateSerial}
@@ -141,7 +144,7 @@ func (p *Plan) UnmarshalJSON(b []byte) error {
 	if dec.More() {
 		return fmt.Errorf("invalid plan: data after the plan object")
 	}
-	out := Plan{Against: jp.Against, Unlocked: jp.Unlocked, Mounts: jp.Mounts}
+	out := Plan{Against: jp.Against, Unlocked: jp.Unlocked, Mounts: jp.Mounts, Secrets: jp.SecretSources}
 	if jp.State != nil {
 		out.StateLineage, out.StateSerial = jp.State.Lineage, jp.State.Serial
 	}

@@ -59,6 +59,12 @@ type Plan struct {
 	// was made, not a change: apply inspects again rather than compare
 	// them with a saved plan's.
 	Mounts []MountReport
+	// Secrets say, for each secret of the desired sandboxes, where this
+	// host reads its value (SecretSources): the spec's source or the
+	// user's binding. Like Mounts they describe the host when the plan
+	// was made, not a change, and apply chooses again rather than
+	// compare them with a saved plan's.
+	Secrets []SecretReport
 }
 
 // ResourceChange is the planned change to one resource.

@@ -31,13 +31,15 @@ type RenderOptions struct {
 // (Plan.Unlocked). Unchanged resources are not shown. Hashes are abbreviated; the
 // JSON form (MarshalJSON) carries them in full. A change's reason, which
 // may quote a sandbox's runtime (its supervisor's error, its console), is
-// escaped to one line by package termtext. Last comes what each mount
-// shows of its host directory (Plan.Mounts; RenderMounts).
+// escaped to one line by package termtext. Then comes where this host
+// reads each secret (Plan.Secrets), and last what each mount shows of
+// its host directory (Plan.Mounts; RenderMounts).
 func Render(w io.Writer, p *Plan, opts RenderOptions) error {
 	bw := bufio.NewWriter(w)
 	r := &renderer{w: bw, opts: opts}
 	r.plan(p)
 	if p != nil {
+		r.secrets(p.Secrets)
 		r.mounts(p.Mounts)
 	}
 	return bw.Flush()

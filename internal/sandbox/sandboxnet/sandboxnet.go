@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/sbx-dev/sbx/internal/bindings"
 	"github.com/sbx-dev/sbx/internal/egress"
 	"github.com/sbx-dev/sbx/internal/egress/audit"
 	"github.com/sbx-dev/sbx/internal/egress/ca"
@@ -314,22 +316,65 @@ func (n *Net) closeAudit() error {
 	return n.aud.Close()
 }
 
+// SecretSources says where ResolveSecrets reads secrets' values.
+type SecretSources struct {
+	// ConfigDir is the directory of the configuration the policy is
+	// from: bindings are chosen for it, and the spec's relative file:
+	// sources are read in it.
+	ConfigDir string
+	// Bindings is the user's bindings file (package bindings); nil
+	// means no bindings, so that only the spec's env: and file: sources
+	// are read.
+	Bindings *bindings.File
+	// Environ is the environment env: sources are read from and
+	// commands run with; nil means this process's.
+	Environ []string
+}
+
 // ResolveSecrets reads the value of each secret of p on the host, from
-// its source (secretsrc.Resolve: env: from environ, file: relative to
-// dir, command: run in dir). The first that fails is the error, naming
-// the secret; a value never appears in an error.
-func ResolveSecrets(ctx context.Context, p policy.Sandbox, dir string, environ []string) (map[string][]byte, error) {
-	values := make(map[string][]byte, len(p.Secrets))
-	for _, s := range p.Secrets {
-		v, err := secretsrc.Resolve(ctx, s.Source, secretsrc.Options{Dir: dir, Environ: environ})
-		if err != nil {
-			where := ""
-			if s.Origin.File != "" {
-				where = fmt.Sprintf(" (%s:%d)", s.Origin.File, s.Origin.Line)
-			}
-			return nil, fmt.Errorf("secret.%s%s: %w", s.Name, where, err)
+// the source bindings.Choose chooses for it: the user's binding for the
+// configuration, else the spec's env: or file: source — never a
+// command the spec names. Read with secretsrc.Resolve: env: from
+// src.Environ, file: and command: relative to and in the directory
+// Choose says (the configuration's for the spec's sources, the bindings
+// file's for a binding's). Sources are chosen for every secret before
+// any is read, so that a secret without one (a *bindings.UnboundError,
+// saying what to bind) fails the start before a binding's command runs.
+// The first failure is the error, naming the secret and where its source
+// is written; a value never appears in an error.
+func ResolveSecrets(ctx context.Context, p policy.Sandbox, src SecretSources) (map[string][]byte, error) {
+	dir, err := filepath.Abs(src.ConfigDir)
+	if err != nil {
+		return nil, err
+	}
+	choices := bindings.ChooseAll(src.Bindings, dir, p)
+	for _, c := range choices {
+		if c.Err != nil {
+			return nil, c.Err
 		}
-		values[s.Name] = v
+	}
+	values := make(map[string][]byte, len(choices))
+	for _, c := range choices {
+		v, err := secretsrc.Resolve(ctx, c.Source, secretsrc.Options{Dir: c.Dir, Environ: src.Environ})
+		if err != nil {
+			for _, v := range values {
+				clear(v)
+			}
+			return nil, fmt.Errorf("secret.%s%s: %w", c.Secret, originText(c), err)
+		}
+		values[c.Secret] = v
 	}
 	return values, nil
+}
+
+// originText says where a chosen source is written, for errors:
+// " (main.hcl:12)" or " (binding at ~/.config/sbx/bindings.hcl:3)".
+func originText(c bindings.Choice) string {
+	if c.Origin.File == "" {
+		return ""
+	}
+	if c.From == bindings.FromBindings {
+		return fmt.Sprintf(" (binding at %s:%d)", c.Origin.File, c.Origin.Line)
+	}
+	return fmt.Sprintf(" (%s:%d)", c.Origin.File, c.Origin.Line)
 }
