@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/sbx-dev/sbx/addrs"
+	"github.com/sbx-dev/sbx/internal/hostenv"
 	"github.com/sbx-dev/sbx/internal/lockfiles"
 	"github.com/sbx-dev/sbx/internal/machine/machinetest"
 	"github.com/sbx-dev/sbx/internal/state"
@@ -403,6 +404,30 @@ func TestApplyLifecycle(t *testing.T) {
 		if nrt := w.runtimeOf("box"); nrt.Pid != rt.Pid {
 			t.Errorf("the secret's update restarted the sandbox")
 		}
+		// A binding in the user's bindings file takes the secret over:
+		// the plan has no change, the binding's command runs in sbx
+		// apply, and the running sandbox gets its value without a
+		// restart.
+		bound := filepath.Join(t.TempDir(), "bound-ran")
+		bindings := filepath.Join(hostenv.Get(w.environ, "HOME"), ".config", "sbx", "bindings.hcl")
+		if err := os.MkdirAll(filepath.Dir(bindings), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(bindings, []byte("binding \"token\" {\n  source = \"command:touch "+bound+"; echo third-value-0123456789\"\n}\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(bindings)
+		code, out, stderr = w.sbx(nil, "apply", "-auto-approve", w.dir)
+		if code != 0 || !strings.Contains(out, "No changes") || !strings.Contains(out, "sandbox.box: secrets read again") ||
+			!strings.Contains(out, "secret.token: command (bindings ~/.config/sbx/bindings.hcl:1)") {
+			t.Errorf("apply with a binding: exit %d\n%s\n%s", code, out, stderr)
+		}
+		if _, err := os.Stat(bound); err != nil {
+			t.Errorf("apply did not run the binding's command: %v", err)
+		}
+		if nrt := w.runtimeOf("box"); nrt.Pid != rt.Pid {
+			t.Errorf("the binding restarted the sandbox")
+		}
 		// The values reach the supervisor on a pipe and the control
 		// socket only: none of the files in its directory holds them.
 		ents, err := os.ReadDir(rt.Dir)
@@ -414,7 +439,8 @@ func TestApplyLifecycle(t *testing.T) {
 			if err != nil {
 				continue // sockets, directories
 			}
-			if strings.Contains(string(b), "first-value-0123456789") || strings.Contains(string(b), "second-value-9876543210") {
+			if strings.Contains(string(b), "first-value-0123456789") || strings.Contains(string(b), "second-value-9876543210") ||
+				strings.Contains(string(b), "third-value-0123456789") {
 				t.Errorf("%s holds a secret's value", e.Name())
 			}
 		}

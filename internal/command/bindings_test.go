@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/sbx-dev/sbx/internal/hostenv"
+	"github.com/sbx-dev/sbx/internal/plan"
+	"github.com/sbx-dev/sbx/policy"
 )
 
 // bindingsPath is where the fixture's user keeps the bindings file:
@@ -204,5 +206,22 @@ func TestBindingsFileOthersControlRefused(t *testing.T) {
 			}
 			noFile(t, marker, "the refused file's command")
 		})
+	}
+}
+
+// TestApplyShowsSecretSourcesWithNoChanges: an apply with nothing to
+// change still reads the running sandboxes' secrets, so it shows where
+// from, as plan does.
+func TestApplyShowsSecretSourcesWithNoChanges(t *testing.T) {
+	var out strings.Builder
+	env := &Env{Stdout: &out, Stderr: &out}
+	h := newHooks(t.Context(), env, newView(env, true))
+	p := &plan.Plan{Against: "state", Secrets: []plan.SecretReport{{Secret: "token", Sandboxes: []string{"sandbox.box"},
+		Kind: "command", From: "bindings", Origin: policy.Origin{Block: "binding.token", File: "~/.config/sbx/bindings.hcl", Line: 3}}}}
+	if err := h.ShowPlan(p); err != nil {
+		t.Fatal(err)
+	}
+	if want := "secret.token: command (bindings ~/.config/sbx/bindings.hcl:3), for sandbox.box"; !strings.Contains(out.String(), want) {
+		t.Errorf("apply with no changes shows\n%s\nwant %q", out.String(), want)
 	}
 }

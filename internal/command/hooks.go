@@ -31,11 +31,16 @@ func newHooks(ctx context.Context, env *Env, v *view) *hooks {
 
 func (h *hooks) Message(line string) { h.v.println("%s", line) }
 
-// ShowPlan renders p; a plan with no changes shows only what its mounts
-// expose.
+// ShowPlan renders p; a plan with no changes shows only where its
+// secrets are read and what its mounts expose.
 func (h *hooks) ShowPlan(p *plan.Plan) error {
 	opts := plan.RenderOptions{Color: h.v.colorOut, Width: int(h.v.width)}
 	if !p.HasChanges() {
+		// Nothing changes, but the running sandboxes' secrets are read
+		// again, and their mounts are live.
+		if err := plan.RenderSecrets(h.v.stdout, p.Secrets, opts); err != nil {
+			return err
+		}
 		return plan.RenderMounts(h.v.stdout, p.Mounts, opts)
 	}
 	return plan.Render(h.v.stdout, p, opts)

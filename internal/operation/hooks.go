@@ -19,8 +19,8 @@ type Hooks interface {
 	// be taken, the secrets handed to a running sandbox.
 	Message(line string)
 	// ShowPlan shows the plan about to be applied; for a plan with no
-	// changes, the mount reports that come with it. An error stops the
-	// operation before anything changes.
+	// changes, the secret sources and mount reports that come with it.
+	// An error stops the operation before anything changes.
 	ShowPlan(p *plan.Plan) error
 	// Confirm asks whether to go ahead with the plan just shown. False
 	// stops the operation with nothing changed; Confirm reports why

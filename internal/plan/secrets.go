@@ -1,6 +1,8 @@
 package plan
 
 import (
+	"bufio"
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -92,6 +94,16 @@ func problem(s policy.SecretBinding, f *bindings.File) string {
 		return "the spec's source is a command, which sbx never runs; bind secret." + s.Name + " in " + where
 	}
 	return "the spec names no source; bind secret." + s.Name + " in " + where
+}
+
+// RenderSecrets writes the secret reports as Render writes them after a
+// plan's changes. Apply uses it, with RenderMounts, when there is nothing
+// to change: it reads the running sandboxes' secrets again all the same.
+func RenderSecrets(w io.Writer, reports []SecretReport, opts RenderOptions) error {
+	bw := bufio.NewWriter(w)
+	r := &renderer{w: bw, opts: opts}
+	r.secrets(reports)
+	return bw.Flush()
 }
 
 // secrets renders the secret reports: one line per secret, its source's
