@@ -239,7 +239,7 @@ func (b *bench) measure(ctx context.Context, img *image.Result, res *results) er
 	b.sb, err = sandbox.Start(startCtx,
 		sandbox.Spec{Name: "vfsbench", Image: si, CPUs: 1, Memory: machineMemory,
 			Policy: policy.Sandbox{Mounts: []policy.Mount{mount, fsm}},
-			Mounts: []sandboxfs.Mount{{Policy: mount, HostDir: b.tree}, {Policy: fsm, HostDir: b.tree, Transport: sandboxfs.TransportVirtioFS}}},
+			Mounts: []sandboxfs.Mount{{Policy: mount, HostDir: b.tree, Transport: sandboxfs.Transport9P}, {Policy: fsm, HostDir: b.tree, Transport: sandboxfs.TransportVirtioFS}}},
 		sandbox.Options{Hypervisor: qemu.New(&host), Dir: b.base, CA: auth, Bench: machine.Bench{VirtFS: b.tree}})
 	cancel()
 	if err != nil {
