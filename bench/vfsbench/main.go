@@ -246,11 +246,14 @@ func (b *bench) measure(ctx context.Context, img *image.Result, res *results) er
 		return err
 	}
 	// QEMU's export is mounted as the sandbox's is: the same msize and
-	// cache mode.
+	// cache mode. Each column's transport is checked in /proc/mounts, so
+	// that a changed default cannot measure one transport twice.
 	prep := fmt.Sprintf(`set -e
 mkdir -p %[1]s %[3]s
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=%[4]d,cache=%[5]s %[2]s %[1]s
 test -f %[1]s/repo/d000/f000.txt
+grep -q ' %[6]s 9p ' /proc/mounts || { echo '%[6]s is not served over 9P' >&2; exit 1; }
+grep -q ' %[7]s virtiofs ' /proc/mounts || { echo '%[7]s is not served over virtio-fs' >&2; exit 1; }
 test ! -e %[6]s/.env
 git config --global safe.directory '*'
 cp -a %[1]s/repo %[3]s/repo
