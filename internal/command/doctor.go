@@ -39,6 +39,11 @@ Usage: sbx doctor [options] [DIR]
     npm          for npm: sources: npm and the registry it names
     oci          for OCI references: registry credentials (the docker
                  config's credential helpers)
+    bindings     your bindings file (SBX_BINDINGS, else
+                 ~/.config/sbx/bindings.hcl): that sbx may read it, and
+                 which source each secret of the configuration is read
+                 from, with the block to add for one that has none; it
+                 reads no value and runs no command
     runtime-dir  where supervisors keep their sockets: yours, mode 0700,
                  no symbolic link, short enough for socket paths
     cache-dir    the build cache: writable by you only, and its free space

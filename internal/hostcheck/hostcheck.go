@@ -45,7 +45,8 @@ type Result struct {
 	// Name says what was checked: "qemu" (the emulator for the host's
 	// architecture), "qemu-ARCH" (for another architecture a
 	// configuration's images use, such as "qemu-arm64"), "accel",
-	// "config", "apt", "npm", "oci", "runtime-dir" or "cache-dir".
+	// "mounts", "config", "apt", "npm", "oci", "bindings", "runtime-dir"
+	// or "cache-dir".
 	Name   string `json:"name"`
 	Status Status `json:"status"`
 	// Detail says what was found, naming paths, versions and commands.
@@ -105,7 +106,7 @@ func (o *Options) getenv(name string) string { return hostenv.Get(o.Environ, nam
 
 // Run runs every check that applies and returns their results in a fixed
 // order: the emulators, acceleration, the configuration and its sources'
-// tools, the runtime directory and the cache directory. It never fails as
+// tools, the bindings file, the runtime directory and the cache directory. It never fails as
 // a whole: what cannot be checked is a result of its own. ctx bounds the
 // programs it runs.
 func Run(ctx context.Context, opts Options) []Result {
@@ -125,6 +126,7 @@ func Run(ctx context.Context, opts Options) []Result {
 			out = append(out, checkOCI(ctx, &opts))
 		}
 	}
+	out = append(out, checkBindings(&opts))
 	out = append(out, checkRuntimeDir(&opts))
 	out = append(out, checkCacheDir(&opts))
 	return out
