@@ -228,6 +228,9 @@ func FuzzSession(f *testing.F) {
 	f.Add(byte(TypeExec), byte(3), []byte{1, 0x11, 0, 1, 0x20, 1, 'x', 0, 0x21, 0, 1, 0x15})
 	f.Add(byte(TypeFileGet), byte(0), []byte{0, 0x32, 0, 0x20, 1, 'x', 0, 0x21, 1, 0, 0x33})
 	f.Add(byte(TypeFilePut), byte(0), []byte{1, 0x20, 0, 'x', 1, 0x21, 0, 0, 0x22, 0, 0, 0, 0, 1})
+	// A host cancel after the guest's exit: accepted, and the session
+	// stays ended.
+	f.Add(byte(TypeExec), byte(0), []byte{0, byte(TypeExit), 0, 1, byte(TypeCancel), 0})
 	f.Fuzz(func(t *testing.T, kind, flags byte, script []byte) {
 		exec := &Exec{Stdin: flags&1 != 0}
 		if flags&2 != 0 {
@@ -264,7 +267,15 @@ func FuzzSession(f *testing.F) {
 				}
 				continue
 			}
-			if !host && ended {
+			if host {
+				// The host may still send (a cancel racing the
+				// guest's exit); its frames never end the session.
+				if s.Ended() != ended {
+					t.Fatalf("host %s changed Ended to %v", typ, s.Ended())
+				}
+				continue
+			}
+			if ended {
 				t.Fatalf("guest %s accepted after the session's end", typ)
 			}
 			if end != s.Ended() || end && typ != TypeExit && typ != TypeResult {
