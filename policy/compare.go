@@ -460,6 +460,49 @@ func compareSecretPlaces(o, s SecretBinding) []Change {
 		}
 		cs = append(cs, c)
 	}
+	cs = append(cs, compareAWS(o, s)...)
+	return cs
+}
+
+// compareAWS compares what an AWS credential is re-signed for. Becoming
+// an AWS credential, or a service or region added, widens: the real
+// credential signs requests it did not. Ceasing to be one, or one
+// dropped, narrows; the variables the placeholders go in are neutral.
+func compareAWS(o, s SecretBinding) []Change {
+	var cs []Change
+	switch {
+	case o.AWS == nil && s.AWS == nil:
+		return nil
+	case s.AWS == nil:
+		return []Change{{Op: RuleRemoved, Direction: Narrow, Kind: "secret.aws", Subject: s.Name, Origin: s.Origin,
+			Detail: fmt.Sprintf("secret %s is no longer an AWS credential re-signed on the host", s.Name)}}
+	}
+	oa := o.AWS
+	if oa == nil {
+		oa = &AWSCredential{}
+		cs = append(cs, Change{Op: RuleAdded, Direction: Widen, Kind: "secret.aws", Subject: s.Name, Origin: s.Origin,
+			Detail: fmt.Sprintf("secret %s is an AWS credential: requests to its hosts signed with its placeholders are re-signed with the real one", s.Name)})
+	} else if oa.SecretKeyEnv != s.AWS.SecretKeyEnv || oa.SessionTokenEnv != s.AWS.SessionTokenEnv {
+		cs = append(cs, Change{Op: RuleModified, Direction: Neutral, Kind: "secret.aws.env", Subject: s.Name, Origin: s.Origin,
+			Detail: fmt.Sprintf("secret %s puts its placeholders in $%s and $%s", s.Name, s.AWS.SecretKeyEnv, s.AWS.SessionTokenEnv)})
+	}
+	for _, f := range []struct {
+		kind, what string
+		old, new   []string
+	}{
+		{"secret.aws.services", "service", oa.Services, s.AWS.Services},
+		{"secret.aws.regions", "region", oa.Regions, s.AWS.Regions},
+	} {
+		for _, d := range diffStrings(f.old, f.new) {
+			c := Change{Op: RuleAdded, Direction: Widen, Kind: f.kind, Subject: s.Name, Origin: s.Origin,
+				Detail: fmt.Sprintf("AWS secret %s also signs requests for %s %s", s.Name, f.what, d.value)}
+			if !d.added {
+				c.Op, c.Direction = RuleRemoved, Narrow
+				c.Detail = fmt.Sprintf("AWS secret %s no longer signs requests for %s %s", s.Name, f.what, d.value)
+			}
+			cs = append(cs, c)
+		}
+	}
 	return cs
 }
 
