@@ -13,8 +13,16 @@ import (
 // --format process` prints it (the credential_process format):
 // {"Version":1,"AccessKeyId":…,"SecretAccessKey":…,"SessionToken":…,
 // "Expiration":…}; SessionToken and Expiration are optional, Version
-// must be 1 when present. Errors never quote the input.
+// must be 1 when present. Text that is not JSON is read as the lines
+// `--format env` prints (envCredentialJSON). Errors never quote the input.
 func ParseCredential(b []byte) (Credential, error) {
+	if t := bytes.TrimSpace(b); len(t) > 0 && t[0] != '{' {
+		j, err := envCredentialJSON(t)
+		if err != nil {
+			return Credential{}, err
+		}
+		b = j
+	}
 	var v struct {
 		Version         *int
 		AccessKeyID     string `json:"AccessKeyId"`
