@@ -176,6 +176,11 @@ func TestAWSRefusals(t *testing.T) {
 			r.Header.Set("Authorization", "Bearer "+ph.AccessKeyID)
 			return r
 		}, "no Signature Version 4"},
+		{"placeholder secret key as a bearer token", func() *http.Request {
+			r, _ := http.NewRequest("GET", bedrock, nil)
+			r.Header.Set("Authorization", "Bearer "+ph.SecretAccessKey)
+			return r
+		}, "never substituted"},
 		{"tampered chunk", func() *http.Request {
 			return chunkedPut(t, ph, [][]byte{bytes.Repeat([]byte("a"), 8192), []byte("tail")}, true)
 		}, "chunk"},
