@@ -218,3 +218,34 @@ func TestAWSRefusals(t *testing.T) {
 		t.Errorf("%d audit refusals naming the AWS secret, want %d", denied, len(cases))
 	}
 }
+
+// TestAWSBedrockStylePOST sends a JSON POST signed as Bedrock's
+// InvokeModel is (no x-amz-content-sha256, so the engine hashes the
+// body; a model id whose ":" the path escapes twice when signed): the
+// fake accepts the real credential's signature and gets the body.
+func TestAWSBedrockStylePOST(t *testing.T) {
+	h, fake, ph := awsHarness(t)
+	body := []byte(`{"anthropic_version":"bedrock-2023-05-31","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`)
+	req := signed(t, ph, "POST", "https://bedrock.aws.test/model/anthropic.claude-sonnet-4%3A0/invoke", "bedrock", "us-east-1", "", body)
+	for _, h2 := range []bool{true, false} {
+		res, err := h.client(h2).Do(req.Clone(context.Background()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Errorf("h2=%v: %d %s", h2, res.StatusCode, msg)
+		}
+		req = signed(t, ph, "POST", "https://bedrock.aws.test/model/anthropic.claude-sonnet-4%3A0/invoke", "bedrock", "us-east-1", "", body)
+	}
+	got := fake.Received()
+	if len(got) != 2 {
+		t.Fatalf("the fake got %d requests", len(got))
+	}
+	for _, r := range got {
+		if r.Err != "" || r.Service != "bedrock" || !bytes.Equal(r.Body, body) {
+			t.Errorf("the fake: %+v", r)
+		}
+	}
+}
