@@ -70,7 +70,8 @@ func compileAWS(b policy.SecretBinding, value []byte, ph string) ([]*secret, err
 }
 
 // awsRequest is a guest request whose signature was verified, to be
-// signed again with the real credential just before it leaves.
+// signed again with the real credential just before it leaves (resign
+// returns the new signature, which masking turns back into the guest's).
 type awsRequest struct {
 	cred        *awsCred
 	auth        *sigv4.Auth
@@ -204,7 +205,7 @@ func (p *Policy) checkAWS(host string, isTLS bool, r *http.Request) (*awsRequest
 // real session token in (or drops it, for a credential without one).
 // An aws-chunked body is re-signed chunk by chunk, chained from the new
 // signature.
-func (ar *awsRequest) resign(r *http.Request, authority string) error {
+func (ar *awsRequest) resign(r *http.Request, authority string) (string, error) {
 	real := ar.cred.real
 	var signed []string
 	for _, h := range ar.auth.SignedHeaders {
@@ -228,7 +229,7 @@ func (ar *awsRequest) resign(r *http.Request, authority string) error {
 	sr.Host = authority
 	sig, err := sigv4.Sign(sr, &na, ar.amzDate, ar.payloadHash, real.SecretAccessKey)
 	if err != nil {
-		return err
+		return "", err
 	}
 	na.Signature = sig
 	r.Header.Set("Authorization", na.String())
@@ -236,14 +237,14 @@ func (ar *awsRequest) resign(r *http.Request, authority string) error {
 		declared := int64(-1)
 		if v := r.Header.Get("X-Amz-Decoded-Content-Length"); v != "" {
 			if declared, err = strconv.ParseInt(v, 10, 64); err != nil || declared < 0 {
-				return errors.New("malformed x-amz-decoded-content-length")
+				return "", errors.New("malformed x-amz-decoded-content-length")
 			}
 		}
 		r.Body = &chunkCheck{Resigner: sigv4.NewResigner(r.Body,
 			sigv4.NewChunkSigner(ar.auth, ar.amzDate, ar.auth.Signature, ar.cred.ph.SecretAccessKey),
 			sigv4.NewChunkSigner(&na, ar.amzDate, sig, real.SecretAccessKey), declared), ar: ar}
 	}
-	return nil
+	return sig, nil
 }
 
 func (c *awsCred) bound(host string) bool {

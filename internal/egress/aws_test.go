@@ -222,7 +222,8 @@ func TestAWSRefusals(t *testing.T) {
 // TestAWSBedrockStylePOST sends a JSON POST signed as Bedrock's
 // InvokeModel is (no x-amz-content-sha256, so the engine hashes the
 // body; a model id whose ":" the path escapes twice when signed): the
-// fake accepts the real credential's signature and gets the body.
+// fake accepts the real credential's signature and gets the body, and
+// the echo of the real Authorization reaches the guest as its own.
 func TestAWSBedrockStylePOST(t *testing.T) {
 	h, fake, ph := awsHarness(t)
 	body := []byte(`{"anthropic_version":"bedrock-2023-05-31","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`)
@@ -236,6 +237,12 @@ func TestAWSBedrockStylePOST(t *testing.T) {
 		res.Body.Close()
 		if res.StatusCode != http.StatusOK {
 			t.Errorf("h2=%v: %d %s", h2, res.StatusCode, msg)
+		}
+		// The fake echoes the Authorization it got: the guest sees its
+		// own signature and the placeholder key id, never the real ones.
+		guestAuth := req.Header.Get("Authorization")
+		if !strings.Contains(string(msg), guestAuth) || strings.Contains(string(msg), sdkE2EReal.AccessKeyID) {
+			t.Errorf("h2=%v: the echoed authorization is not the guest's own: %s (sent %s)", h2, msg, guestAuth)
 		}
 		req = signed(t, ph, "POST", "https://bedrock.aws.test/model/anthropic.claude-sonnet-4%3A0/invoke", "bedrock", "us-east-1", "", body)
 	}

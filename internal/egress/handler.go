@@ -189,10 +189,15 @@ func (e *Engine) handle(w http.ResponseWriter, r *http.Request, f *flow, isTLS b
 	}
 	if awsReq != nil {
 		// Signed last, over the headers as they leave.
-		if err := awsReq.resign(r, authority); err != nil {
+		sig, err := awsReq.resign(r, authority)
+		if err != nil {
 			deny(http.StatusForbidden, awsReq.cred.refuse(f.name, "re-signing it: "+err.Error()).reason, awsReq.cred.binding.Origin)
 			return
 		}
+		// An upstream that echoes the request would hand the guest a
+		// signature made with the real key: it sees its own instead.
+		rs.mask = pol.mask.withPairs(append(sub.extra, [2]string{sig, awsReq.auth.Signature}), pol.maskPairs)
+		cw.mask = rs.mask
 	}
 	e.proxy.ServeHTTP(cw, r.WithContext(context.WithValue(r.Context(), requestStateKey{}, rs)))
 	if rs.mask != nil {

@@ -65,8 +65,10 @@ func (f *Fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		sum := sha256.Sum256(body)
 		w.Header().Set("ETag", `"`+hex.EncodeToString(sum[:16])+`"`)
 	default:
+		// Echoes the authorization, as a hostile or debugging service
+		// might: the guest must not get a real signature from it.
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"ok":true}`)
+		fmt.Fprintf(w, `{"ok":true,"authorization":%q}`, r.Header.Get("Authorization"))
 	}
 }
 
