@@ -104,10 +104,15 @@ func (p *Policy) checkAWS(host string, isTLS bool, r *http.Request) (*awsRequest
 	if len(p.aws) == 0 {
 		return nil, nil
 	}
-	for _, c := range p.aws {
-		if strings.Contains(r.URL.RawQuery, c.ph.AccessKeyID) || strings.Contains(r.URL.RawQuery, c.ph.SessionToken) {
-			if sigv4.IsPresigned(r.URL.Query()) {
-				return nil, c.refuse(host, "it is a presigned URL (query authorization) made with the placeholder credential; sbx re-signs only requests signed in the Authorization header, and never forwards a placeholder")
+	if q := r.URL.Query(); sigv4.IsPresigned(q) {
+		// Decoded: the guest may percent-encode what it likes.
+		for _, c := range p.aws {
+			for _, vals := range q {
+				for _, v := range vals {
+					if strings.Contains(v, c.ph.AccessKeyID) || strings.Contains(v, c.ph.SessionToken) {
+						return nil, c.refuse(host, "it is a presigned URL (query authorization) made with the placeholder credential; sbx re-signs only requests signed in the Authorization header, and never forwards a placeholder")
+					}
+				}
 			}
 		}
 	}

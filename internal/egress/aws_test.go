@@ -188,6 +188,11 @@ func TestAWSRefusals(t *testing.T) {
 			r, _ := http.NewRequest("GET", "https://s3.aws.test/bucket/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential="+ph.AccessKeyID+"%2F20261203%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Signature="+strings.Repeat("a", 64), nil)
 			return r
 		}, "presigned URL"},
+		{"presigned URL, key id percent-encoded", func() *http.Request {
+			enc := "%" + strconv.FormatInt(int64(ph.AccessKeyID[0]), 16) + ph.AccessKeyID[1:]
+			r, _ := http.NewRequest("GET", "https://s3.aws.test/bucket/k?X-Amz-Credential="+enc+"%2F20261203%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Signature="+strings.Repeat("a", 64), nil)
+			return r
+		}, "presigned URL"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
