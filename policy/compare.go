@@ -41,7 +41,8 @@ type Change struct {
 	// "allow.methods", "allow.paths", "allow.git_push", "tcp", "hosts",
 	// "ca", "secret",
 	// "secret.source", "secret.hosts", "secret.headers",
-	// "secret.plain_http", "secret.env", "mount",
+	// "secret.plain_http", "secret.env", "secret.aws",
+	// "secret.aws.services", "secret.aws.regions", "secret.aws.env", "mount",
 	// "mount.host", "mount.access", "mount.hide", "mount.readonly",
 	// "mount.tmpfs", "mount.git_metadata", "mount.owner", "forbid_env". Compare lists changes
 	// in this order.
@@ -62,6 +63,7 @@ var kinds = []string{
 	"allow", "allow.passthrough", "allow.methods", "allow.paths", "allow.git_push",
 	"tcp", "hosts", "ca",
 	"secret", "secret.source", "secret.hosts", "secret.headers", "secret.plain_http", "secret.env",
+	"secret.aws", "secret.aws.services", "secret.aws.regions", "secret.aws.env",
 	"mount", "mount.host", "mount.access", "mount.hide", "mount.readonly", "mount.tmpfs", "mount.git_metadata", "mount.owner",
 	"forbid_env",
 	"image.input",
