@@ -254,7 +254,7 @@ func fetchBlob(repo name.Repository, d string, size int64, w io.Writer, ro []rem
 // rawManifest is a manifest to put as it is.
 type rawManifest []byte
 
-func (m rawManifest) RawManifest() ([]byte, error)         { return m, nil }
+func (m rawManifest) RawManifest() ([]byte, error)        { return m, nil }
 func (m rawManifest) MediaType() (types.MediaType, error) { return types.OCIManifestSchema1, nil }
 
 // blob is a file's or a buffer's bytes as a layer, uploaded as they are.
@@ -284,7 +284,7 @@ func (b *blob) Size() (int64, error) {
 	}
 	return int64(len(b.data)), nil
 }
-func (b *blob) MediaType() (types.MediaType, error) { return b.mediaType, nil }
+func (b *blob) MediaType() (types.MediaType, error)  { return b.mediaType, nil }
 func (b *blob) Uncompressed() (io.ReadCloser, error) { return b.Compressed() }
 func (b *blob) Compressed() (io.ReadCloser, error) {
 	if b.path == "" {
