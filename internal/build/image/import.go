@@ -11,6 +11,8 @@ import (
 	"slices"
 
 	"github.com/sbx-dev/sbx/internal/build/cache"
+	"github.com/sbx-dev/sbx/internal/lockfiles"
+	"github.com/sbx-dev/sbx/lang"
 )
 
 // MaxManifestSize bounds an image.json read from elsewhere (ParseManifest).
@@ -132,4 +134,16 @@ func Import(ctx context.Context, c *cache.Cache, data []byte, fetch func(ctx con
 		return undo(fmt.Errorf("storing %s: %w", ManifestFile, err))
 	}
 	return m.result(mpath), nil
+}
+
+// BuildKey is the key Build would keep img's outputs under, as lock pins
+// it, with opts' guest agent and epoch: a build fetched from elsewhere
+// (Import) is found by Build only under this key. It builds and fetches
+// nothing.
+func BuildKey(img *lang.Image, lock *lockfiles.Image, opts Options) (string, error) {
+	b, err := prepare(img, lock, opts)
+	if err != nil {
+		return "", err
+	}
+	return b.key, nil
 }
