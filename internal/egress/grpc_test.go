@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -421,5 +422,69 @@ func TestGRPCTimeoutAndTE(t *testing.T) {
 	defer f.mu.Unlock()
 	if f.deadline <= 5*time.Second || f.deadline > 7*time.Second {
 		t.Errorf("upstream deadline %v", f.deadline)
+	}
+}
+
+// grpcFrame is one length-prefixed gRPC message.
+func grpcFrame(flag byte, msg []byte) []byte {
+	return append([]byte{flag, byte(len(msg) >> 24), byte(len(msg) >> 16), byte(len(msg) >> 8), byte(len(msg))}, msg...)
+}
+
+// oneByteReader hands out its bytes one at a time, as a slow upstream
+// might.
+type oneByteReader struct{ b []byte }
+
+func (o *oneByteReader) Read(p []byte) (int, error) {
+	if len(o.b) == 0 {
+		return 0, io.EOF
+	}
+	p[0], o.b = o.b[0], o.b[1:]
+	return 1, nil
+}
+
+func (o *oneByteReader) Close() error { return nil }
+
+// TestGRPCMaskerEnds: what ends a gRPC response stream, read a byte at
+// a time: a message holding a value (after the messages before it pass
+// unchanged), one over the bound, one compressed other than with gzip,
+// and a body cut inside a message; a message that merely ends like the
+// start of a value passes.
+func TestGRPCMaskerEnds(t *testing.T) {
+	pol, err := Compile(secretSpec(newUpstreamPKI(t), "api.test", nil), map[string][]byte{"token": []byte(tokenValue)}, map[string]string{"token": tokenPH})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok1, ok2 := grpcFrame(0, []byte("first")), grpcFrame(0, []byte("ends like "+tokenValue[:5]))
+	for _, c := range []struct {
+		name, enc   string
+		body        []byte
+		pass        []byte
+		code, msg   string
+		errContains string
+	}{
+		{"clean", "", append(append([]byte(nil), ok1...), ok2...), append(append([]byte(nil), ok1...), ok2...), "", "", ""},
+		{"value", "", append(append([]byte(nil), ok1...), grpcFrame(0, []byte("x"+tokenValue))...), ok1, "13", "held a secret's value", ""},
+		{"run of the value", "", grpcFrame(0, []byte("token "+tokenValue[3:18]+" rejected")), nil, "13", "held a secret's value", ""},
+		{"too large", "", append([]byte{0, 0x7f, 0, 0, 0}, 'x'), nil, "8", "cannot be checked", ""},
+		{"other compression", "snappy", grpcFrame(1, []byte("xx")), nil, "13", `compressed with "snappy"`, ""},
+		{"cut", "", grpcFrame(0, []byte("whole"))[:7], nil, "", "", "ended inside a message"},
+	} {
+		res := &http.Response{Header: http.Header{}, Body: &oneByteReader{b: c.body}}
+		if c.enc != "" {
+			res.Header.Set("Grpc-Encoding", c.enc)
+		}
+		got, err := io.ReadAll(newGRPCMasker(pol.mask, res, 1<<20))
+		if c.errContains != "" {
+			if err == nil || !strings.Contains(err.Error(), c.errContains) {
+				t.Errorf("%s: err %v", c.name, err)
+			}
+			continue
+		}
+		if err != nil || !bytes.Equal(got, c.pass) {
+			t.Errorf("%s: passed %q, %v; want %q", c.name, got, err, c.pass)
+		}
+		if res.Trailer.Get("Grpc-Status") != c.code || !strings.Contains(res.Trailer.Get("Grpc-Message"), c.msg) {
+			t.Errorf("%s: trailers %q", c.name, res.Trailer)
+		}
 	}
 }
