@@ -247,9 +247,19 @@ func TestGRPCPathRuleRefusal(t *testing.T) {
 		t.Errorf("plain refusal: %d %q", res.StatusCode, body)
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if len(f.auths) != 0 {
 		t.Errorf("upstream got %d calls", len(f.auths))
+	}
+	f.mu.Unlock()
+	// The audit log has the refusals, with the status the guest got.
+	var statuses []int
+	for _, e := range h.entriesAfter(4, func(e audit.Entry) bool { return e.Decision == audit.DecisionDeny }) {
+		if e.Decision == audit.DecisionDeny && e.RuleLine == 4 {
+			statuses = append(statuses, e.Status)
+		}
+	}
+	if fmt.Sprint(statuses) != "[200 200 200 403]" {
+		t.Errorf("refusals logged with statuses %v", statuses)
 	}
 }
 
@@ -486,5 +496,61 @@ func TestGRPCMaskerEnds(t *testing.T) {
 		if res.Trailer.Get("Grpc-Status") != c.code || !strings.Contains(res.Trailer.Get("Grpc-Message"), c.msg) {
 			t.Errorf("%s: trailers %q", c.name, res.Trailer)
 		}
+	}
+}
+
+// TestGRPCOtherRefusals: the placeholder in metadata to an allowed host
+// the secret is not bound to, and in a request message to it, are
+// refused as PERMISSION_DENIED naming the secret; an upstream that
+// cannot be reached is UNAVAILABLE.
+func TestGRPCOtherRefusals(t *testing.T) {
+	pki := newUpstreamPKI(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{pki.leaf(t, "api.test", "other.test")}})))
+	f := &feed{}
+	srv.RegisterService(&feedDesc, f)
+	go srv.Serve(l)
+	t.Cleanup(srv.Stop)
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedAddr := closed.Addr().String()
+	closed.Close()
+	p := secretSpec(pki, "api.test", []policy.AllowRule{allow("api.test", 4), allow("other.test", 5), allow("down.test", 6)},
+		mapping("api.test", l.Addr().String()), mapping("other.test", l.Addr().String()), mapping("down.test", closedAddr))
+	h := newHarness(t, p, map[string][]byte{"token": []byte(tokenValue)}, map[string]string{"token": tokenPH})
+
+	other := h.grpcClient(t, "other.test:443")
+	err = other.Invoke(bearer(t), "/sbx.test.Feed/Whoami", wrapperspb.Bytes(nil), new(wrapperspb.StringValue))
+	if st, _ := status.FromError(err); st.Code() != codes.PermissionDenied || !strings.Contains(st.Message(), `secret "token"`) {
+		t.Errorf("placeholder in metadata to other.test: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := other.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true}, "/sbx.test.Feed/Sum")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SendMsg(wrapperspb.Bytes([]byte("the key is " + tokenPH)))
+	s.CloseSend()
+	err = s.RecvMsg(new(wrapperspb.Int64Value))
+	if st, _ := status.FromError(err); st.Code() != codes.PermissionDenied || !strings.Contains(st.Message(), `secret "token"`) {
+		t.Errorf("placeholder in a message to other.test: %v", err)
+	}
+	f.mu.Lock()
+	for _, a := range f.auths {
+		if strings.Contains(a, tokenValue) {
+			t.Errorf("other.test saw the value: %q", a)
+		}
+	}
+	f.mu.Unlock()
+
+	err = h.grpcClient(t, "down.test:443").Invoke(ctx, "/sbx.test.Feed/Whoami", wrapperspb.Bytes(nil), new(wrapperspb.StringValue))
+	if st, _ := status.FromError(err); st.Code() != codes.Unavailable || !strings.HasPrefix(st.Message(), "sbx egress: upstream down.test") {
+		t.Errorf("unreachable upstream: %v", err)
 	}
 }

@@ -76,8 +76,9 @@ func (e *Engine) handle(w http.ResponseWriter, r *http.Request, f *flow, isTLS b
 	deny := func(status int, reason string, rule policy.Origin) {
 		reason = pol.maskString(reason)
 		en = withOrigin(en, rule)
-		en.Decision, en.Reason, en.Status = audit.DecisionDeny, reason, status
+		en.Decision, en.Reason = audit.DecisionDeny, reason
 		writeRefusal(cw, r, status, reason)
+		en.Status = cw.status // 200 for a gRPC call, which has its status in grpc-status
 	}
 
 	if k := pol.flowKind(f.name, f.port); k != f.kind {
