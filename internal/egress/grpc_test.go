@@ -286,6 +286,35 @@ func TestGRPCTrailersAndStatus(t *testing.T) {
 	}
 }
 
+// TestGRPCWithoutSecrets: with no secret in the policy nothing is read,
+// and a trailers-only answer still reaches the client as one.
+func TestGRPCWithoutSecrets(t *testing.T) {
+	pki := newUpstreamPKI(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{pki.leaf(t, "api.test")}})))
+	srv.RegisterService(&feedDesc, &feed{})
+	go srv.Serve(l)
+	t.Cleanup(srv.Stop)
+	h := newHarness(t, spec(pki, []policy.AllowRule{allow("api.test", 4)}, mapping("api.test", l.Addr().String())), nil, nil)
+	cc := h.grpcClient(t, "api.test:443")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for i := 0; i < 30; i++ {
+		var tr metadata.MD
+		err := cc.Invoke(ctx, "/sbx.test.Feed/Fail", wrapperspb.Bytes(nil), new(wrapperspb.StringValue), grpc.Trailer(&tr))
+		if st, _ := status.FromError(err); st.Code() != codes.NotFound || len(tr.Get("x-feed-reason")) != 1 {
+			t.Fatalf("call %d: %v, trailers %v", i, err, tr)
+		}
+	}
+	out := new(wrapperspb.StringValue)
+	if err := cc.Invoke(ctx, "/sbx.test.Feed/Echo", wrapperspb.Bytes(nil), out); err != nil || out.Value != "you sent " {
+		t.Errorf("Echo: %q %v", out.Value, err)
+	}
+}
+
 // TestGRPCServerStreamNotBuffered: messages sent 300 ms apart arrive
 // apart, the header metadata before the first, the trailers after the
 // last.
