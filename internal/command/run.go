@@ -77,6 +77,8 @@ func verbs() []verb {
 		{"lock", "Pin every input into sbx.lock.hcl", lockUsage, runLock},
 		{"plan", "Show what would change, and whether policy widens", planUsage, runPlan},
 		{"build", "Build images reproducibly into the cache", buildUsage, runBuild},
+		{"push", "Publish a built image to an OCI registry", pushUsage, runPush},
+		{"pull", "Fetch an image the lock file records from an OCI registry", pullUsage, runPull},
 		{"run", "Boot a sandbox, run one command in it, tear it down", runUsage, runRun},
 		{"eval", "Run one command in N fresh sandboxes, keep each run's changes", evalUsage, runEval},
 		{"apply", "Build images and start, replace or stop sandboxes", applyUsage, runApply},

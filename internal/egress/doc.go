@@ -40,7 +40,9 @@
 //     policy an upgrade must be to WebSocket, offered no extension, and
 //     its frames are masked the same way; the guest's frames to a host a
 //     secret is not bound to are checked like bodies and the stream
-//     closed (1008) on a match (wsmask.go, wsframe.go).
+//     closed (1008) on a match (wsmask.go, wsframe.go). A gRPC
+//     response's messages are read whole and checked instead of masked,
+//     a match ending the stream with grpc-status INTERNAL (grpc.go).
 //   - A passthrough rule's TLS is spliced unmodified after its SNI is
 //     checked (missing SNI is refused there); a tcp rule's connection is
 //     spliced after dialling.
@@ -48,7 +50,8 @@
 // Names are dialled through the policy's hosts mappings or resolved on
 // the host, and then only public addresses are dialled. Refusals are
 // fast: a reset for connections, a 403 with a one-line reason naming the
-// rule to change for requests. Engine.Update swaps the policy live and
+// rule to change for requests (for a gRPC call, grpc-status
+// PERMISSION_DENIED with that reason, trailers-only). Engine.Update swaps the policy live and
 // closes the connections it no longer allows.
 //
 // It does not parse packets or answer DNS (package netstack does), write

@@ -79,8 +79,9 @@ func (e *Engine) handle(w http.ResponseWriter, r *http.Request, f *flow, isTLS b
 	deny := func(status int, reason string, rule policy.Origin) {
 		reason = pol.maskString(reason)
 		en = withOrigin(en, rule)
-		en.Decision, en.Reason, en.Status = audit.DecisionDeny, reason, status
-		writeDenial(cw, status, reason)
+		en.Decision, en.Reason = audit.DecisionDeny, reason
+		writeRefusal(cw, r, status, reason)
+		en.Status = cw.status // 200 for a gRPC call, which has its status in grpc-status
 	}
 
 	if k := pol.flowKind(f.name, f.port); k != f.kind {
@@ -349,12 +350,22 @@ func (e *Engine) rewrite(pr *httputil.ProxyRequest) {
 func (e *Engine) modifyResponse(res *http.Response) error {
 	rs := requestStateOf(res.Request)
 	rs.status = res.StatusCode
+	if rs.mask != nil {
+		rs.st.pol.maskHeader(res.Header, rs.mask)
+	}
+	if isGRPCTrailersOnly(res) {
+		return &grpcTrailersOnly{header: res.Header}
+	}
 	if rs.mask == nil {
 		return nil
 	}
-	rs.st.pol.maskHeader(res.Header, rs.mask)
 	if res.StatusCode == http.StatusSwitchingProtocols {
 		return e.upgraded(rs, res)
+	}
+	if isGRPCResponse(res) && res.Body != nil && res.Body != http.NoBody {
+		// Masked message by message, each whole: see grpc.go.
+		res.Body = newGRPCMasker(rs.mask, res, maxGRPCMessage)
+		return nil
 	}
 	if res.Body == nil || res.Body == http.NoBody ||
 		res.Request.Method == http.MethodHead || res.StatusCode == http.StatusNoContent || res.StatusCode == http.StatusNotModified {
@@ -411,6 +422,10 @@ func contentCoding(h http.Header) string {
 // a timeout, with a one-line reason that carries no secret value.
 func (e *Engine) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	rs := requestStateOf(r)
+	if t := (*grpcTrailersOnly)(nil); errors.As(err, &t) {
+		t.write(w)
+		return
+	}
 	status := http.StatusBadGateway
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, context.DeadlineExceeded) {
@@ -443,7 +458,7 @@ func (e *Engine) upstreamError(w http.ResponseWriter, r *http.Request, err error
 	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 		return // the guest went away
 	}
-	writeDenial(w, status, reason)
+	writeRefusal(w, r, status, reason)
 }
 
 // countingWriter counts the body bytes sent to the guest and keeps the

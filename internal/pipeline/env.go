@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/sbx-dev/sbx/internal/build/fetch"
+	"github.com/sbx-dev/sbx/internal/build/imagereg"
 	"github.com/sbx-dev/sbx/internal/build/mirror"
 	"github.com/sbx-dev/sbx/internal/build/resolve"
 	"github.com/sbx-dev/sbx/internal/hostenv"
@@ -79,4 +80,14 @@ func (e Env) mirrorDir() string {
 func (e Env) resolveOptions(dir string) resolve.Options {
 	f := e.fetchOptions(dir)
 	return resolve.Options{Dir: f.Dir, Environ: f.Environ, HTTPClient: f.HTTPClient, Keychain: f.Keychain, OCIOptions: f.OCIOptions, Logger: f.Logger, MirrorDir: f.MirrorDir}
+}
+
+// Registry is how sbx push and pull reach a registry: env's keychain
+// (nil: the docker and podman credential stores) and transport.
+func (e Env) Registry() imagereg.Options {
+	kc := e.Keychain
+	if kc == nil {
+		kc = authn.DefaultKeychain
+	}
+	return imagereg.Options{Keychain: kc, Remote: e.ociOptions()}
 }

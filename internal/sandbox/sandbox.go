@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -65,6 +66,13 @@ type Options struct {
 	// which, and why not virtio-fs); a transport named is used or the
 	// start fails.
 	MountTransport sandboxfs.Transport
+	// ClockCheck is how often the host checks, while the sandbox runs,
+	// whether it slept or its clock was stepped, and then sets the
+	// guest's clock again (clock.go); zero means DefaultClockCheck,
+	// negative never.
+	ClockCheck time.Duration
+	// clockDrift replaces wallDrift in tests.
+	clockDrift func() time.Duration
 	// Bench holds the machine's knobs for benchmarks
 	// (machine.Options.Bench). Sandboxes never set it: only bench/ does,
 	// to measure what a setting costs against the sandbox's own.
@@ -211,6 +219,13 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Sandbox, error) {
 	started.Machine = m.Timings()
 	started.Mounts, started.MountsNote = transport, note
 	s.started = started
+	if every := opts.ClockCheck; every >= 0 && m.Client().Guest().Has(agentproto.CapIdentity) {
+		drift := opts.clockDrift
+		if drift == nil {
+			drift = wallDrift()
+		}
+		go s.keepClock(cmp.Or(every, DefaultClockCheck), drift, opts.Logger)
+	}
 	return s, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -77,6 +78,16 @@ func TestWarmStarts(t *testing.T) {
 	wide := narrow
 	wide.TCP = []policy.TCPRule{{Dest: policy.HostPort{Host: "svc.test", Port: 7000}}}
 
+	// The host of warm-b sleeps an hour (slept.Store) while it runs:
+	// its guest's clock is set again.
+	var slept atomic.Int64
+	opts := func(name string, c *snapshot.Cache) sandbox.Options {
+		o := sandbox.Options{Dir: mdir, CA: auth, Secrets: map[string][]byte{"key": []byte(secret)}, Snapshots: c, ClockCheck: 100 * time.Millisecond}
+		if name == "warm-b" {
+			sandbox.SetClockDrift(&o, func() time.Duration { return time.Duration(slept.Load()) })
+		}
+		return o
+	}
 	type started struct {
 		sb   *sandbox.Sandbox
 		host string
@@ -91,7 +102,7 @@ func TestWarmStarts(t *testing.T) {
 		sb, err := sandbox.Start(ctx, sandbox.Spec{
 			Name: name, Image: si, Memory: 512 << 20, Policy: p,
 			Mounts: []sandboxfs.Mount{{Policy: mount, HostDir: host, UID: machinetest.UID, GID: machinetest.UID}},
-		}, sandbox.Options{Dir: mdir, CA: auth, Secrets: map[string][]byte{"key": []byte(secret)}, Snapshots: c})
+		}, opts(name, c))
 		if err == nil {
 			t.Cleanup(func() { sb.Stop(context.Background()) })
 		}
@@ -136,6 +147,17 @@ func TestWarmStarts(t *testing.T) {
 	if t.Failed() {
 		return
 	}
+	guestClock := func(sb *sandbox.Sandbox) (guest, before, after time.Time) {
+		t.Helper()
+		before = time.Now().Truncate(time.Second)
+		out, _ := run(sb, "root", "busybox date -u +%s")
+		after = time.Now()
+		sec, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+		if err != nil {
+			t.Fatalf("the guest's clock: %q", out)
+		}
+		return time.Unix(sec, 0), before, after
+	}
 	random := map[string]bool{}
 	var placeholders []string
 	for i, s := range two {
@@ -152,15 +174,27 @@ func TestWarmStarts(t *testing.T) {
 		random[out] = true
 		// The guest's clock is the host's, to the second the guest's
 		// date shows and a second more.
-		before := time.Now().Truncate(time.Second)
-		out, _ = run(sb, "root", "busybox date -u +%s")
-		after := time.Now()
-		guest, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
-		if err != nil {
-			t.Fatalf("%s: the guest's clock: %q", name, out)
-		}
-		if g := time.Unix(guest, 0); g.Before(before.Add(-time.Second)) || g.After(after.Add(time.Second)) {
+		if g, before, after := guestClock(sb); g.Before(before.Add(-time.Second)) || g.After(after.Add(time.Second)) {
 			t.Errorf("%s: the guest's clock reads %v; the host's was %v to %v", name, g, before, after)
+		}
+		if name == "warm-b" {
+			// The host sleeps: the guest's clock stops an hour behind
+			// (set back here, as a suspended host leaves it), and the
+			// host sets it again once it sees its own clock moved.
+			if out, code := run(sb, "root", fmt.Sprintf("busybox date -u -s @%d >/dev/null", time.Now().Add(-time.Hour).Unix())); code != 0 {
+				t.Fatalf("%s: setting the guest's clock back: %q", name, out)
+			}
+			slept.Store(int64(time.Hour))
+			var g, before, after time.Time
+			for range 50 {
+				if g, before, after = guestClock(sb); !g.Before(before.Add(-time.Second)) && !g.After(after.Add(time.Second)) {
+					break
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			if g.Before(before.Add(-time.Second)) || g.After(after.Add(time.Second)) {
+				t.Errorf("%s: after the host slept, the guest's clock reads %v; the host's was %v to %v", name, g, before, after)
+			}
 		}
 		ph, ok := sb.Net().Placeholder("key")
 		if !ok {
