@@ -251,7 +251,10 @@ type Secret struct {
 	// "env:NAME", "file:PATH", "command:CMD", or empty when the spec
 	// leaves it to the user's bindings file (package bindings, which
 	// also decides which source is used: never a spec's command).
-	Source    string
+	Source string
+	// AWS, when the secret has an aws block, makes it an AWS credential
+	// re-signed on the host.
+	AWS       *policy.AWSCredential
 	DeclRange hcl.Range
 }
 

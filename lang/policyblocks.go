@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -280,6 +281,16 @@ var secretSchema = &hcl.BodySchema{
 		{Name: "headers"},
 		{Name: "plain_http"},
 	},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "aws"}},
+}
+
+var secretAWSSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "services", Required: true},
+		{Name: "regions", Required: true},
+		{Name: "secret_key_env"},
+		{Name: "session_token_env"},
+	},
 }
 
 func (l *loader) decodeSecret(b *hcl.Block) {
@@ -287,6 +298,7 @@ func (l *loader) decodeSecret(b *hcl.Block) {
 	l.diags = append(l.diags, diags...)
 	s := &Secret{Name: b.Labels[0], DeclRange: b.DefRange}
 	l.cfg.Secrets[s.Name] = s
+	defer l.decodeSecretAWS(s, content)
 
 	if a := content.Attributes["env"]; a != nil {
 		if v, ok := l.attrString(a); ok {
@@ -361,6 +373,97 @@ func (l *loader) decodeSecret(b *hcl.Block) {
 			}
 		}
 	}
+}
+
+// decodeSecretAWS decodes a secret's aws block, which makes it an AWS
+// credential re-signed on the host (policy.AWSCredential).
+func (l *loader) decodeSecretAWS(s *Secret, content *hcl.BodyContent) {
+	var blocks []*hcl.Block
+	for _, b := range content.Blocks {
+		if b.Type == "aws" {
+			blocks = append(blocks, b)
+		}
+	}
+	if len(blocks) == 0 {
+		return
+	}
+	if len(blocks) > 1 {
+		l.errorf(blocks[1].DefRange, "Duplicate aws block", "A secret is at most one AWS credential; merge the aws blocks.")
+	}
+	b := blocks[0]
+	c, diags := b.Body.Content(secretAWSSchema)
+	l.diags = append(l.diags, diags...)
+	aws := &policy.AWSCredential{SecretKeyEnv: "AWS_SECRET_ACCESS_KEY", SessionTokenEnv: "AWS_SESSION_TOKEN"}
+	if a := content.Attributes["headers"]; a != nil {
+		l.errorf(a.Expr.Range(), "Headers on an AWS secret", "An AWS secret goes only into the Signature Version 4 signature sbx computes on the host; it is never the value of a header.")
+	}
+	if a := content.Attributes["plain_http"]; a != nil {
+		l.errorf(a.Expr.Range(), "Plain HTTP on an AWS secret", "sbx re-signs requests with an AWS credential only over verified TLS.")
+	}
+	for _, f := range []struct {
+		name string
+		out  *[]string
+		ok   func(string) bool
+		want string
+	}{
+		{"services", &aws.Services, validAWSName, "an AWS service's signing name, such as \"s3\", \"bedrock\" or \"sts\""},
+		{"regions", &aws.Regions, validAWSName, "an AWS region, such as \"us-east-1\""},
+	} {
+		a := c.Attributes[f.name]
+		if a == nil {
+			continue
+		}
+		items, ok := l.attrStrings(a)
+		if ok && len(items) == 0 {
+			l.errorf(a.Expr.Range(), "Empty "+f.name, "An AWS secret signs only for the %s it names; name at least one.", f.name)
+		}
+		for _, it := range items {
+			if !f.ok(it.Value) {
+				l.errorf(it.Range, "Invalid "+f.name, "%q is not %s.", it.Value, f.want)
+				continue
+			}
+			if !slices.Contains(*f.out, it.Value) {
+				*f.out = append(*f.out, it.Value)
+			}
+		}
+		sort.Strings(*f.out)
+	}
+	for _, f := range []struct {
+		name string
+		out  *string
+	}{{"secret_key_env", &aws.SecretKeyEnv}, {"session_token_env", &aws.SessionTokenEnv}} {
+		a := c.Attributes[f.name]
+		if a == nil {
+			continue
+		}
+		if v, ok := l.attrString(a); ok {
+			if !validEnvName(v) {
+				l.errorf(a.Expr.Range(), "Invalid environment variable name",
+					"%q is not an environment variable name: use letters, digits and underscores, not starting with a digit.", v)
+				continue
+			}
+			*f.out = v
+		}
+	}
+	if aws.SecretKeyEnv == s.Env || aws.SessionTokenEnv == s.Env || aws.SecretKeyEnv == aws.SessionTokenEnv {
+		l.errorf(b.DefRange, "Duplicate secret environment variable",
+			"secret.%s puts its access key id in %s, its secret key in %s and its session token in %s; each needs its own variable.", s.Name, s.Env, aws.SecretKeyEnv, aws.SessionTokenEnv)
+	}
+	s.AWS = aws
+}
+
+// validAWSName reports whether v can be an AWS signing service name or
+// region: lower-case letters, digits and dashes.
+func validAWSName(v string) bool {
+	if v == "" || len(v) > 64 {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // framingHeaders are headers whose value HTTP itself interprets (or that

@@ -282,6 +282,15 @@ func (l *loader) sandboxPolicy(sb *Sandbox, egress, secrets, vfs []blockRef, env
 			}
 			envOf[s.Env] = s.Name
 		}
+		if s.AWS != nil {
+			for _, env := range []string{s.AWS.SecretKeyEnv, s.AWS.SessionTokenEnv} {
+				if other, dup := envOf[env]; dup && other != s.Name {
+					l.errorf(r.rng, "Duplicate secret environment variable",
+						"secret.%s and secret.%s both set %s in sandbox.%s; each secret needs its own variable.", other, s.Name, env, sb.Name)
+				}
+				envOf[env] = s.Name
+			}
+		}
 		hosts := append([]policy.HostPattern(nil), s.Hosts...)
 		sort.Slice(hosts, func(i, j int) bool { return hosts[i].String() < hosts[j].String() })
 		hosts = uniqueBy(hosts, policy.HostPattern.String)
@@ -292,6 +301,7 @@ func (l *loader) sandboxPolicy(sb *Sandbox, egress, secrets, vfs []blockRef, env
 			Headers:   s.Headers,
 			PlainHTTP: s.PlainHTTP,
 			Source:    s.Source,
+			AWS:       s.AWS,
 			Origin:    l.origin("secret."+s.Name, s.DeclRange),
 		})
 		if !egressComplete || l.incomplete[addrs.Ref{Kind: addrs.Secret, Name: s.Name}] {

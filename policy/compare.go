@@ -41,7 +41,8 @@ type Change struct {
 	// "allow.methods", "allow.paths", "allow.git_push", "tcp", "hosts",
 	// "ca", "secret",
 	// "secret.source", "secret.hosts", "secret.headers",
-	// "secret.plain_http", "secret.env", "mount",
+	// "secret.plain_http", "secret.env", "secret.aws",
+	// "secret.aws.services", "secret.aws.regions", "secret.aws.env", "mount",
 	// "mount.host", "mount.access", "mount.hide", "mount.readonly",
 	// "mount.tmpfs", "mount.git_metadata", "mount.owner", "forbid_env". Compare lists changes
 	// in this order.
@@ -62,6 +63,7 @@ var kinds = []string{
 	"allow", "allow.passthrough", "allow.methods", "allow.paths", "allow.git_push",
 	"tcp", "hosts", "ca",
 	"secret", "secret.source", "secret.hosts", "secret.headers", "secret.plain_http", "secret.env",
+	"secret.aws", "secret.aws.services", "secret.aws.regions", "secret.aws.env",
 	"mount", "mount.host", "mount.access", "mount.hide", "mount.readonly", "mount.tmpfs", "mount.git_metadata", "mount.owner",
 	"forbid_env",
 	"image.input",
@@ -459,6 +461,49 @@ func compareSecretPlaces(o, s SecretBinding) []Change {
 			c.Detail = fmt.Sprintf("secret %s is no longer sent over plain HTTP to %s", s.Name, d.value)
 		}
 		cs = append(cs, c)
+	}
+	cs = append(cs, compareAWS(o, s)...)
+	return cs
+}
+
+// compareAWS compares what an AWS credential is re-signed for. Becoming
+// an AWS credential, or a service or region added, widens: the real
+// credential signs requests it did not. Ceasing to be one, or one
+// dropped, narrows; the variables the placeholders go in are neutral.
+func compareAWS(o, s SecretBinding) []Change {
+	var cs []Change
+	switch {
+	case o.AWS == nil && s.AWS == nil:
+		return nil
+	case s.AWS == nil:
+		return []Change{{Op: RuleRemoved, Direction: Narrow, Kind: "secret.aws", Subject: s.Name, Origin: s.Origin,
+			Detail: fmt.Sprintf("secret %s is no longer an AWS credential re-signed on the host", s.Name)}}
+	}
+	oa := o.AWS
+	if oa == nil {
+		oa = &AWSCredential{}
+		cs = append(cs, Change{Op: RuleAdded, Direction: Widen, Kind: "secret.aws", Subject: s.Name, Origin: s.Origin,
+			Detail: fmt.Sprintf("secret %s is an AWS credential: requests to its hosts signed with its placeholders are re-signed with the real one", s.Name)})
+	} else if oa.SecretKeyEnv != s.AWS.SecretKeyEnv || oa.SessionTokenEnv != s.AWS.SessionTokenEnv {
+		cs = append(cs, Change{Op: RuleModified, Direction: Neutral, Kind: "secret.aws.env", Subject: s.Name, Origin: s.Origin,
+			Detail: fmt.Sprintf("secret %s puts its placeholders in $%s and $%s", s.Name, s.AWS.SecretKeyEnv, s.AWS.SessionTokenEnv)})
+	}
+	for _, f := range []struct {
+		kind, what string
+		old, new   []string
+	}{
+		{"secret.aws.services", "service", oa.Services, s.AWS.Services},
+		{"secret.aws.regions", "region", oa.Regions, s.AWS.Regions},
+	} {
+		for _, d := range diffStrings(f.old, f.new) {
+			c := Change{Op: RuleAdded, Direction: Widen, Kind: f.kind, Subject: s.Name, Origin: s.Origin,
+				Detail: fmt.Sprintf("AWS secret %s also signs requests for %s %s", s.Name, f.what, d.value)}
+			if !d.added {
+				c.Op, c.Direction = RuleRemoved, Narrow
+				c.Detail = fmt.Sprintf("AWS secret %s no longer signs requests for %s %s", s.Name, f.what, d.value)
+			}
+			cs = append(cs, c)
+		}
 	}
 	return cs
 }

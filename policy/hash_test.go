@@ -56,6 +56,10 @@ func hashSampleFull() policy.Sandbox {
 	p.Secrets[1].Headers = []string{"x-goog-api-key"}
 	p.Secrets[0].PlainHTTP = []policy.HostPort{{Host: "api.anthropic.com", Port: 80}}
 	p.Secrets[1].PlainHTTP = []policy.HostPort{{Host: "local.openai.com", Port: 80}}
+	for i := range p.Secrets {
+		p.Secrets[i].AWS = &policy.AWSCredential{Services: []string{"s3"}, Regions: []string{"us-east-1"},
+			SecretKeyEnv: "AWS_SECRET_ACCESS_KEY", SessionTokenEnv: "AWS_SESSION_TOKEN"}
+	}
 	p.CAs = []policy.CA{
 		{Path: "certs/a.pem", PEM: "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n", Origin: policy.Origin{Block: "egress.llm", File: "main.hcl", Line: 3}},
 		{Path: "certs/b.pem", PEM: "-----BEGIN CERTIFICATE-----\nBBBB\n-----END CERTIFICATE-----\n", Origin: policy.Origin{Block: "egress.git", File: "main.hcl", Line: 8}},
@@ -165,6 +169,8 @@ func hashLeafPaths(t reflect.Type, prefix string) []string {
 		switch {
 		case f.Type.Kind() == reflect.Struct:
 			out = append(out, hashLeafPaths(f.Type, path+".")...)
+		case f.Type.Kind() == reflect.Pointer && f.Type.Elem().Kind() == reflect.Struct:
+			out = append(out, hashLeafPaths(f.Type.Elem(), path+".")...)
 		case f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() == reflect.Struct:
 			out = append(out, hashLeafPaths(f.Type.Elem(), path+"[].")...)
 		default:
@@ -185,6 +191,13 @@ func hashMutate(v reflect.Value, path string, index int) {
 	}
 	if isSlice {
 		f = f.Index(min(index, f.Len()-1))
+	}
+	if f.Kind() == reflect.Pointer {
+		// A copy, so that the samples' rules do not share what changes.
+		c := reflect.New(f.Type().Elem())
+		c.Elem().Set(f.Elem())
+		f.Set(c)
+		f = c.Elem()
 	}
 	if rest != "" {
 		hashMutate(f, rest, index)

@@ -115,7 +115,26 @@ type SecretBinding struct {
 	Headers   []string      `json:"headers,omitempty"`
 	PlainHTTP []HostPort    `json:"plain_http,omitempty"`
 	Source    string        `json:"source"`
-	Origin    Origin        `json:"origin"`
+	// AWS, when set, makes the secret an AWS credential re-signed on the
+	// host (AWSCredential); Headers and PlainHTTP are then empty.
+	AWS    *AWSCredential `json:"aws,omitempty"`
+	Origin Origin         `json:"origin"`
+}
+
+// AWSCredential declares a secret as an AWS credential: its source
+// yields an access key id, a secret access key and an optional session
+// token, and the guest gets placeholders for them (the access key id's
+// in the secret's Env, the others in SecretKeyEnv and SessionTokenEnv).
+// A request to one of the secret's hosts signed with Signature Version 4
+// and the placeholders is verified on the host and re-signed with the
+// real credential, for a credential scope whose service is one of
+// Services and whose region is one of Regions; nothing else carries the
+// credential.
+type AWSCredential struct {
+	Services        []string `json:"services"`
+	Regions         []string `json:"regions"`
+	SecretKeyEnv    string   `json:"secret_key_env"`
+	SessionTokenEnv string   `json:"session_token_env"`
 }
 
 // Access is the base access mode of a mount.

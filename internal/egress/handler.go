@@ -30,6 +30,9 @@ type requestState struct {
 	authority string
 	name      string    // the connection's host
 	mask      *replacer // values and per-request forms to mask; nil: none
+	// aws, for a request signed with an AWS placeholder credential,
+	// re-signs it with the real one (aws.go).
+	aws *awsRequest
 	// toSecretsHost: a secret went into the request or may go to its host.
 	toSecretsHost bool
 	ws            *wsConn // the upgraded stream, once the upstream switched
@@ -106,6 +109,14 @@ func (e *Engine) handle(w http.ResponseWriter, r *http.Request, f *flow, isTLS b
 		r.Body = newFormOverrideScanner(r.Body, v.scanForm)
 	}
 
+	// A request signed with an AWS placeholder credential is verified
+	// before placeholders are looked for; its signature is then removed
+	// (and made again with the real credential just before it leaves).
+	awsReq, d := pol.checkAWS(f.name, isTLS, r)
+	if d != nil {
+		deny(http.StatusForbidden, d.reason, d.rule)
+		return
+	}
 	unescaped, _ := url.QueryUnescape(r.URL.RawQuery)
 	sub, d := pol.rewriteRequest(f.name, f.port, isTLS, r.Header, r.RequestURI+" "+r.URL.Path+" "+unescaped)
 	if d != nil {
@@ -113,7 +124,10 @@ func (e *Engine) handle(w http.ResponseWriter, r *http.Request, f *flow, isTLS b
 		return
 	}
 	en.Secrets = sub.used
-	toSecretsHost := len(sub.used) > 0 || pol.anyBound(f.name)
+	if awsReq != nil {
+		en.Secrets = append(en.Secrets, awsReq.cred.binding.Name)
+	}
+	toSecretsHost := len(en.Secrets) > 0 || pol.anyBound(f.name)
 	if toSecretsHost {
 		// The upstream may echo the credential, which masking must see
 		// as ASCII: the guest may not choose the charset of the answer.
@@ -150,7 +164,7 @@ func (e *Engine) handle(w http.ResponseWriter, r *http.Request, f *flow, isTLS b
 	if f.port != defPort {
 		authority = net.JoinHostPort(f.name, strconv.Itoa(int(f.port)))
 	}
-	rs := &requestState{st: st, scheme: scheme, authority: authority, name: f.name, toSecretsHost: toSecretsHost}
+	rs := &requestState{st: st, scheme: scheme, authority: authority, name: f.name, toSecretsHost: toSecretsHost, aws: awsReq}
 	if pol.mask != nil {
 		if len(sub.extra) == 0 {
 			rs.mask = pol.mask
@@ -173,6 +187,18 @@ func (e *Engine) handle(w http.ResponseWriter, r *http.Request, f *flow, isTLS b
 			rs.scan = newBodyScanner(r.Body, f.name, unbound, rep)
 			r.Body = rs.scan
 		}
+	}
+	if awsReq != nil {
+		// Signed last, over the headers as they leave.
+		sig, err := awsReq.resign(r, authority)
+		if err != nil {
+			deny(http.StatusForbidden, awsReq.cred.refuse(f.name, "re-signing it: "+err.Error()).reason, awsReq.cred.binding.Origin)
+			return
+		}
+		// An upstream that echoes the request would hand the guest a
+		// signature made with the real key: it sees its own instead.
+		rs.mask = pol.mask.withPairs(append(sub.extra, [2]string{sig, awsReq.auth.Signature}), pol.maskPairs)
+		cw.mask = rs.mask
 	}
 	e.proxy.ServeHTTP(cw, r.WithContext(context.WithValue(r.Context(), requestStateKey{}, rs)))
 	if rs.mask != nil {
@@ -415,6 +441,11 @@ func (e *Engine) upstreamError(w http.ResponseWriter, r *http.Request, err error
 	reason := "upstream " + r.Host + ": " + msg
 	if fo := (*formOverrideError)(nil); errors.As(err, &fo) {
 		status, reason = http.StatusForbidden, fo.reason
+	}
+	if rs != nil && rs.aws != nil {
+		if d := rs.aws.denied.Load(); d != nil {
+			status, reason = http.StatusForbidden, d.reason
+		}
 	}
 	if rs != nil && rs.scan != nil {
 		if d := rs.scan.denied.Load(); d != nil {

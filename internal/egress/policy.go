@@ -25,6 +25,8 @@ type Policy struct {
 	tcp     map[policy.HostPort]policy.TCPRule
 	hosts   map[string]netip.AddrPort
 	secrets []*secret
+	// aws are the AWS credentials among secrets (aws.go).
+	aws []*awsCred
 	// roots verifies upstream servers: the system roots plus the spec's CAs.
 	roots *x509.CertPool
 	// mask replaces every real value, in any ASCII case and in the
@@ -47,6 +49,10 @@ type secret struct {
 	policy.SecretBinding
 	value       []byte
 	placeholder string
+	// aws, when set, makes this one part of an AWS credential (its key
+	// id, secret key or session token), which goes only into the
+	// signature the host computes (aws.go), never into a header as is.
+	aws *awsCred
 }
 
 // minSecretLen is the shortest value Compile accepts: every occurrence of
@@ -113,6 +119,16 @@ func Compile(p policy.Sandbox, secrets map[string][]byte, placeholders map[strin
 		ph, ok := placeholders[b.Name]
 		if !ok || ph == "" {
 			errs = append(errs, fmt.Errorf("secret %q: no placeholder", b.Name))
+			continue
+		}
+		if b.AWS != nil {
+			parts, err := compileAWS(b, v, ph)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			c.secrets = append(c.secrets, parts...)
+			c.aws = append(c.aws, parts[0].aws)
 			continue
 		}
 		switch {

@@ -130,6 +130,11 @@ func (p *Policy) rewriteHeader(host, key, v string, used map[string]bool) (strin
 		if !strings.Contains(v, s.placeholder) && !strings.Contains(basic, s.placeholder) {
 			continue
 		}
+		if s.aws != nil {
+			// An AWS credential goes only into the signature the host
+			// makes (checkAWS removed the headers it verified).
+			return "", nil, nil, s.aws.refuse(host, "a placeholder of it is in header "+key+", where it is never substituted; it goes only into a Signature Version 4 signature the host verifies and makes again")
+		}
 		// The secret is bound to host (checkUnbound): the placeholder must
 		// be exactly where the secret goes.
 		switch {

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sbx-dev/sbx/internal/egress/sigv4"
 	"github.com/sbx-dev/sbx/internal/hostenv"
 	"github.com/sbx-dev/sbx/internal/termtext"
 )
@@ -41,6 +42,10 @@ type Options struct {
 	Environ []string
 	// Timeout bounds a command; zero means DefaultTimeout.
 	Timeout time.Duration
+	// AWS says the source yields an AWS credential: the JSON `aws
+	// configure export-credentials --format process` prints (it may span
+	// lines). Resolve returns it on one line (sigv4.Credential.Compact).
+	AWS bool
 }
 
 // Error is a failure to resolve a source. Its text names the source and
@@ -93,6 +98,12 @@ func Resolve(ctx context.Context, source string, opts Options) ([]byte, error) {
 		v, err = fromCommand(ctx, arg, opts)
 	default:
 		err = fmt.Errorf("unknown kind %q (want env, file or command)", kind)
+	}
+	if err == nil && opts.AWS {
+		var c sigv4.Credential
+		c, err = sigv4.ParseCredential(v)
+		clear(v)
+		v = c.Compact()
 	}
 	if err == nil {
 		v, err = check(v)

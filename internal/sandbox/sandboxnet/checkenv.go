@@ -2,6 +2,7 @@ package sandboxnet
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/sbx-dev/sbx/internal/egress/secretsrc"
@@ -36,7 +37,7 @@ func CheckEnv(p policy.Sandbox, env []string) error {
 			v = "" // a bare name
 		}
 		for _, s := range p.Secrets {
-			if s.Env == k {
+			if slices.Contains(secretEnvs(s), k) {
 				return fmt.Errorf("%s is reserved for the placeholder of secret.%s, which the guest has there already; a command cannot set it (use another name, or change the secret's env)", k, s.Name)
 			}
 			if secretsrc.HasPlaceholder(v, s.Name) {

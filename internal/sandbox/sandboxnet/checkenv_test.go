@@ -147,3 +147,18 @@ func TestCheckEnvDuplicates(t *testing.T) {
 		t.Errorf("duplicates of allowed names: %v", err)
 	}
 }
+
+// TestCheckEnvAWS: the variables of an AWS credential's secret key and
+// session token placeholders are reserved as its key id's is.
+func TestCheckEnvAWS(t *testing.T) {
+	p := policy.Sandbox{Secrets: []policy.SecretBinding{{Name: "aws", Env: "AWS_ACCESS_KEY_ID",
+		AWS: &policy.AWSCredential{SecretKeyEnv: "AWS_SECRET_ACCESS_KEY", SessionTokenEnv: "AWS_SESSION_TOKEN"}}}}
+	for _, kv := range []string{"AWS_ACCESS_KEY_ID=x", "AWS_SECRET_ACCESS_KEY=x", "AWS_SESSION_TOKEN=x"} {
+		if err := CheckEnv(p, []string{kv}); err == nil || !strings.Contains(err.Error(), "secret.aws") {
+			t.Errorf("%s: %v; want it refused as a placeholder variable of secret.aws", kv, err)
+		}
+	}
+	if err := CheckEnv(p, []string{"AWS_REGION=us-east-1"}); err != nil {
+		t.Errorf("AWS_REGION: %v", err)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/sbx-dev/sbx/internal/egress/ca"
 	"github.com/sbx-dev/sbx/internal/egress/netstack"
 	"github.com/sbx-dev/sbx/internal/egress/secretsrc"
+	"github.com/sbx-dev/sbx/internal/egress/sigv4"
 	"github.com/sbx-dev/sbx/internal/machine"
 	"github.com/sbx-dev/sbx/internal/proto/agentproto"
 	"github.com/sbx-dev/sbx/policy"
@@ -179,14 +180,17 @@ func (n *Net) compile(p policy.Sandbox, values map[string][]byte) (*egress.Polic
 			return nil, fmt.Errorf("sandbox network: secret.%s has no value", s.Name)
 		}
 		v, ok := n.placeholders[s.Name]
+		if _, err := sigv4.ParsePlaceholder(v); ok && (err == nil) != (s.AWS != nil) {
+			ok = false // the secret became, or ceased to be, an AWS credential
+		}
 		if !ok {
 			var err error
-			if v, err = secretsrc.Placeholder(s.Name); err != nil {
+			if v, err = newPlaceholder(s); err != nil {
 				return nil, fmt.Errorf("sandbox network: %w", err)
 			}
 		}
 		ph[s.Name] = v
-		envs[s.Name] = s.Env
+		envs[s.Name] = strings.Join(secretEnvs(s), ",")
 	}
 	pol, err := egress.Compile(p, values, ph)
 	if err != nil {
@@ -196,23 +200,47 @@ func (n *Net) compile(p policy.Sandbox, values map[string][]byte) (*egress.Polic
 	return pol, nil
 }
 
+// newPlaceholder makes the placeholder of secret s: for an AWS
+// credential, a placeholder credential (sigv4.Placeholder).
+func newPlaceholder(s policy.SecretBinding) (string, error) {
+	if s.AWS == nil {
+		return secretsrc.Placeholder(s.Name)
+	}
+	c, err := sigv4.Placeholder()
+	if err != nil {
+		return "", err
+	}
+	return sigv4.PlaceholderString(c), nil
+}
+
 // checkSecretEnv refuses the variable a secret's placeholder goes in
 // when package lang would: one that is no name, one another secret
 // already uses (secretIn, from variable to secret, records them), one a
 // forbid_env pattern of p keeps out of the guest. A policy reaches
 // Update from the Go API or a reload without passing through lang.
 func checkSecretEnv(p policy.Sandbox, s policy.SecretBinding, secretIn map[string]string) error {
-	if s.Env == "" || strings.ContainsAny(s.Env, "=\x00") {
-		return fmt.Errorf("secret.%s: %q is not an environment variable name", s.Name, s.Env)
-	}
-	if other, ok := secretIn[s.Env]; ok {
-		return fmt.Errorf("secret.%s: %s is already the placeholder variable of secret.%s", s.Name, s.Env, other)
-	}
-	secretIn[s.Env] = s.Name
-	if pat, ok := p.ForbiddenEnv(s.Env); ok {
-		return fmt.Errorf("secret.%s puts its placeholder in %s, which the forbid_env pattern %q keeps out of the guest's environment%s", s.Name, s.Env, pat, originSuffix(p.ForbidEnvOrigin))
+	for _, env := range secretEnvs(s) {
+		if env == "" || strings.ContainsAny(env, "=\x00") {
+			return fmt.Errorf("secret.%s: %q is not an environment variable name", s.Name, env)
+		}
+		if other, ok := secretIn[env]; ok {
+			return fmt.Errorf("secret.%s: %s is already the placeholder variable of secret.%s", s.Name, env, other)
+		}
+		secretIn[env] = s.Name
+		if pat, ok := p.ForbiddenEnv(env); ok {
+			return fmt.Errorf("secret.%s puts its placeholder in %s, which the forbid_env pattern %q keeps out of the guest's environment%s", s.Name, env, pat, originSuffix(p.ForbidEnvOrigin))
+		}
 	}
 	return nil
+}
+
+// secretEnvs are the variables s puts placeholders in: its env, and an
+// AWS credential's secret key and session token variables.
+func secretEnvs(s policy.SecretBinding) []string {
+	if s.AWS == nil {
+		return []string{s.Env}
+	}
+	return []string{s.Env, s.AWS.SecretKeyEnv, s.AWS.SessionTokenEnv}
 }
 
 // denied writes what the stack refused to the audit log.
@@ -249,11 +277,9 @@ func (n *Net) Configure() agentproto.Configure {
 		},
 		CACertPEM: n.auth.CertPEM(),
 	}
-	n.mu.Lock()
-	for name, ph := range n.placeholders {
-		cfg.Env = append(cfg.Env, n.envs[name]+"="+ph)
+	for env, ph := range n.eng.Policy().Placeholders() {
+		cfg.Env = append(cfg.Env, env+"="+ph)
 	}
-	n.mu.Unlock()
 	slices.Sort(cfg.Env)
 	return cfg
 }
@@ -353,9 +379,13 @@ func ResolveSecrets(ctx context.Context, p policy.Sandbox, src SecretSources) (m
 			return nil, c.Err
 		}
 	}
+	awsSecrets := map[string]bool{}
+	for _, s := range p.Secrets {
+		awsSecrets[s.Name] = s.AWS != nil
+	}
 	values := make(map[string][]byte, len(choices))
 	for _, c := range choices {
-		v, err := secretsrc.Resolve(ctx, c.Source, secretsrc.Options{Dir: c.Dir, Environ: src.Environ})
+		v, err := secretsrc.Resolve(ctx, c.Source, secretsrc.Options{Dir: c.Dir, Environ: src.Environ, AWS: awsSecrets[c.Secret]})
 		if err != nil {
 			for _, v := range values {
 				clear(v)
