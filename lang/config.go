@@ -251,7 +251,11 @@ type Secret struct {
 	// "env:NAME", "file:PATH", "command:CMD", or empty when the spec
 	// leaves it to the user's bindings file (package bindings, which
 	// also decides which source is used: never a spec's command).
-	Source    string
+	Source string
+	// OAuth and File are the secret's oauth and file blocks, nil when
+	// absent (see policy.OAuth and policy.SecretFile).
+	OAuth     *policy.OAuth
+	File      *policy.SecretFile
 	DeclRange hcl.Range
 }
 

@@ -280,6 +280,7 @@ var secretSchema = &hcl.BodySchema{
 		{Name: "headers"},
 		{Name: "plain_http"},
 	},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "oauth"}, {Type: "file"}},
 }
 
 func (l *loader) decodeSecret(b *hcl.Block) {
@@ -361,6 +362,7 @@ func (l *loader) decodeSecret(b *hcl.Block) {
 			}
 		}
 	}
+	l.decodeSecretBlocks(s, content.Blocks)
 }
 
 // framingHeaders are headers whose value HTTP itself interprets (or that

@@ -44,6 +44,9 @@ func Hash(p Sandbox) string {
 		// the hash of a policy without them is what it was.
 		Headers   []string `json:"headers,omitempty"`
 		PlainHTTP []string `json:"plain_http,omitempty"`
+		// OAuth and File came later still, left out when unset.
+		OAuth *OAuth      `json:"oauth,omitempty"`
+		File  *SecretFile `json:"file,omitempty"`
 	}
 	type mount struct {
 		Guest    string   `json:"guest"`
@@ -87,7 +90,8 @@ func Hash(p Sandbox) string {
 		for _, hp := range s.PlainHTTP {
 			plain = append(plain, hp.String())
 		}
-		c.Secrets = append(c.Secrets, secret{s.Name, s.Env, hosts, s.Source, s.Headers, plain})
+		c.Secrets = append(c.Secrets, secret{Name: s.Name, Env: s.Env, Hosts: hosts, Source: s.Source,
+			Headers: s.Headers, PlainHTTP: plain, OAuth: s.OAuth, File: s.File})
 	}
 	for _, m := range p.Mounts {
 		c.Mounts = append(c.Mounts, mount{m.Guest, m.Host, m.Access, m.Hide, m.ReadOnly, m.Tmpfs, m.Owner, m.GitWritable})

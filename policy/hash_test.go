@@ -56,6 +56,12 @@ func hashSampleFull() policy.Sandbox {
 	p.Secrets[1].Headers = []string{"x-goog-api-key"}
 	p.Secrets[0].PlainHTTP = []policy.HostPort{{Host: "api.anthropic.com", Port: 80}}
 	p.Secrets[1].PlainHTTP = []policy.HostPort{{Host: "local.openai.com", Port: 80}}
+	for i := range p.Secrets {
+		p.Secrets[i].OAuth = &policy.OAuth{TokenURL: "https://auth.example.com/token", RefreshField: "refresh_token",
+			ClientID: "client", IDToken: "tokens.id_token", AccessToken: "tokens.access_token",
+			RefreshToken: "tokens.refresh_token", RefreshedAt: "last_refresh"}
+		p.Secrets[i].File = &policy.SecretFile{Path: "/home/agent/auth.json", Mode: 0o600, Owner: "agent"}
+	}
 	p.CAs = []policy.CA{
 		{Path: "certs/a.pem", PEM: "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n", Origin: policy.Origin{Block: "egress.llm", File: "main.hcl", Line: 3}},
 		{Path: "certs/b.pem", PEM: "-----BEGIN CERTIFICATE-----\nBBBB\n-----END CERTIFICATE-----\n", Origin: policy.Origin{Block: "egress.git", File: "main.hcl", Line: 8}},
@@ -165,6 +171,8 @@ func hashLeafPaths(t reflect.Type, prefix string) []string {
 		switch {
 		case f.Type.Kind() == reflect.Struct:
 			out = append(out, hashLeafPaths(f.Type, path+".")...)
+		case f.Type.Kind() == reflect.Pointer && f.Type.Elem().Kind() == reflect.Struct:
+			out = append(out, hashLeafPaths(f.Type.Elem(), path+".")...)
 		case f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() == reflect.Struct:
 			out = append(out, hashLeafPaths(f.Type.Elem(), path+"[].")...)
 		default:
@@ -186,6 +194,9 @@ func hashMutate(v reflect.Value, path string, index int) {
 	if isSlice {
 		f = f.Index(min(index, f.Len()-1))
 	}
+	if f.Kind() == reflect.Pointer {
+		f = f.Elem()
+	}
 	if rest != "" {
 		hashMutate(f, rest, index)
 		return
@@ -195,7 +206,7 @@ func hashMutate(v reflect.Value, path string, index int) {
 		f.SetString(f.String() + "x")
 	case reflect.Int:
 		f.SetInt(f.Int() + 1)
-	case reflect.Uint16:
+	case reflect.Uint16, reflect.Uint32:
 		f.SetUint(f.Uint() + 1)
 	case reflect.Bool:
 		f.SetBool(!f.Bool())

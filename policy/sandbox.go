@@ -115,7 +115,12 @@ type SecretBinding struct {
 	Headers   []string      `json:"headers,omitempty"`
 	PlainHTTP []HostPort    `json:"plain_http,omitempty"`
 	Source    string        `json:"source"`
-	Origin    Origin        `json:"origin"`
+	// OAuth, when set, makes the secret an OAuth login brokered on the
+	// host (see OAuth); File, when set, delivers its credential file,
+	// with placeholders, into the guest.
+	OAuth  *OAuth      `json:"oauth,omitempty"`
+	File   *SecretFile `json:"file,omitempty"`
+	Origin Origin      `json:"origin"`
 }
 
 // Access is the base access mode of a mount.
