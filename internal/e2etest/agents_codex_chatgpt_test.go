@@ -315,7 +315,7 @@ func TestCodexChatGPTThroughEngine(t *testing.T) {
 		rctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(rctx, unshare, append([]string{"--user", "--map-root-user", "--net", "--", self},
-			codexArgs(exe, work, "Write the file "+codexFile+", then say so.")...)...)
+			append(codexArgs(exe, work, "Write the file "+codexFile+", then say so.")[:2], append(strings.Fields(os.Getenv("SBX_TEST_CODEX_EXTRA")), codexArgs(exe, work, "Write the file "+codexFile+", then say so.")[2:]...)...)...)...)
 		cmd.Dir = work
 		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "CODEX_HOME=" + codexHome,
 			"CHATGPT_ACCESS_TOKEN=" + login.AccessPlaceholder(),
