@@ -230,3 +230,67 @@ func TestCompileLoginNeedsALogin(t *testing.T) {
 		t.Errorf("Compile = %v; want an OAuth secret refused without its login", err)
 	}
 }
+
+// loginPolicy compiles a policy whose one secret is a login on a new
+// credential file, and returns it with the guest's refresh placeholder.
+func loginPolicy(t *testing.T) (*Policy, string) {
+	t.Helper()
+	tt := newTestTokens(t, time.Now().Add(time.Hour), "ws")
+	path := filepath.Join(t.TempDir(), "auth.json")
+	doc := fmt.Sprintf(`{"tokens":{"id_token":%q,"access_token":%q,"refresh_token":%q}}`, tt.id, tt.access, tt.refresh)
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	oa := policy.OAuth{TokenURL: "https://auth.openai.com/oauth/token", RefreshField: "refresh_token",
+		IDToken: "tokens.id_token", AccessToken: "tokens.access_token", RefreshToken: "tokens.refresh_token"}
+	login, err := oauth.Open("codex", oa, path, oauth.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rendered, err := login.Render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g struct {
+		Tokens struct {
+			RefreshToken string `json:"refresh_token"`
+		} `json:"tokens"`
+	}
+	json.Unmarshal(rendered, &g)
+	p := policy.Sandbox{
+		Allow: []policy.AllowRule{allow("chatgpt.com", 1), allow("auth.openai.com", 2), allow("other.test", 3)},
+		Secrets: []policy.SecretBinding{{Name: "codex", Env: "CODEX_ACCESS_TOKEN", Hosts: []policy.HostPattern{policy.MustHostPattern("chatgpt.com")},
+			OAuth: &oa, Origin: origin("secret.codex", 20)}},
+	}
+	pol, err := CompileLogins(p, nil, nil, map[string]*oauth.Login{"codex": login})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pol, g.Tokens.RefreshToken
+}
+
+type nopStream struct{ io.Reader }
+
+func (nopStream) Write(p []byte) (int, error) { return len(p), nil }
+func (nopStream) Close() error                { return nil }
+
+// TestLoginInWebSocketFrames checks that a login's placeholder in a
+// guest WebSocket frame to a host the login is not bound to ends the
+// stream, and that a policy whose only secret is a login allows no
+// upgrade but WebSocket.
+func TestLoginInWebSocketFrames(t *testing.T) {
+	pol, ph := loginPolicy(t)
+	up := nopStream{strings.NewReader("")}
+	c := newWSConn(up, newReplacer(nil), pol, "other.test")
+	if _, err := c.upw.feed(nil, frame(true, 0, wsText, []byte(`{"t":"`+ph+`"}`), true)); err == nil {
+		t.Errorf("a login's refresh placeholder in a frame to other.test was passed on")
+	}
+	c = newWSConn(up, newReplacer(nil), pol, "chatgpt.com")
+	if _, err := c.upw.feed(nil, frame(true, 0, wsText, []byte(`{"t":"hello"}`), true)); err != nil {
+		t.Errorf("an ordinary frame to chatgpt.com was refused: %v", err)
+	}
+	h := http.Header{"Connection": {"Upgrade"}, "Upgrade": {"h2c"}}
+	if pol.upgradeRefusal(h) == "" {
+		t.Errorf("an h2c upgrade was allowed with a login in the policy")
+	}
+}
