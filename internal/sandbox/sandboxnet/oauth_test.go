@@ -36,7 +36,7 @@ func TestOAuthSecretNetwork(t *testing.T) {
 	if err := os.WriteFile(auth, doc, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := policy.SecretBinding{Name: "codex", Env: "CODEX_ACCESS_TOKEN", Source: "file:auth.json",
+	s := policy.SecretBinding{Name: "codex", Env: "CHATGPT_ACCESS_TOKEN", Source: "file:auth.json",
 		Hosts: []policy.HostPattern{policy.MustHostPattern("chatgpt.com")},
 		OAuth: &policy.OAuth{TokenURL: "https://auth.openai.com/oauth/token", RefreshField: "refresh_token",
 			IDToken: "tokens.id_token", AccessToken: "tokens.access_token", RefreshToken: "tokens.refresh_token"},
@@ -84,8 +84,8 @@ func TestOAuthSecretNetwork(t *testing.T) {
 		t.Errorf("the guest's tokens: %v", guest.Tokens)
 	}
 	env := strings.Join(n.Configure().Env, "\n")
-	if !strings.Contains(env, "CODEX_ACCESS_TOKEN="+guest.Tokens["access_token"]) || strings.Contains(env, access) {
-		t.Errorf("the guest's environment:\n%s\nwant CODEX_ACCESS_TOKEN the file's access placeholder", env)
+	if !strings.Contains(env, "CHATGPT_ACCESS_TOKEN="+guest.Tokens["access_token"]) || strings.Contains(env, access) {
+		t.Errorf("the guest's environment:\n%s\nwant CHATGPT_ACCESS_TOKEN the file's access placeholder", env)
 	}
 	// An update keeps the login and the guest's copy.
 	if _, err := n.Update(p, values); err != nil {
