@@ -254,7 +254,11 @@ type Secret struct {
 	Source string
 	// AWS, when the secret has an aws block, makes it an AWS credential
 	// re-signed on the host.
-	AWS       *policy.AWSCredential
+	AWS *policy.AWSCredential
+	// OAuth and File are the secret's oauth and file blocks, nil when
+	// absent (see policy.OAuth and policy.SecretFile).
+	OAuth     *policy.OAuth
+	File      *policy.SecretFile
 	DeclRange hcl.Range
 }
 

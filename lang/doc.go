@@ -114,6 +114,20 @@
 //	                                     never run (a warning): only the bindings file's commands run
 //	  headers    = ["x-api-key"]         headers whose whole value is the credential (Authorization always is)
 //	  plain_http = ["api.test:80"]       exact destinations the value may cross unencrypted (a local fixture)
+//	  oauth {                            optional: an OAuth login whose tokens are in the JSON file source names
+//	    token_url     = "https://auth.example.com/oauth/token"   required; its host must be allowed by egress
+//	    refresh_field = "refresh_token"  the refresh request's JSON or form field (default refresh_token)
+//	    client_id     = "app_..."        for refreshes the host makes by itself
+//	    access_token  = "tokens.access_token"    required; dotted paths into the file
+//	    refresh_token = "tokens.refresh_token"   required
+//	    id_token      = "tokens.id_token"        optional
+//	    refreshed_at  = "last_refresh"           optional; set on write-back
+//	  }
+//	  file {                             optional (needs oauth): the file with placeholders, in the guest
+//	    path  = "/home/agent/.codex/auth.json"   required; absolute
+//	    mode  = "0600"                   default 0600; no group or other bits
+//	    owner = "agent"                  default root
+//	  }
 //	}
 //
 //	vfs "NAME" {

@@ -281,7 +281,7 @@ var secretSchema = &hcl.BodySchema{
 		{Name: "headers"},
 		{Name: "plain_http"},
 	},
-	Blocks: []hcl.BlockHeaderSchema{{Type: "aws"}},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "aws"}, {Type: "oauth"}, {Type: "file"}},
 }
 
 var secretAWSSchema = &hcl.BodySchema{
@@ -373,6 +373,7 @@ func (l *loader) decodeSecret(b *hcl.Block) {
 			}
 		}
 	}
+	l.decodeSecretBlocks(s, content.Blocks)
 }
 
 // decodeSecretAWS decodes a secret's aws block, which makes it an AWS

@@ -302,6 +302,8 @@ func (l *loader) sandboxPolicy(sb *Sandbox, egress, secrets, vfs []blockRef, env
 			PlainHTTP: s.PlainHTTP,
 			Source:    s.Source,
 			AWS:       s.AWS,
+			OAuth:     s.OAuth,
+			File:      s.File,
 			Origin:    l.origin("secret."+s.Name, s.DeclRange),
 		})
 		if !egressComplete || l.incomplete[addrs.Ref{Kind: addrs.Secret, Name: s.Name}] {
@@ -318,6 +320,7 @@ func (l *loader) sandboxPolicy(sb *Sandbox, egress, secrets, vfs []blockRef, env
 				"secret.%s is sent to %s, but the egress of sandbox.%s (%s) does not allow %s. A secret never widens egress: add the host to an egress block's allow list, or narrow the secret's hosts.",
 				s.Name, strings.Join(unreachable, ", "), sb.Name, egressList(egress), pronoun(len(unreachable)))
 		}
+		l.checkTokenHost(sb, s, r.rng, pol.Allow, egress)
 		for _, h := range hosts {
 			if g, ok := policy.Effective(pol.Allow, h); ok && g.Passthrough {
 				l.errorf(r.rng, "Secret host is passthrough",

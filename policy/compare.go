@@ -40,7 +40,7 @@ type Change struct {
 	// Kind is the rule kind: "allow", "allow.passthrough",
 	// "allow.methods", "allow.paths", "allow.git_push", "tcp", "hosts",
 	// "ca", "secret",
-	// "secret.source", "secret.hosts", "secret.headers",
+	// "secret.source", "secret.hosts", "secret.headers", "secret.oauth", "secret.file",
 	// "secret.plain_http", "secret.env", "secret.aws",
 	// "secret.aws.services", "secret.aws.regions", "secret.aws.env", "mount",
 	// "mount.host", "mount.access", "mount.hide", "mount.readonly",
@@ -463,7 +463,7 @@ func compareSecretPlaces(o, s SecretBinding) []Change {
 		cs = append(cs, c)
 	}
 	cs = append(cs, compareAWS(o, s)...)
-	return cs
+	return append(cs, compareSecretOAuth(o, s)...)
 }
 
 // compareAWS compares what an AWS credential is re-signed for. Becoming
@@ -504,6 +504,38 @@ func compareAWS(o, s SecretBinding) []Change {
 			}
 			cs = append(cs, c)
 		}
+	}
+	return cs
+}
+
+// compareSecretOAuth compares how a secret is brokered as an OAuth login
+// and whether its credential file reaches the guest. A new token endpoint
+// widens (the refresh token goes somewhere it did not), as does a new
+// file in the guest (it learns the id token's claims); either removed
+// narrows, and a file that only moves or changes owner is neutral.
+func compareSecretOAuth(o, s SecretBinding) []Change {
+	var cs []Change
+	ch := func(dir Direction, op Op, kind, detail string) {
+		cs = append(cs, Change{Direction: dir, Op: op, Kind: kind, Subject: s.Name, Detail: detail, Origin: s.Origin})
+	}
+	switch {
+	case o.OAuth == nil && s.OAuth != nil:
+		ch(Widen, RuleAdded, "secret.oauth", fmt.Sprintf("secret %s is an OAuth login whose refresh token the host sends to %s", s.Name, s.OAuth.TokenURL))
+	case o.OAuth != nil && s.OAuth == nil:
+		ch(Narrow, RuleRemoved, "secret.oauth", fmt.Sprintf("secret %s is no longer refreshed through %s", s.Name, o.OAuth.TokenURL))
+	case o.OAuth != nil && o.OAuth.TokenURL != s.OAuth.TokenURL:
+		ch(Widen, RuleModified, "secret.oauth", fmt.Sprintf("secret %s's refresh token is sent to %s instead of %s", s.Name, s.OAuth.TokenURL, o.OAuth.TokenURL))
+	case o.OAuth != nil && *o.OAuth != *s.OAuth:
+		ch(Neutral, RuleModified, "secret.oauth", fmt.Sprintf("secret %s reads its tokens from other fields of its credential file", s.Name))
+	}
+	switch {
+	case o.File == nil && s.File != nil:
+		ch(Widen, RuleAdded, "secret.file", fmt.Sprintf("the guest gets secret %s's credential file at %s, with placeholders for its tokens and the claims of its JWTs", s.Name, s.File.Path))
+	case o.File != nil && s.File == nil:
+		ch(Narrow, RuleRemoved, "secret.file", fmt.Sprintf("the guest no longer gets secret %s's credential file at %s", s.Name, o.File.Path))
+	case o.File != nil && *o.File != *s.File:
+		ch(Neutral, RuleModified, "secret.file", fmt.Sprintf("secret %s's credential file is at %s (owner %s, mode %04o) instead of %s (owner %s, mode %04o)",
+			s.Name, s.File.Path, s.File.Owner, s.File.Mode, o.File.Path, o.File.Owner, o.File.Mode))
 	}
 	return cs
 }

@@ -46,6 +46,9 @@ func Hash(p Sandbox) string {
 		PlainHTTP []string `json:"plain_http,omitempty"`
 		// AWS came later still, likewise.
 		AWS *AWSCredential `json:"aws,omitempty"`
+		// OAuth and File came later still, left out when unset.
+		OAuth *OAuth      `json:"oauth,omitempty"`
+		File  *SecretFile `json:"file,omitempty"`
 	}
 	type mount struct {
 		Guest    string   `json:"guest"`
@@ -89,7 +92,8 @@ func Hash(p Sandbox) string {
 		for _, hp := range s.PlainHTTP {
 			plain = append(plain, hp.String())
 		}
-		c.Secrets = append(c.Secrets, secret{s.Name, s.Env, hosts, s.Source, s.Headers, plain, s.AWS})
+		c.Secrets = append(c.Secrets, secret{Name: s.Name, Env: s.Env, Hosts: hosts, Source: s.Source,
+			Headers: s.Headers, PlainHTTP: plain, AWS: s.AWS, OAuth: s.OAuth, File: s.File})
 	}
 	for _, m := range p.Mounts {
 		c.Mounts = append(c.Mounts, mount{m.Guest, m.Host, m.Access, m.Hide, m.ReadOnly, m.Tmpfs, m.Owner, m.GitWritable})

@@ -59,6 +59,10 @@ func hashSampleFull() policy.Sandbox {
 	for i := range p.Secrets {
 		p.Secrets[i].AWS = &policy.AWSCredential{Services: []string{"s3"}, Regions: []string{"us-east-1"},
 			SecretKeyEnv: "AWS_SECRET_ACCESS_KEY", SessionTokenEnv: "AWS_SESSION_TOKEN"}
+		p.Secrets[i].OAuth = &policy.OAuth{TokenURL: "https://auth.example.com/token", RefreshField: "refresh_token",
+			ClientID: "client", IDToken: "tokens.id_token", AccessToken: "tokens.access_token",
+			RefreshToken: "tokens.refresh_token", RefreshedAt: "last_refresh"}
+		p.Secrets[i].File = &policy.SecretFile{Path: "/home/agent/auth.json", Mode: 0o600, Owner: "agent"}
 	}
 	p.CAs = []policy.CA{
 		{Path: "certs/a.pem", PEM: "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n", Origin: policy.Origin{Block: "egress.llm", File: "main.hcl", Line: 3}},
@@ -208,7 +212,7 @@ func hashMutate(v reflect.Value, path string, index int) {
 		f.SetString(f.String() + "x")
 	case reflect.Int:
 		f.SetInt(f.Int() + 1)
-	case reflect.Uint16:
+	case reflect.Uint16, reflect.Uint32:
 		f.SetUint(f.Uint() + 1)
 	case reflect.Bool:
 		f.SetBool(!f.Bool())

@@ -117,8 +117,13 @@ type SecretBinding struct {
 	Source    string        `json:"source"`
 	// AWS, when set, makes the secret an AWS credential re-signed on the
 	// host (AWSCredential); Headers and PlainHTTP are then empty.
-	AWS    *AWSCredential `json:"aws,omitempty"`
-	Origin Origin         `json:"origin"`
+	AWS *AWSCredential `json:"aws,omitempty"`
+	// OAuth, when set, makes the secret an OAuth login brokered on the
+	// host (see OAuth); File, when set, delivers its credential file,
+	// with placeholders, into the guest.
+	OAuth  *OAuth      `json:"oauth,omitempty"`
+	File   *SecretFile `json:"file,omitempty"`
+	Origin Origin      `json:"origin"`
 }
 
 // AWSCredential declares a secret as an AWS credential: its source

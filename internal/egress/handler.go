@@ -108,6 +108,10 @@ func (e *Engine) handle(w http.ResponseWriter, r *http.Request, f *flow, isTLS b
 	if v.scanForm != "" && r.Body != nil && r.Body != http.NoBody {
 		r.Body = newFormOverrideScanner(r.Body, v.scanForm)
 	}
+	if ls := pol.refreshFor(f.name, f.port, isTLS, r); ls != nil {
+		e.serveRefresh(cw, r, f, st, ls, &en)
+		return
+	}
 
 	// A request signed with an AWS placeholder credential is verified
 	// before placeholders are looked for; its signature is then removed
@@ -123,11 +127,17 @@ func (e *Engine) handle(w http.ResponseWriter, r *http.Request, f *flow, isTLS b
 		deny(http.StatusForbidden, d.reason, d.rule)
 		return
 	}
+	loginsUsed, loginPairs, d := pol.rewriteLogins(f.name, f.port, isTLS, r.Header, r.RequestURI+" "+r.URL.Path+" "+unescaped)
+	if d != nil {
+		deny(http.StatusForbidden, d.reason, d.rule)
+		return
+	}
+	sub.used = append(sub.used, loginsUsed...)
 	en.Secrets = sub.used
 	if awsReq != nil {
 		en.Secrets = append(en.Secrets, awsReq.cred.binding.Name)
 	}
-	toSecretsHost := len(en.Secrets) > 0 || pol.anyBound(f.name)
+	toSecretsHost := len(en.Secrets) > 0 || pol.anyBound(f.name) || pol.loginBound(f.name)
 	if toSecretsHost {
 		// The upstream may echo the credential, which masking must see
 		// as ASCII: the guest may not choose the charset of the answer.
@@ -165,11 +175,15 @@ func (e *Engine) handle(w http.ResponseWriter, r *http.Request, f *flow, isTLS b
 		authority = net.JoinHostPort(f.name, strconv.Itoa(int(f.port)))
 	}
 	rs := &requestState{st: st, scheme: scheme, authority: authority, name: f.name, toSecretsHost: toSecretsHost, aws: awsReq}
-	if pol.mask != nil {
-		if len(sub.extra) == 0 {
+	if pol.mask != nil || len(loginPairs) > 0 {
+		extra := append(sub.extra, loginPairs...)
+		switch {
+		case pol.mask == nil:
+			rs.mask = newReplacer(extra)
+		case len(extra) == 0:
 			rs.mask = pol.mask
-		} else {
-			rs.mask = pol.mask.withPairs(sub.extra, pol.maskPairs)
+		default:
+			rs.mask = pol.mask.withPairs(extra, pol.maskPairs)
 		}
 		// Bodies are masked as they stream; ask for them uncompressed so
 		// that a value in them is seen.
@@ -183,7 +197,7 @@ func (e *Engine) handle(w http.ResponseWriter, r *http.Request, f *flow, isTLS b
 	cr := &countingReader{r: r.Body}
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = cr
-		if unbound, rep := pol.unboundFor(f.name); unbound != nil {
+		if unbound, rep := pol.scanFor(f.name); unbound != nil {
 			rs.scan = newBodyScanner(r.Body, f.name, unbound, rep)
 			r.Body = rs.scan
 		}

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/sbx-dev/sbx/internal/egress/oauth"
 	"github.com/sbx-dev/sbx/policy"
 	"github.com/sbx-dev/sbx/policy/match"
 )
@@ -27,6 +28,8 @@ type Policy struct {
 	secrets []*secret
 	// aws are the AWS credentials among secrets (aws.go).
 	aws []*awsCred
+	// logins are the OAuth secrets, brokered by package oauth.
+	logins []*loginSecret
 	// roots verifies upstream servers: the system roots plus the spec's CAs.
 	roots *x509.CertPool
 	// mask replaces every real value, in any ASCII case and in the
@@ -65,6 +68,14 @@ const minSecretLen = 8
 // placeholders each name to the placeholder the guest sees; every secret
 // p binds must be in both. Errors name secrets, never values.
 func Compile(p policy.Sandbox, secrets map[string][]byte, placeholders map[string]string) (*Policy, error) {
+	return CompileLogins(p, secrets, placeholders, nil)
+}
+
+// CompileLogins is Compile for a policy that binds OAuth secrets (those
+// with an oauth block): logins maps each of them to its login, opened on
+// the host's credential file (package oauth), and they need no value or
+// placeholder in the other maps. See logins.go for how they are brokered.
+func CompileLogins(p policy.Sandbox, secrets map[string][]byte, placeholders map[string]string, logins map[string]*oauth.Login) (*Policy, error) {
 	c := &Policy{
 		src:   p,
 		tcp:   make(map[policy.HostPort]policy.TCPRule),
@@ -111,6 +122,12 @@ func Compile(p policy.Sandbox, secrets map[string][]byte, placeholders map[strin
 
 	seen := make(map[string]string)
 	for _, b := range p.Secrets {
+		if b.OAuth != nil {
+			if err := c.addLogin(b, logins[b.Name]); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
 		v, ok := secrets[b.Name]
 		if !ok {
 			errs = append(errs, fmt.Errorf("secret %q: no value was resolved", b.Name))

@@ -65,7 +65,7 @@ const wsCloseWait = 5 * time.Second
 // nothing checks. An Upgrade header without the Connection token is
 // dropped on the way anyway (it is hop-by-hop).
 func (p *Policy) upgradeRefusal(h http.Header) string {
-	if p.mask == nil || !httpguts.HeaderValuesContainsToken(h["Connection"], "upgrade") {
+	if p.mask == nil && len(p.logins) == 0 || !httpguts.HeaderValuesContainsToken(h["Connection"], "upgrade") {
 		return ""
 	}
 	vals := h.Values("Upgrade")
@@ -139,6 +139,7 @@ func newWSConn(up io.ReadWriteCloser, mask *replacer, p *Policy, host string) *w
 			c.upw.secrets = append(c.upw.secrets, s)
 		}
 	}
+	c.upw.secrets = append(c.upw.secrets, p.loginScanSecrets(host)...)
 	c.upw.init()
 	return c
 }

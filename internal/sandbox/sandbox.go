@@ -215,6 +215,11 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Sandbox, error) {
 		}
 		return nil, errors.Join(err, s.Stop(context.WithoutCancel(ctx)))
 	}
+	if files := s.net.CredentialFiles(); len(files) > 0 {
+		if err := deliverCredentialFiles(ctx, m.Exec, files); err != nil {
+			return nil, errors.Join(err, s.Stop(context.WithoutCancel(ctx)))
+		}
+	}
 	started.Took = time.Since(begin)
 	started.Machine = m.Timings()
 	started.Mounts, started.MountsNote = transport, note

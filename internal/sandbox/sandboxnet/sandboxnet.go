@@ -17,6 +17,7 @@ import (
 	"github.com/sbx-dev/sbx/internal/egress/audit"
 	"github.com/sbx-dev/sbx/internal/egress/ca"
 	"github.com/sbx-dev/sbx/internal/egress/netstack"
+	"github.com/sbx-dev/sbx/internal/egress/oauth"
 	"github.com/sbx-dev/sbx/internal/egress/secretsrc"
 	"github.com/sbx-dev/sbx/internal/egress/sigv4"
 	"github.com/sbx-dev/sbx/internal/machine"
@@ -34,7 +35,10 @@ type Options struct {
 	// Policy is the sandbox's effective policy.
 	Policy policy.Sandbox
 	// Secrets holds the value of every secret Policy binds, by name
-	// (ResolveSecrets).
+	// (ResolveSecrets). For an OAuth secret (one with an oauth block)
+	// it is the absolute path of the host's credential file, whose
+	// tokens the network brokers (package oauth) and never reads into
+	// this map.
 	Secrets map[string][]byte
 	// AuditDir is where the audit log (audit.File) is written; empty
 	// means none.
@@ -62,6 +66,12 @@ type Net struct {
 	mu           sync.Mutex
 	placeholders map[string]string // secret name → placeholder
 	envs         map[string]string // secret name → its env variable
+	// logins are the OAuth secrets' logins by name, each opened on its
+	// credential file once and kept across updates (the guest holds
+	// their placeholders); files are the guest's copies of the
+	// credential files of those with a file block, rendered when the
+	// login was opened.
+	logins map[string]*openLogin
 
 	// stop ends the goroutine that writes summaries of the refusals the
 	// stack did not report (over its rate); done is closed once it has.
@@ -87,7 +97,7 @@ func New(opts Options) (*Net, error) {
 			return nil, fmt.Errorf("sandbox network: %w", err)
 		}
 	}
-	n := &Net{auth: auth, placeholders: map[string]string{}, envs: map[string]string{}}
+	n := &Net{auth: auth, placeholders: map[string]string{}, envs: map[string]string{}, logins: map[string]*openLogin{}}
 	pol, err := n.compile(opts.Policy, opts.Secrets)
 	if err != nil {
 		return nil, err
@@ -172,12 +182,22 @@ func (n *Net) compile(p policy.Sandbox, values map[string][]byte) (*egress.Polic
 	ph := map[string]string{}
 	envs := map[string]string{}
 	secretIn := map[string]string{}
+	logins := map[string]*openLogin{}
 	for _, s := range p.Secrets {
 		if err := checkSecretEnv(p, s, secretIn); err != nil {
 			return nil, fmt.Errorf("sandbox network: %w", err)
 		}
 		if _, ok := values[s.Name]; !ok {
 			return nil, fmt.Errorf("sandbox network: secret.%s has no value", s.Name)
+		}
+		if s.OAuth != nil {
+			ol, err := n.openLogin(s, string(values[s.Name]))
+			if err != nil {
+				return nil, fmt.Errorf("sandbox network: %w", err)
+			}
+			logins[s.Name] = ol
+			envs[s.Name] = s.Env
+			continue
 		}
 		v, ok := n.placeholders[s.Name]
 		if _, err := sigv4.ParsePlaceholder(v); ok && (err == nil) != (s.AWS != nil) {
@@ -192,11 +212,15 @@ func (n *Net) compile(p policy.Sandbox, values map[string][]byte) (*egress.Polic
 		ph[s.Name] = v
 		envs[s.Name] = strings.Join(secretEnvs(s), ",")
 	}
-	pol, err := egress.Compile(p, values, ph)
+	opened := make(map[string]*oauth.Login, len(logins))
+	for name, ol := range logins {
+		opened[name] = ol.login
+	}
+	pol, err := egress.CompileLogins(p, values, ph, opened)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox network: %w", err)
 	}
-	n.placeholders, n.envs = ph, envs
+	n.placeholders, n.envs, n.logins = ph, envs, logins
 	return pol, nil
 }
 
@@ -211,6 +235,64 @@ func newPlaceholder(s policy.SecretBinding) (string, error) {
 		return "", err
 	}
 	return sigv4.PlaceholderString(c), nil
+}
+
+// openLogin is an OAuth secret's login and the guest's copy of its
+// credential file.
+type openLogin struct {
+	path  string
+	spec  policy.OAuth
+	login *oauth.Login
+	file  *policy.SecretFile
+	data  []byte
+}
+
+// openLogin returns the login of OAuth secret s on the credential file
+// at path: the one already open when neither changed, else a new one,
+// whose guest copy is rendered now. The caller holds n.mu.
+func (n *Net) openLogin(s policy.SecretBinding, path string) (*openLogin, error) {
+	if old, ok := n.logins[s.Name]; ok && old.path == path && old.spec == *s.OAuth {
+		old.file = s.File
+		return old, nil
+	}
+	l, err := oauth.Open(s.Name, *s.OAuth, path, oauth.Options{})
+	if err != nil {
+		return nil, err
+	}
+	data, err := l.Render()
+	if err != nil {
+		return nil, err
+	}
+	return &openLogin{path: path, spec: *s.OAuth, login: l, file: s.File, data: data}, nil
+}
+
+// CredentialFile is a credential file the guest gets: an OAuth
+// secret's, rendered with placeholders for its tokens (package oauth).
+type CredentialFile struct {
+	// Secret names the secret.
+	Secret string
+	// Path, Mode and Owner are the file block's.
+	Path  string
+	Mode  uint32
+	Owner string
+	// Data is the file's content: placeholders, never a real token.
+	Data []byte
+}
+
+// CredentialFiles returns the credential files the guest must be given,
+// sorted by path.
+func (n *Net) CredentialFiles() []CredentialFile {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []CredentialFile
+	for name, ol := range n.logins {
+		if ol.file == nil {
+			continue
+		}
+		out = append(out, CredentialFile{Secret: name, Path: ol.file.Path, Mode: ol.file.Mode, Owner: ol.file.Owner, Data: slices.Clone(ol.data)})
+	}
+	slices.SortFunc(out, func(a, b CredentialFile) int { return strings.Compare(a.Path, b.Path) })
+	return out
 }
 
 // checkSecretEnv refuses the variable a secret's placeholder goes in
@@ -280,6 +362,13 @@ func (n *Net) Configure() agentproto.Configure {
 	for env, ph := range n.eng.Policy().Placeholders() {
 		cfg.Env = append(cfg.Env, env+"="+ph)
 	}
+	n.mu.Lock()
+	for name, ol := range n.logins {
+		if ph := ol.login.AccessPlaceholder(); ph != "" {
+			cfg.Env = append(cfg.Env, n.envs[name]+"="+ph)
+		}
+	}
+	n.mu.Unlock()
 	slices.Sort(cfg.Env)
 	return cfg
 }
@@ -379,12 +468,26 @@ func ResolveSecrets(ctx context.Context, p policy.Sandbox, src SecretSources) (m
 			return nil, c.Err
 		}
 	}
-	awsSecrets := map[string]bool{}
+	oauthSecrets, awsSecrets := map[string]bool{}, map[string]bool{}
 	for _, s := range p.Secrets {
+		oauthSecrets[s.Name] = s.OAuth != nil
 		awsSecrets[s.Name] = s.AWS != nil
 	}
 	values := make(map[string][]byte, len(choices))
 	for _, c := range choices {
+		if oauthSecrets[c.Secret] {
+			// The login's tokens stay in its file: the network opens
+			// it there (package oauth) and writes refreshed ones back.
+			path, err := secretsrc.FilePath(c.Source, c.Dir)
+			if err != nil {
+				for _, v := range values {
+					clear(v)
+				}
+				return nil, fmt.Errorf("secret.%s%s is an OAuth login, read from a credential file: %w", c.Secret, originText(c), err)
+			}
+			values[c.Secret] = []byte(path)
+			continue
+		}
 		v, err := secretsrc.Resolve(ctx, c.Source, secretsrc.Options{Dir: c.Dir, Environ: src.Environ, AWS: awsSecrets[c.Secret]})
 		if err != nil {
 			for _, v := range values {
