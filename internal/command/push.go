@@ -12,7 +12,9 @@ import (
 	"github.com/sbx-dev/sbx/addrs"
 	"github.com/sbx-dev/sbx/internal/build/image"
 	"github.com/sbx-dev/sbx/internal/build/imagereg"
+	"github.com/sbx-dev/sbx/internal/lockfiles"
 	"github.com/sbx-dev/sbx/internal/pipeline"
+	"github.com/sbx-dev/sbx/lang"
 )
 
 const pushUsage = `
@@ -100,23 +102,10 @@ func runPush(ctx context.Context, env *Env, args []string) int {
 	v := newView(env, a.noColor)
 	ctx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stopSignals()
-	cfg, ok := loadConfig(v, a.dir, a.vars.options(env))
+	cfg, name, opts, lock, code, ok := a.load(ctx, env, v, a.lockfile == "readonly")
 	if !ok {
-		return ExitError
+		return code
 	}
-	names, ok := imagesToBuild(v, cfg, []string{a.image})
-	if !ok {
-		return ExitError
-	}
-	opts, ok := buildOptions(env, v, cfg)
-	if !ok {
-		return ExitError
-	}
-	lock, ok := lockForPlan(ctx, env, v, cfg, a.lockfile == "readonly")
-	if !ok {
-		return failedOrInterrupted(ctx, env, "the lock file was left as it was")
-	}
-	name := names[0]
 	p := newBuildProgress(env.Stderr, addrs.ImageRef(name).String())
 	opts.Stage = p.stage
 	opts.Fetch.Progress = p.bytes
@@ -154,23 +143,10 @@ func runPull(ctx context.Context, env *Env, args []string) int {
 	v := newView(env, a.noColor)
 	ctx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stopSignals()
-	cfg, ok := loadConfig(v, a.dir, a.vars.options(env))
+	cfg, name, opts, lock, code, ok := a.load(ctx, env, v, true)
 	if !ok {
-		return ExitError
+		return code
 	}
-	names, ok := imagesToBuild(v, cfg, []string{a.image})
-	if !ok {
-		return ExitError
-	}
-	opts, ok := buildOptions(env, v, cfg)
-	if !ok {
-		return ExitError
-	}
-	lock, ok := lockForPlan(ctx, env, v, cfg, true)
-	if !ok {
-		return failedOrInterrupted(ctx, env, "the lock file was left as it was")
-	}
-	name := names[0]
 	addr := addrs.ImageRef(name).String()
 	li := lock.Lookup(name)
 	if li == nil {
@@ -200,4 +176,27 @@ func runPull(ctx context.Context, env *Env, args []string) int {
 		v.warning("This sbx builds other bytes", fmt.Sprintf("%s was built with another guest agent (or SOURCE_DATE_EPOCH) than this sbx has, so a build here will not find it and builds anew: its build key is %s, this sbx's %s.", addr, r.BuildKey, key))
 	}
 	return ExitOK
+}
+
+// load reads what push and pull both start from: the configuration, the
+// image named, the build options and the lock (never changed when
+// readonly).
+func (a *pushArgs) load(ctx context.Context, env *Env, v *view, readonly bool) (*lang.Config, string, image.Options, *lockfiles.Lock, int, bool) {
+	cfg, ok := loadConfig(v, a.dir, a.vars.options(env))
+	if !ok {
+		return nil, "", image.Options{}, nil, ExitError, false
+	}
+	names, ok := imagesToBuild(v, cfg, []string{a.image})
+	if !ok {
+		return nil, "", image.Options{}, nil, ExitError, false
+	}
+	opts, ok := buildOptions(env, v, cfg)
+	if !ok {
+		return nil, "", image.Options{}, nil, ExitError, false
+	}
+	lock, ok := lockForPlan(ctx, env, v, cfg, readonly)
+	if !ok {
+		return nil, "", image.Options{}, nil, failedOrInterrupted(ctx, env, "the lock file was left as it was"), false
+	}
+	return cfg, names[0], opts, lock, 0, true
 }
