@@ -8,7 +8,9 @@
 //     builders, the planner neither the file server nor the builders,
 //     the supervisor never the spec language, the public vocabulary
 //     nothing internal, the wire contracts only each other and the
-//     vocabulary); the failure names the chain of imports that leads
+//     vocabulary, the guest agent only itself, the wire contracts,
+//     internal/hostenv and the vocabulary); the failure names the chain
+//     of imports that leads
 //     there, A → B → C, and the imports are checked as linux and as
 //     darwin build them. A few rules are on direct imports only: no
 //     package but the machine's own, the benchmarks and the doctor

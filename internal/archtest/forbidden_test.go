@@ -67,6 +67,12 @@ var rules = []rule{
 		why:    "the wire contracts are shared by host and guest: they import only each other and the vocabulary",
 	},
 	{
+		from:   []string{"cmd/sbx-guest", "internal/guest/..."},
+		to:     []string{"..."},
+		except: append([]string{"internal/guest/...", "internal/proto/...", "internal/hostenv"}, vocabulary...),
+		why:    "the guest agent runs inside every sandbox and speaks to the host only through the wire contracts: it links none of the host's packages",
+	},
+	{
 		from: []string{"..."},
 		// The doctor (hostcheck) checks the QEMU install itself.
 		fixtures: []string{"internal/machine/...", "bench/...", "internal/hostcheck"},

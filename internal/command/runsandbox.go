@@ -97,8 +97,6 @@ func loadConfig(v *view, dir string, opts lang.Options) (cfg *lang.Config, ok bo
 	return cfg, !diags.HasErrors()
 }
 
-// warnTCG warns that m runs under TCG, with the host's reason, when it
-// does.
 // warnStart says so when a warm start was to be made and the sandbox
 // booted instead.
 func warnStart(v *view, s *sandbox.Sandbox) {
@@ -107,6 +105,8 @@ func warnStart(v *view, s *sandbox.Sandbox) {
 	}
 }
 
+// warnTCG warns that m runs under TCG, with the host's reason, when it
+// does.
 func warnTCG(v *view, m *machine.Machine) {
 	if !m.Emulated() {
 		return

@@ -136,8 +136,9 @@ type Options struct {
 // Bench are a machine's settings for comparisons: each one gives up
 // something a sandbox needs (its policy, its memory returned to the
 // host), so that a benchmark can measure what that costs. Only bench/
-// and this package's tests set them (docs/architecture.md, "sandbox");
-// internal/sandbox passes them through from its own Options.Bench.
+// and this package's tests set them (docs/architecture.md,
+// "machine.Hypervisor"); internal/sandbox passes them through from its
+// own Options.Bench.
 type Bench struct {
 	// UserNetwork gives the network device QEMU's own user-mode network
 	// instead of Network, for comparisons only: it gives the guest the
