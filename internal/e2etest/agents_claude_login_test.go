@@ -299,7 +299,7 @@ func TestClaudeLoginThroughEngine(t *testing.T) {
 		},
 		Hosts: []policy.HostMapping{{Name: "api.anthropic.com", Addr: addr}, {Name: "platform.claude.com", Addr: addr}},
 		CAs:   []policy.CA{{Path: "upstream-ca.pem", PEM: string(caPEM)}},
-		Secrets: []policy.SecretBinding{{Name: "claude_login", Source: "file:" + hostFile,
+		Secrets: []policy.SecretBinding{{Name: "claude_login", Env: "SBX_CLAUDE_ACCESS", Source: "file:" + hostFile,
 			Hosts: []policy.HostPattern{policy.MustHostPattern("api.anthropic.com")}, OAuth: &claudeLogin,
 			File:   &policy.SecretFile{Path: "/home/agent/.claude/.credentials.json", Mode: 0o600, Owner: "agent"},
 			Origin: policy.Origin{Block: "secret.claude_login", File: "main.hcl", Line: 1}}},
@@ -362,7 +362,7 @@ func TestClaudeLoginThroughEngine(t *testing.T) {
 			"--debug-file", filepath.Join(home, "debug.log"))
 		cmd.Dir = work
 		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "CLAUDE_CONFIG_DIR=" + claudeHome,
-			"NODE_EXTRA_CA_CERTS=" + guestCA, "SSL_CERT_FILE=" + guestCA, codexRelayEnv + "=" + sock}
+			"SBX_CLAUDE_ACCESS=" + login.AccessPlaceholder(), "NODE_EXTRA_CA_CERTS=" + guestCA, "SSL_CERT_FILE=" + guestCA, codexRelayEnv + "=" + sock}
 		cmd.WaitDelay = 5 * time.Second
 		var out strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, &out
