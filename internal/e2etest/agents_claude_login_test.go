@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -315,19 +316,17 @@ func TestClaudeLoginThroughEngine(t *testing.T) {
 	}
 	defer aud.Close()
 
-	home := t.TempDir()
-	claudeHome := filepath.Join(home, ".claude")
-	os.MkdirAll(claudeHome, 0o700)
+	// Each sandbox's guest is a home of its own under homes.
+	homes := t.TempDir()
+	home := filepath.Join(homes, "a")
 	guestCA := filepath.Join(t.TempDir(), "sbx-ca.pem")
 	if err := os.WriteFile(guestCA, authority.CertPEM(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 
-	// run opens the login as a sandbox's start does (the guest's copy
-	// rendered from the host's file), runs one claude -p through a new
-	// engine and returns claude's output.
-	var outputs []string
-	run := func(t *testing.T) string {
+	// start opens the login as a sandbox's start does and writes the
+	// guest's copy, rendered from the host's file, under home.
+	start := func(t *testing.T, home string) *oauth.Login {
 		login, err := oauth.Open("claude_login", claudeLogin, hostFile, oauth.Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -336,14 +335,25 @@ func TestClaudeLoginThroughEngine(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(claudeHome, ".credentials.json"), guestFile, 0o600); err != nil {
+		guestPath := filepath.Join(home, ".claude", ".credentials.json")
+		if err := os.MkdirAll(filepath.Dir(guestPath), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(guestPath, guestFile, 0o600); err != nil {
 			t.Fatal(err)
 		}
 		// The copy expires when the host's login does: claude refreshes
 		// by it.
-		if h, g := claudeExpiresAt(t, hostFile), claudeExpiresAt(t, filepath.Join(claudeHome, ".credentials.json")); h != g {
+		if h, g := claudeExpiresAt(t, hostFile), claudeExpiresAt(t, guestPath); h != g {
 			t.Errorf("the guest's copy has expiresAt %d, the host's file %d", g, h)
 		}
+		return login
+	}
+	// run runs one claude -p with its home at home through a new engine
+	// brokering login, and returns claude's output.
+	var outputs []string
+	run := func(t *testing.T, login *oauth.Login, home string) string {
+		claudeHome := filepath.Join(home, ".claude")
 		cp, err := egress.CompileLogins(pol, nil, nil, map[string]*oauth.Login{"claude_login": login})
 		if err != nil {
 			t.Fatal(err)
@@ -404,9 +414,8 @@ func TestClaudeLoginThroughEngine(t *testing.T) {
 		return out.String()
 	}
 
-	first := fake.current()
 	t.Run("turn", func(t *testing.T) {
-		run(t)
+		run(t, start(t, home), home)
 		if len(fake.token) != 0 {
 			t.Errorf("claude refreshed a login that had not expired: %v", fake.token)
 		}
@@ -426,7 +435,7 @@ func TestClaudeLoginThroughEngine(t *testing.T) {
 			t.Fatal(err)
 		}
 		t0 := time.Now()
-		run(t)
+		run(t, start(t, home), home)
 		fake.mu.Lock()
 		bodies, rotated := append([]map[string]any(nil), fake.token...), fake.cur
 		fake.mu.Unlock()
@@ -466,21 +475,62 @@ func TestClaudeLoginThroughEngine(t *testing.T) {
 		}
 		// Claude wrote its copy with the expiry it computed from the
 		// same expires_in: the two agree to within the run.
-		if g := claudeExpiresAt(t, filepath.Join(claudeHome, ".credentials.json")); math.Abs(float64(g)-host.Login.ExpiresAt) > float64(time.Minute/time.Millisecond) {
+		if g := claudeExpiresAt(t, filepath.Join(home, ".claude", ".credentials.json")); math.Abs(float64(g)-host.Login.ExpiresAt) > float64(time.Minute/time.Millisecond) {
 			t.Errorf("claude's copy expires at %d, the host's login at %.0f", g, host.Login.ExpiresAt)
+		}
+	})
+
+	t.Run("shared login", func(t *testing.T) {
+		// Two sandboxes start on one login that has expired, each with
+		// its copy: the first refreshes through the token endpoint, the
+		// second's refresh (its placeholder stands for the refresh
+		// token the first rotated) is answered from the host's file.
+		fake.mu.Lock()
+		fake.expired = true
+		expired, before := fake.cur, len(fake.token)
+		fake.mu.Unlock()
+		if err := os.WriteFile(hostFile, claudeCredentialsFile(expired, time.Now().Add(-time.Hour)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		second := filepath.Join(homes, "b")
+		la, lb := start(t, home), start(t, second)
+		run(t, la, home)
+		run(t, lb, second)
+		fake.mu.Lock()
+		refreshes := len(fake.token) - before
+		fake.mu.Unlock()
+		if refreshes != 1 {
+			t.Errorf("two sandboxes on one expired login made %d refreshes at the token endpoint: want one", refreshes)
+		}
+		// The second claude took the answer from the file as a login:
+		// its rewritten copy keeps the scopes it asked for and the
+		// host's expiry.
+		var g struct {
+			Login struct {
+				ExpiresAt float64  `json:"expiresAt"`
+				Scopes    []string `json:"scopes"`
+			} `json:"claudeAiOauth"`
+		}
+		data, _ := os.ReadFile(filepath.Join(second, ".claude", ".credentials.json"))
+		json.Unmarshal(data, &g)
+		if !slices.Contains(g.Login.Scopes, "user:inference") {
+			t.Errorf("the second claude's copy has scopes %q", g.Login.Scopes)
+		}
+		if h := claudeExpiresAt(t, hostFile); math.Abs(g.Login.ExpiresAt-float64(h)) > float64(time.Minute/time.Millisecond) {
+			t.Errorf("the second claude's copy expires at %.0f, the host's login at %d", g.Login.ExpiresAt, h)
 		}
 	})
 
 	// Nothing claude holds or printed has a real token: its credentials
 	// file (which it rewrote after the refresh), every file under its
 	// home, and its output.
-	guest, err := os.ReadFile(filepath.Join(claudeHome, ".credentials.json"))
+	guest, err := os.ReadFile(filepath.Join(home, ".claude", ".credentials.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("claude's .credentials.json at the end:\n%s", guest)
 	texts := map[string]string{"claude's output": strings.Join(outputs, "\n")}
-	filepath.Walk(home, func(p string, fi os.FileInfo, err error) error {
+	filepath.Walk(homes, func(p string, fi os.FileInfo, err error) error {
 		if err == nil && fi.Mode().IsRegular() {
 			if b, err := os.ReadFile(p); err == nil {
 				texts[p] = string(b)
@@ -489,7 +539,10 @@ func TestClaudeLoginThroughEngine(t *testing.T) {
 		return nil
 	})
 	fake.mu.Lock()
-	all := []claudeTokens{first, fake.cur}
+	var all []claudeTokens
+	for gen := 1; gen <= fake.gen; gen++ {
+		all = append(all, claudeGeneration(gen))
+	}
 	fake.mu.Unlock()
 	for gen, tk := range all {
 		for kind, v := range map[string]string{"access token": tk.access, "refresh token": tk.refresh} {

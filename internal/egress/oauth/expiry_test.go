@@ -227,7 +227,8 @@ func TestRefreshWritesExpiry(t *testing.T) {
 
 // A second sandbox sharing the login, refreshing with a placeholder of
 // the tokens rotated since, is answered from the file with the time
-// left until the file's expiry: upstream is called once.
+// left until the file's expiry and the scope it asked for: upstream is
+// called once.
 func TestRefreshFromFileGivesExpiry(t *testing.T) {
 	path := filepath.Join(t.TempDir(), ".credentials.json")
 	real, next := claudeTokens(1), claudeTokens(2)
@@ -247,7 +248,7 @@ func TestRefreshFromFileGivesExpiry(t *testing.T) {
 	}
 	var replies []map[string]any
 	for i, l := range logins {
-		body := fmt.Sprintf(`{"grant_type":"refresh_token","refresh_token":%q,"client_id":%q}`, guests[i].Login.Refresh, claudeSpec.ClientID)
+		body := fmt.Sprintf(`{"grant_type":"refresh_token","refresh_token":%q,"client_id":%q,"scope":"user:inference user:profile"}`, guests[i].Login.Refresh, claudeSpec.ClientID)
 		r, err := l.Refresh(context.Background(), "application/json", []byte(body), e.upstream())
 		if err != nil || r.Status != 200 {
 			t.Fatalf("refresh %d: %v %+v", i, err, r)
@@ -262,6 +263,9 @@ func TestRefreshFromFileGivesExpiry(t *testing.T) {
 	}
 	if replies[1]["expires_in"] != float64(3600-600) {
 		t.Errorf("the second sandbox's reply has expires_in %v: want the 3000 s left of the file's expiry", replies[1]["expires_in"])
+	}
+	if replies[1]["scope"] != "user:inference user:profile" {
+		t.Errorf("the second sandbox's reply has scope %v: want the scope it asked for", replies[1]["scope"])
 	}
 	if v, ok := logins[1].AccessToken(replies[1]["access_token"].(string)); !ok || v != next.access {
 		t.Errorf("the second sandbox's new access placeholder does not stand for the rotated token")

@@ -95,6 +95,11 @@ func (l *Login) Refresh(ctx context.Context, contentType string, body []byte, up
 		if g.id != "" {
 			out["id_token"] = g.id
 		}
+		if scope, _, err := refreshField(contentType, body, "scope"); err == nil && scope != "" {
+			// Granted as asked (RFC 6749 5.1 lets a server leave scope
+			// out then; Claude Code reads no scope as none).
+			out["scope"] = scope
+		}
 		if exp, ok := cur.expiry(); ok {
 			// The client computes its expiry from expires_in (Claude
 			// Code does, and refreshes again without it).
