@@ -53,17 +53,26 @@ const claudeSpec = `image "claude" {
 `
 
 // claudeExecutable returns the path of the real claude executable of
-// claudeVersion for this host, brought as codexExecutable brings codex:
-// locked from the npm registry the host's npm configuration names and
-// fetched into sbx's default cache, the lock and the unpacked
-// executable kept in the per-user cache's sbx-test/claude.
+// claudeVersion for this host.
 func claudeExecutable(ctx context.Context, t *testing.T) string {
+	return npmExecutable(ctx, t, "claude", claudeSpec, "package/claude")
+}
+
+// npmExecutable returns the path of the executable member of the npm
+// tarball that the spec's image name and its artifact name bring, as
+// the agent image's build brings it: locked from the npm registry the
+// host's npm configuration names, fetched into sbx's default cache
+// (where the VM tests' builds find it too). The lock and the unpacked
+// executable are kept in the per-user cache's sbx-test/NAME, so that a
+// second run touches no network and unpacks nothing. (codexExecutable
+// is the same for codex.)
+func npmExecutable(ctx context.Context, t *testing.T, name, spec, member string) string {
 	t.Helper()
 	base, err := os.UserCacheDir()
 	if err != nil {
 		t.Fatal(err)
 	}
-	keep := filepath.Join(base, "sbx-test", "claude")
+	keep := filepath.Join(base, "sbx-test", name)
 	if err := os.MkdirAll(keep, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +81,7 @@ func claudeExecutable(ctx context.Context, t *testing.T) string {
 		t.Fatal(err)
 	}
 	cfgDir := t.TempDir()
-	files := map[string][]byte{"sbx.hcl": []byte(claudeSpec)}
+	files := map[string][]byte{"sbx.hcl": []byte(spec)}
 	if prev, err := os.ReadFile(filepath.Join(keep, lockfiles.FileName)); err == nil {
 		files[lockfiles.FileName] = prev
 	}
@@ -103,19 +112,19 @@ func claudeExecutable(ctx context.Context, t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := fetch.Inputs(ctx, cfg.Lang.Images["claude"], lock.Images["claude"], c, fetch.Options{Dir: cfgDir, Environ: env})
+	got, err := fetch.Inputs(ctx, cfg.Lang.Images[name], lock.Images[name], c, fetch.Options{Dir: cfgDir, Environ: env})
 	if err != nil {
 		t.Fatal(err)
 	}
-	blob := got["artifact.claude"].File
+	blob := got["artifact."+name].File
 	if blob == nil {
-		t.Fatalf("the cache holds no tarball for artifact.claude: %+v", got)
+		t.Fatalf("the cache holds no tarball for artifact.%s: %+v", name, got)
 	}
-	exe := filepath.Join(keep, strings.TrimPrefix(blob.Digest, "sha256:"), "claude")
+	exe := filepath.Join(keep, strings.TrimPrefix(blob.Digest, "sha256:"), name)
 	if _, err := os.Stat(exe); err == nil {
 		return exe
 	}
-	if err := unpackFile(blob.Path, "package/claude", exe); err != nil {
+	if err := unpackFile(blob.Path, member, exe); err != nil {
 		t.Fatal(err)
 	}
 	return exe
