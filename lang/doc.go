@@ -122,6 +122,8 @@
 //	    refresh_token = "tokens.refresh_token"   required
 //	    id_token      = "tokens.id_token"        optional
 //	    refreshed_at  = "last_refresh"           optional; set on write-back
+//	    expires_at    = "claudeAiOauth.expiresAt"  optional; the access token's expiry, set on write-back
+//	    expires_at_unit = "ms"           required with expires_at: "s" or "ms" since the Unix epoch
 //	  }
 //	  file {                             optional (needs oauth): the file with placeholders, in the guest
 //	    path  = "/home/agent/.codex/auth.json"   required; absolute

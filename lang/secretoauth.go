@@ -17,6 +17,8 @@ var secretOAuthSchema = &hcl.BodySchema{
 		{Name: "access_token", Required: true},
 		{Name: "refresh_token", Required: true},
 		{Name: "refreshed_at"},
+		{Name: "expires_at"},
+		{Name: "expires_at_unit"},
 	},
 }
 
@@ -110,6 +112,7 @@ func (l *loader) decodeSecretOAuth(s *Secret, b *hcl.Block) {
 	}{
 		{"id_token", &o.IDToken}, {"access_token", &o.AccessToken},
 		{"refresh_token", &o.RefreshToken}, {"refreshed_at", &o.RefreshedAt},
+		{"expires_at", &o.ExpiresAt},
 	} {
 		a := content.Attributes[f.name]
 		if a == nil {
@@ -132,6 +135,28 @@ func (l *loader) decodeSecretOAuth(s *Secret, b *hcl.Block) {
 		}
 		paths[v] = f.name
 		*f.dst = v
+	}
+	unit := content.Attributes["expires_at_unit"]
+	if unit != nil {
+		if v, good := l.attrString(unit); !good {
+			ok = false
+		} else if v != policy.UnixSeconds && v != policy.UnixMilliseconds {
+			l.errorf(unit.Expr.Range(), "Invalid expiry unit",
+				"%q: expires_at_unit is \"s\" (seconds since the Unix epoch) or \"ms\" (milliseconds, as Claude Code's expiresAt).", v)
+			ok = false
+		} else {
+			o.ExpiresAtUnit = v
+		}
+	}
+	switch at := content.Attributes["expires_at"]; {
+	case at != nil && unit == nil:
+		l.errorf(at.Expr.Range(), "Expiry without its unit",
+			"secret.%s names the access token's expiry in its credential file; add expires_at_unit = \"s\" or \"ms\" to say what the number counts: a wrong guess makes the client refresh at every start or never.", s.Name)
+		ok = false
+	case at == nil && unit != nil:
+		l.errorf(unit.Expr.Range(), "Expiry unit without expires_at",
+			"secret.%s gives an expiry unit but no expires_at path for it.", s.Name)
+		ok = false
 	}
 	if ok && o.AccessToken != "" && o.RefreshToken != "" {
 		s.OAuth = o

@@ -79,3 +79,47 @@ func TestSecretOAuthAndAWSRefused(t *testing.T) {
 		t.Fatalf("aws and oauth in one secret: %v", diags)
 	}
 }
+
+// Claude Code's login: opaque tokens, the expiry in milliseconds.
+func TestSecretOAuthExpiresAt(t *testing.T) {
+	spec := `
+egress "llm" {
+  allow = ["api.anthropic.com", "platform.claude.com"]
+}
+secret "claude" {
+  env    = "CLAUDE_LOGIN_ACCESS"
+  hosts  = ["api.anthropic.com"]
+  source = "file:~/.claude/.credentials.json"
+  oauth {
+    token_url       = "https://platform.claude.com/v1/oauth/token"
+    client_id       = "9d1c250a-e61b-44d9-88ed-5944d1962f5e"
+    access_token    = "claudeAiOauth.accessToken"
+    refresh_token   = "claudeAiOauth.refreshToken"
+    expires_at      = "claudeAiOauth.expiresAt"
+    expires_at_unit = "ms"
+  }
+  file {
+    path  = "/home/agent/.claude/.credentials.json"
+    owner = "agent"
+  }
+}
+image "agent" {
+  base = "alpine:3.23"
+  user "agent" { uid = 1000 }
+}
+sandbox "claude" {
+  image   = image.agent
+  egress  = [egress.llm]
+  secrets = [secret.claude]
+}
+`
+	cfg := mustLoad(t, writeDir(t, map[string]string{"main.hcl": spec}), Options{})
+	want := &policy.OAuth{
+		TokenURL: "https://platform.claude.com/v1/oauth/token", RefreshField: "refresh_token",
+		ClientID: "9d1c250a-e61b-44d9-88ed-5944d1962f5e", AccessToken: "claudeAiOauth.accessToken",
+		RefreshToken: "claudeAiOauth.refreshToken", ExpiresAt: "claudeAiOauth.expiresAt", ExpiresAtUnit: policy.UnixMilliseconds,
+	}
+	if d := cmp.Diff(want, cfg.Sandboxes["claude"].Policy.Secrets[0].OAuth); d != "" {
+		t.Errorf("oauth (-want +got):\n%s", d)
+	}
+}

@@ -526,7 +526,7 @@ func compareSecretOAuth(o, s SecretBinding) []Change {
 	case o.OAuth != nil && o.OAuth.TokenURL != s.OAuth.TokenURL:
 		ch(Widen, RuleModified, "secret.oauth", fmt.Sprintf("secret %s's refresh token is sent to %s instead of %s", s.Name, s.OAuth.TokenURL, o.OAuth.TokenURL))
 	case o.OAuth != nil && *o.OAuth != *s.OAuth:
-		ch(Neutral, RuleModified, "secret.oauth", fmt.Sprintf("secret %s reads its tokens from other fields of its credential file", s.Name))
+		ch(Neutral, RuleModified, "secret.oauth", fmt.Sprintf("secret %s reads its tokens or their expiry from other fields of its credential file", s.Name))
 	}
 	switch {
 	case o.File == nil && s.File != nil:

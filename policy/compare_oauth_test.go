@@ -24,6 +24,10 @@ func TestCompareSecretOAuth(t *testing.T) {
 	fields.OAuth = &policy.OAuth{}
 	*fields.OAuth = *codexLogin().OAuth
 	fields.OAuth.RefreshedAt = "last_refresh"
+	expiry := codexLogin()
+	expiry.OAuth = &policy.OAuth{}
+	*expiry.OAuth = *codexLogin().OAuth
+	expiry.OAuth.ExpiresAt, expiry.OAuth.ExpiresAtUnit = "tokens.expires_at", policy.UnixSeconds
 	relocated := codexLogin()
 	relocated.File = &policy.SecretFile{Path: "/root/.codex/auth.json", Mode: 0o600, Owner: "root"}
 	noFile := codexLogin()
@@ -47,6 +51,8 @@ func TestCompareSecretOAuth(t *testing.T) {
 		{"token endpoint moved", []policy.SecretBinding{codexLogin()}, []policy.SecretBinding{moved},
 			[]want{{policy.Widen, "secret.oauth"}}},
 		{"other token fields", []policy.SecretBinding{codexLogin()}, []policy.SecretBinding{fields},
+			[]want{{policy.Neutral, "secret.oauth"}}},
+		{"expiry field named", []policy.SecretBinding{codexLogin()}, []policy.SecretBinding{expiry},
 			[]want{{policy.Neutral, "secret.oauth"}}},
 		{"file moved", []policy.SecretBinding{codexLogin()}, []policy.SecretBinding{relocated},
 			[]want{{policy.Neutral, "secret.file"}}},

@@ -18,6 +18,13 @@ import (
 //
 // The token paths are dot-separated keys into the credential file's JSON
 // object ("tokens.access_token"). IDToken and RefreshedAt are optional.
+//
+// ExpiresAt, when set, is the path of the access token's expiry, a
+// number of ExpiresAtUnit ("s" or "ms") since the Unix epoch, as Claude
+// Code's "claudeAiOauth.expiresAt" in milliseconds: on a refresh the
+// host writes there the expiry the token endpoint's expires_in gives,
+// and it is the expiry the host refreshes by when the access token is
+// not a JWT with an exp claim.
 type OAuth struct {
 	TokenURL     string `json:"token_url"`
 	RefreshField string `json:"refresh_field"`
@@ -26,7 +33,17 @@ type OAuth struct {
 	AccessToken  string `json:"access_token"`
 	RefreshToken string `json:"refresh_token"`
 	RefreshedAt  string `json:"refreshed_at,omitempty"`
+	// ExpiresAt and ExpiresAtUnit came later, left out of hashes when
+	// unset.
+	ExpiresAt     string `json:"expires_at,omitempty"`
+	ExpiresAtUnit string `json:"expires_at_unit,omitempty"`
 }
+
+// Expiry units of OAuth.ExpiresAtUnit.
+const (
+	UnixSeconds      = "s"
+	UnixMilliseconds = "ms"
+)
 
 // TokenHost returns the host of TokenURL, lower case, without a port.
 func (o OAuth) TokenHost() string {

@@ -20,8 +20,12 @@
 // it: when another sandbox (or the user's own CLI) rotated the tokens
 // since the guest's placeholder was minted, the guest is answered from
 // the file and upstream is not called, so sandboxes sharing one login
-// refresh once. RefreshIfDue lets the host refresh by itself shortly
-// before the access token expires.
+// refresh once. When the spec names the access token's expiry in the
+// file (ExpiresAt, as Claude Code's "claudeAiOauth.expiresAt" in
+// milliseconds), a refresh writes the new expiry there from the
+// response's expires_in, and the guest's copy carries the host's.
+// RefreshIfDue lets the host refresh by itself shortly before the access
+// token expires (a JWT's exp, else that expiry).
 //
 // The package sends nothing itself: the caller's Upstream dials (package
 // egress, with its TLS verification, hosts mappings and audit). Errors

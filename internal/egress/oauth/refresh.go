@@ -95,6 +95,16 @@ func (l *Login) Refresh(ctx context.Context, contentType string, body []byte, up
 		if g.id != "" {
 			out["id_token"] = g.id
 		}
+		if scope, _, err := refreshField(contentType, body, "scope"); err == nil && scope != "" {
+			// Granted as asked (RFC 6749 5.1 lets a server leave scope
+			// out then; Claude Code reads no scope as none).
+			out["scope"] = scope
+		}
+		if exp, ok := cur.expiry(); ok {
+			// The client computes its expiry from expires_in (Claude
+			// Code does, and refreshes again without it).
+			out["expires_in"] = max(0, int64(exp.Sub(l.now()).Round(time.Second)/time.Second))
+		}
 		data, _ := json.Marshal(out)
 		return jsonReply(http.StatusOK, data, false), nil
 	}
@@ -155,7 +165,8 @@ func (l *Login) Refresh(ctx context.Context, contentType string, body []byte, up
 }
 
 // RefreshIfDue refreshes the login from the host when its access token
-// (a JWT) expires within SelfRefreshWindow, and reports whether it did.
+// expires within SelfRefreshWindow (its exp claim when it is a JWT, else
+// the credential file's expires_at), and reports whether it did.
 // The guest's placeholders keep working: an access placeholder stands
 // for the current access token, and a refresh from the guest after this
 // one is answered from the file.
@@ -166,7 +177,7 @@ func (l *Login) RefreshIfDue(ctx context.Context, up Upstream) (bool, error) {
 		if err := l.reloadLocked(false); err != nil {
 			return tokens{}, false, err
 		}
-		exp, ok := jwtExpiry(l.cur.access)
+		exp, ok := l.cur.expiry()
 		return l.cur, ok && !l.now().Before(exp.Add(-SelfRefreshWindow)), nil
 	}
 	if _, ok, err := due(); err != nil || !ok {
@@ -227,6 +238,13 @@ func (l *Login) parseTokenResponse(data []byte, cur tokens) (map[string]any, tok
 		}
 		*dst = s
 	}
+	// The new access token's expiry: expires_in from now, else its exp
+	// claim; unknown leaves the file's as it was.
+	if v, ok := fields["expires_in"].(float64); ok && v > 0 && v < 1<<31 {
+		nt.expires = l.now().Add(time.Duration(v) * time.Second)
+	} else if exp, ok := jwtExpiry(nt.access); ok {
+		nt.expires = exp
+	}
 	return fields, nt, nil
 }
 
@@ -243,6 +261,11 @@ func (l *Login) storeLocked(nt tokens) error {
 	}
 	if err := l.setTokens(d, nt); err != nil {
 		return err
+	}
+	if l.spec.ExpiresAt != "" && !nt.expires.IsZero() {
+		if err := d.set(l.spec.ExpiresAt, toUnix(nt.expires, l.spec.ExpiresAtUnit)); err != nil {
+			return fmt.Errorf("secret.%s: credential file: %v", l.name, err)
+		}
 	}
 	if l.spec.RefreshedAt != "" {
 		if err := d.set(l.spec.RefreshedAt, l.now().UTC().Format(time.RFC3339Nano)); err != nil {

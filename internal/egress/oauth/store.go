@@ -7,12 +7,28 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
+
+	"github.com/sbx-dev/sbx/policy"
 )
 
-// tokens are a login's real tokens, as the credential file holds them.
+// tokens are a login's real tokens, as the credential file holds them,
+// and the access token's expiry the file states (zero when the spec
+// names no expires_at or the file has none).
 type tokens struct {
 	id, access, refresh string
+	expires             time.Time
+}
+
+// expiry is when the access token expires: its exp claim when it is a
+// JWT, else the file's expiry.
+func (t tokens) expiry() (time.Time, bool) {
+	if exp, ok := jwtExpiry(t.access); ok {
+		return exp, true
+	}
+	return t.expires, !t.expires.IsZero()
 }
 
 // document is a credential file's JSON object.
@@ -48,8 +64,29 @@ func (d document) get(path string) (string, bool, error) {
 	return s, true, nil
 }
 
+// number returns the number at a dotted path; absent (or null) is 0,
+// false.
+func (d document) number(path string) (float64, bool, error) {
+	var cur any = map[string]any(d)
+	for _, k := range strings.Split(path, ".") {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return 0, false, fmt.Errorf("%s: %s is not inside an object", path, k)
+		}
+		if cur, ok = m[k]; !ok || cur == nil {
+			return 0, false, nil
+		}
+	}
+	if n, ok := cur.(json.Number); ok {
+		if f, err := n.Float64(); err == nil {
+			return f, true, nil
+		}
+	}
+	return 0, false, fmt.Errorf("%s is not a number", path)
+}
+
 // set puts v at a dotted path, making objects on the way.
-func (d document) set(path string, v string) error {
+func (d document) set(path string, v any) error {
 	keys := strings.Split(path, ".")
 	m := map[string]any(d)
 	for _, k := range keys[:len(keys)-1] {
@@ -106,7 +143,32 @@ func (l *Login) readTokens() (document, tokens, error) {
 		}
 		*f.dst = v
 	}
+	if l.spec.ExpiresAt != "" {
+		n, ok, err := d.number(l.spec.ExpiresAt)
+		if err != nil {
+			return nil, tokens{}, fmt.Errorf("secret.%s: credential file %s: %v", l.name, l.path, err)
+		}
+		if ok {
+			t.expires = fromUnix(n, l.spec.ExpiresAtUnit)
+		}
+	}
 	return d, t, nil
+}
+
+// fromUnix and toUnix convert an expiry to and from its number in the
+// credential file (seconds or milliseconds since the epoch).
+func fromUnix(n float64, unit string) time.Time {
+	if unit == policy.UnixMilliseconds {
+		return time.UnixMilli(int64(n))
+	}
+	return time.Unix(int64(n), 0)
+}
+
+func toUnix(t time.Time, unit string) json.Number {
+	if unit == policy.UnixMilliseconds {
+		return json.Number(strconv.FormatInt(t.UnixMilli(), 10))
+	}
+	return json.Number(strconv.FormatInt(t.Unix(), 10))
 }
 
 // writeFile replaces the credential file with data atomically: a
