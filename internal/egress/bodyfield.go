@@ -179,7 +179,8 @@ func (w *jsonWalk) value(path []string, depth int) error {
 			}
 		case '[':
 			for w.dec.More() {
-				// An element is at no object path: "[]" is no key.
+				// An element is at no object path: "[]" is no key
+				// (CheckJSONPath allows letters, digits, _ and - only).
 				if err := w.value(append(path, "[]"), depth+1); err != nil {
 					return err
 				}
@@ -196,7 +197,7 @@ func (w *jsonWalk) value(path []string, depth int) error {
 		end := int(w.dec.InputOffset())
 		start := end - len(w.ph) - 2
 		switch {
-		case t != w.ph || !w.isPath(p) || slicesContain(path, "[]"):
+		case t != w.ph || !w.isPath(p):
 			return fmt.Errorf("the placeholder is in the JSON string at %s, where it is not the whole value of a field it goes in", jsonPathLabel(p))
 		case start < 0 || string(w.body[start:end]) != strconv.Quote(w.ph):
 			return fmt.Errorf("the placeholder at %s is written with escapes; write it as it is", p)
@@ -209,15 +210,6 @@ func (w *jsonWalk) value(path []string, depth int) error {
 func (w *jsonWalk) isPath(p string) bool {
 	for _, q := range w.paths {
 		if p == q {
-			return true
-		}
-	}
-	return false
-}
-
-func slicesContain(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
 			return true
 		}
 	}
