@@ -520,8 +520,15 @@ func compareAWS(o, s SecretBinding) []Change {
 	case o.AWS == nil && s.AWS == nil:
 		return nil
 	case s.AWS == nil:
-		return []Change{{Op: RuleRemoved, Direction: Narrow, Kind: "secret.aws", Subject: s.Name, Origin: s.Origin,
+		cs := []Change{{Op: RuleRemoved, Direction: Narrow, Kind: "secret.aws", Subject: s.Name, Origin: s.Origin,
 			Detail: fmt.Sprintf("secret %s is no longer an AWS credential re-signed on the host", s.Name)}}
+		if s.OAuth == nil {
+			// Its value is now substituted as it is, where a placeholder
+			// stands in a request's headers (or bodies), to its hosts.
+			cs = append(cs, Change{Op: RuleModified, Direction: Widen, Kind: "secret.aws", Subject: s.Name, Origin: s.Origin,
+				Detail: fmt.Sprintf("secret %s's whole value is substituted into requests to its hosts, where it only signed them", s.Name)})
+		}
+		return cs
 	}
 	oa := o.AWS
 	if oa == nil {
@@ -567,6 +574,11 @@ func compareSecretOAuth(o, s SecretBinding) []Change {
 		ch(Widen, RuleAdded, "secret.oauth", fmt.Sprintf("secret %s is an OAuth login whose refresh token the host sends to %s", s.Name, s.OAuth.TokenURL))
 	case o.OAuth != nil && s.OAuth == nil:
 		ch(Narrow, RuleRemoved, "secret.oauth", fmt.Sprintf("secret %s is no longer refreshed through %s", s.Name, o.OAuth.TokenURL))
+		if s.AWS == nil {
+			// The whole credential file, refresh token and all, is now
+			// the value substituted into requests to its hosts.
+			ch(Widen, RuleModified, "secret.oauth", fmt.Sprintf("secret %s's whole source is substituted into requests to its hosts, where only its login's access token went", s.Name))
+		}
 	case o.OAuth != nil && o.OAuth.TokenURL != s.OAuth.TokenURL:
 		ch(Widen, RuleModified, "secret.oauth", fmt.Sprintf("secret %s's refresh token is sent to %s instead of %s", s.Name, s.OAuth.TokenURL, o.OAuth.TokenURL))
 	case o.OAuth != nil && *o.OAuth != *s.OAuth:

@@ -3,8 +3,8 @@ package egress
 import (
 	"bytes"
 	"crypto/rand"
-	"encoding/json"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"strings"
 )
