@@ -247,6 +247,22 @@ func FuzzBodyField(f *testing.F) {
 				}
 			}
 		}
+		// The WebSocket substituter, in both modes, on the body as a text
+		// message: the value only as the whole message or the one field.
+		sec := &secret{value: []byte(clientValue), placeholder: clientPH}
+		for _, ws := range []*policy.WebSocketField{{}, {JSON: "auth.key"}} {
+			sec.WebSocket = ws
+			out, err := substituteWS(body, true, sec)
+			if err != nil || inValue || !bytes.Contains(out, []byte(clientValue)) {
+				continue
+			}
+			if bytes.Contains(out, []byte(clientPH)) {
+				t.Fatalf("ws %q: the placeholder is left in %q", body, out)
+			}
+			if ws.JSON == "" && string(out) != clientValue {
+				t.Fatalf("ws %q: whole-message mode made %q", body, out)
+			}
+		}
 		if out, err := substituteJSON(body, []string{"auth.key"}, clientPH, clientValue); err == nil {
 			if bytes.Contains(out, []byte(clientPH)) {
 				t.Fatalf("json %q: the placeholder is left in %q", body, out)
@@ -263,4 +279,33 @@ func FuzzBodyField(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestBodyFieldOnlyOverTLS checks that a body field is substituted only
+// into a request that leaves over TLS, or to a plain_http destination.
+func TestBodyFieldOnlyOverTLS(t *testing.T) {
+	b := policy.SecretBinding{Name: "client", Env: "CLIENT_SECRET", Source: "env:CLIENT_SECRET",
+		Hosts: []policy.HostPattern{policy.MustHostPattern("auth.test")},
+		Body:  []policy.BodyField{{Host: "auth.test", Path: "/oauth/token", Form: "client_secret"}}}
+	for _, plain := range []bool{false, true} {
+		if plain {
+			b.PlainHTTP = []policy.HostPort{{Host: "auth.test", Port: 80}}
+		}
+		p, err := Compile(policy.Sandbox{Allow: []policy.AllowRule{{Pattern: policy.MustHostPattern("auth.test")}}, Secrets: []policy.SecretBinding{b}},
+			map[string][]byte{"client": []byte(clientValue)}, map[string]string{"client": clientPH})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tls := range []bool{true, false} {
+			r := bodyRequest(t, "http://auth.test/oauth/token", "application/x-www-form-urlencoded", "client_secret="+clientPH)
+			used, d := p.rewriteBody("auth.test", 80, tls, r)
+			ok := tls || plain
+			if (d == nil) != ok || ok && len(used) != 1 {
+				t.Errorf("tls=%v plain_http=%v: used %v, denial %v", tls, plain, used, d)
+			}
+			if !ok && d != nil && !strings.Contains(d.reason, "unencrypted") {
+				t.Errorf("denial %q", d.reason)
+			}
+		}
+	}
 }
