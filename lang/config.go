@@ -257,8 +257,13 @@ type Secret struct {
 	AWS *policy.AWSCredential
 	// OAuth and File are the secret's oauth and file blocks, nil when
 	// absent (see policy.OAuth and policy.SecretFile).
-	OAuth     *policy.OAuth
-	File      *policy.SecretFile
+	OAuth *policy.OAuth
+	File  *policy.SecretFile
+	// Body and WebSocket are the secret's body and websocket blocks:
+	// where in request bodies and WebSocket messages its value goes
+	// (see policy.BodyField and policy.WebSocketField).
+	Body      []policy.BodyField
+	WebSocket *policy.WebSocketField
 	DeclRange hcl.Range
 }
 

@@ -130,6 +130,15 @@
 //	    mode  = "0600"                   default 0600; no group or other bits
 //	    owner = "agent"                  default root
 //	  }
+//	  body {                             any number: a body field the value goes in (not with aws or oauth)
+//	    host       = "auth.example.com"  required; exact, covered by hosts
+//	    path       = "/oauth/token"      required; exact request path
+//	    form_field = "client_secret"     one of: a urlencoded form field,
+//	    json_field = "credentials.key"   or a dotted path to a JSON string
+//	  }
+//	  websocket {                        optional: substituted in the guest's WebSocket text messages to hosts
+//	    json_field = "auth.token"        optional; without it, a message that is the placeholder
+//	  }
 //	}
 //
 //	vfs "NAME" {

@@ -281,7 +281,7 @@ var secretSchema = &hcl.BodySchema{
 		{Name: "headers"},
 		{Name: "plain_http"},
 	},
-	Blocks: []hcl.BlockHeaderSchema{{Type: "aws"}, {Type: "oauth"}, {Type: "file"}},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "aws"}, {Type: "oauth"}, {Type: "file"}, {Type: "body"}, {Type: "websocket"}},
 }
 
 var secretAWSSchema = &hcl.BodySchema{
@@ -298,6 +298,7 @@ func (l *loader) decodeSecret(b *hcl.Block) {
 	l.diags = append(l.diags, diags...)
 	s := &Secret{Name: b.Labels[0], DeclRange: b.DefRange}
 	l.cfg.Secrets[s.Name] = s
+	defer l.decodeSecretBodies(s, content.Blocks)
 	defer l.decodeSecretAWS(s, content)
 
 	if a := content.Attributes["env"]; a != nil {

@@ -304,6 +304,8 @@ func (l *loader) sandboxPolicy(sb *Sandbox, egress, secrets, vfs []blockRef, env
 			AWS:       s.AWS,
 			OAuth:     s.OAuth,
 			File:      s.File,
+			Body:      s.Body,
+			WebSocket: s.WebSocket,
 			Origin:    l.origin("secret."+s.Name, s.DeclRange),
 		})
 		if !egressComplete || l.incomplete[addrs.Ref{Kind: addrs.Secret, Name: s.Name}] {

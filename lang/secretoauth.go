@@ -38,6 +38,9 @@ func (l *loader) decodeSecretBlocks(s *Secret, blocks hcl.Blocks) {
 			awsBlock = b // decodeSecretAWS's
 			continue
 		}
+		if b.Type == "body" || b.Type == "websocket" {
+			continue // decodeSecretBodies'
+		}
 		prev := &oauthBlock
 		if b.Type == "file" {
 			prev = &fileBlock

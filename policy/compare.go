@@ -42,7 +42,8 @@ type Change struct {
 	// "ca", "secret",
 	// "secret.source", "secret.hosts", "secret.headers", "secret.oauth", "secret.file",
 	// "secret.plain_http", "secret.env", "secret.aws",
-	// "secret.aws.services", "secret.aws.regions", "secret.aws.env", "mount",
+	// "secret.aws.services", "secret.aws.regions", "secret.aws.env",
+	// "secret.body", "secret.websocket", "mount",
 	// "mount.host", "mount.access", "mount.hide", "mount.readonly",
 	// "mount.tmpfs", "mount.git_metadata", "mount.owner", "forbid_env". Compare lists changes
 	// in this order.
@@ -64,6 +65,7 @@ var kinds = []string{
 	"tcp", "hosts", "ca",
 	"secret", "secret.source", "secret.hosts", "secret.headers", "secret.plain_http", "secret.env",
 	"secret.aws", "secret.aws.services", "secret.aws.regions", "secret.aws.env",
+	"secret.body", "secret.websocket",
 	"mount", "mount.host", "mount.access", "mount.hide", "mount.readonly", "mount.tmpfs", "mount.git_metadata", "mount.owner",
 	"forbid_env",
 	"image.input",
@@ -463,7 +465,49 @@ func compareSecretPlaces(o, s SecretBinding) []Change {
 		cs = append(cs, c)
 	}
 	cs = append(cs, compareAWS(o, s)...)
+	cs = append(cs, compareSecretBodies(o, s)...)
 	return append(cs, compareSecretOAuth(o, s)...)
+}
+
+// compareSecretBodies compares the request bodies and WebSocket messages
+// a secret is substituted into. A body field added, or WebSocket
+// substitution turned on or moved to another place in the message,
+// widens: the value reaches a place it did not. One removed narrows.
+func compareSecretBodies(o, s SecretBinding) []Change {
+	var cs []Change
+	keys := func(bs []BodyField) []string {
+		var out []string
+		for _, b := range bs {
+			out = append(out, b.Key())
+		}
+		return out
+	}
+	for _, d := range diffStrings(keys(o.Body), keys(s.Body)) {
+		c := Change{Op: RuleAdded, Direction: Widen, Kind: "secret.body", Subject: s.Name, Origin: s.Origin,
+			Detail: fmt.Sprintf("secret %s is also substituted in the body of requests to %s", s.Name, d.value)}
+		for _, b := range s.Body {
+			if b.Key() == d.value {
+				c.Origin = b.Origin
+			}
+		}
+		if !d.added {
+			c.Op, c.Direction = RuleRemoved, Narrow
+			c.Detail = fmt.Sprintf("secret %s is no longer substituted in the body of requests to %s", s.Name, d.value)
+		}
+		cs = append(cs, c)
+	}
+	switch ow, nw := o.WebSocket, s.WebSocket; {
+	case ow == nil && nw != nil:
+		cs = append(cs, Change{Op: RuleAdded, Direction: Widen, Kind: "secret.websocket", Subject: s.Name, Origin: nw.Origin,
+			Detail: fmt.Sprintf("secret %s is also substituted in WebSocket messages to its hosts: %s", s.Name, nw.Place())})
+	case ow != nil && nw == nil:
+		cs = append(cs, Change{Op: RuleRemoved, Direction: Narrow, Kind: "secret.websocket", Subject: s.Name, Origin: s.Origin,
+			Detail: fmt.Sprintf("secret %s is no longer substituted in WebSocket messages", s.Name)})
+	case ow != nil && ow.JSON != nw.JSON:
+		cs = append(cs, Change{Op: RuleModified, Direction: Widen, Kind: "secret.websocket", Subject: s.Name, Origin: nw.Origin,
+			Detail: fmt.Sprintf("secret %s is substituted in WebSocket messages as %s instead of %s", s.Name, nw.Place(), ow.Place())})
+	}
+	return cs
 }
 
 // compareAWS compares what an AWS credential is re-signed for. Becoming
@@ -476,8 +520,15 @@ func compareAWS(o, s SecretBinding) []Change {
 	case o.AWS == nil && s.AWS == nil:
 		return nil
 	case s.AWS == nil:
-		return []Change{{Op: RuleRemoved, Direction: Narrow, Kind: "secret.aws", Subject: s.Name, Origin: s.Origin,
+		cs := []Change{{Op: RuleRemoved, Direction: Narrow, Kind: "secret.aws", Subject: s.Name, Origin: s.Origin,
 			Detail: fmt.Sprintf("secret %s is no longer an AWS credential re-signed on the host", s.Name)}}
+		if s.OAuth == nil {
+			// Its value is now substituted as it is, where a placeholder
+			// stands in a request's headers (or bodies), to its hosts.
+			cs = append(cs, Change{Op: RuleModified, Direction: Widen, Kind: "secret.aws", Subject: s.Name, Origin: s.Origin,
+				Detail: fmt.Sprintf("secret %s's whole value is substituted into requests to its hosts, where it only signed them", s.Name)})
+		}
+		return cs
 	}
 	oa := o.AWS
 	if oa == nil {
@@ -523,6 +574,11 @@ func compareSecretOAuth(o, s SecretBinding) []Change {
 		ch(Widen, RuleAdded, "secret.oauth", fmt.Sprintf("secret %s is an OAuth login whose refresh token the host sends to %s", s.Name, s.OAuth.TokenURL))
 	case o.OAuth != nil && s.OAuth == nil:
 		ch(Narrow, RuleRemoved, "secret.oauth", fmt.Sprintf("secret %s is no longer refreshed through %s", s.Name, o.OAuth.TokenURL))
+		if s.AWS == nil {
+			// The whole credential file, refresh token and all, is now
+			// the value substituted into requests to its hosts.
+			ch(Widen, RuleModified, "secret.oauth", fmt.Sprintf("secret %s's whole source is substituted into requests to its hosts, where only its login's access token went", s.Name))
+		}
 	case o.OAuth != nil && o.OAuth.TokenURL != s.OAuth.TokenURL:
 		ch(Widen, RuleModified, "secret.oauth", fmt.Sprintf("secret %s's refresh token is sent to %s instead of %s", s.Name, s.OAuth.TokenURL, o.OAuth.TokenURL))
 	case o.OAuth != nil && *o.OAuth != *s.OAuth:

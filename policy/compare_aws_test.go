@@ -31,7 +31,8 @@ func TestCompareAWS(t *testing.T) {
 		{"becomes aws", awsSecret(nil, nil), awsSecret([]string{"bedrock"}, []string{"us-east-1"}),
 			[]want{{"secret.aws", policy.Widen}, {"secret.aws.services", policy.Widen}, {"secret.aws.regions", policy.Widen}}},
 		{"no longer aws", awsSecret([]string{"bedrock"}, []string{"us-east-1"}), awsSecret(nil, nil),
-			[]want{{"secret.aws", policy.Narrow}}},
+			// Its value is substituted as it is from now on: a widening too.
+			[]want{{"secret.aws", policy.Narrow}, {"secret.aws", policy.Widen}}},
 		{"service added", awsSecret([]string{"bedrock"}, []string{"us-east-1"}), awsSecret([]string{"bedrock", "s3"}, []string{"us-east-1"}),
 			[]want{{"secret.aws.services", policy.Widen}}},
 		{"region added", awsSecret([]string{"bedrock"}, []string{"us-east-1"}), awsSecret([]string{"bedrock"}, []string{"us-east-1", "eu-west-1"}),

@@ -47,7 +47,8 @@ func TestCompareSecretOAuth(t *testing.T) {
 		{"oauth added to a secret", []policy.SecretBinding{plain}, []policy.SecretBinding{codexLogin()},
 			[]want{{policy.Widen, "secret.oauth"}, {policy.Widen, "secret.file"}}},
 		{"oauth and file removed", []policy.SecretBinding{codexLogin()}, []policy.SecretBinding{plain},
-			[]want{{policy.Narrow, "secret.oauth"}, {policy.Narrow, "secret.file"}}},
+			// The whole credential file is now the value substituted.
+			[]want{{policy.Narrow, "secret.oauth"}, {policy.Widen, "secret.oauth"}, {policy.Narrow, "secret.file"}}},
 		{"token endpoint moved", []policy.SecretBinding{codexLogin()}, []policy.SecretBinding{moved},
 			[]want{{policy.Widen, "secret.oauth"}}},
 		{"other token fields", []policy.SecretBinding{codexLogin()}, []policy.SecretBinding{fields},

@@ -49,6 +49,9 @@ func Hash(p Sandbox) string {
 		// OAuth and File came later still, left out when unset.
 		OAuth *OAuth      `json:"oauth,omitempty"`
 		File  *SecretFile `json:"file,omitempty"`
+		// Body and WebSocket came later still, left out when unset.
+		Body      []string `json:"body,omitempty"`
+		WebSocket *string  `json:"websocket,omitempty"`
 	}
 	type mount struct {
 		Guest    string   `json:"guest"`
@@ -92,8 +95,18 @@ func Hash(p Sandbox) string {
 		for _, hp := range s.PlainHTTP {
 			plain = append(plain, hp.String())
 		}
+		var body []string
+		for _, b := range s.Body {
+			body = append(body, b.Key())
+		}
+		sort.Strings(body)
+		var ws *string
+		if s.WebSocket != nil {
+			j := s.WebSocket.JSON
+			ws = &j
+		}
 		c.Secrets = append(c.Secrets, secret{Name: s.Name, Env: s.Env, Hosts: hosts, Source: s.Source,
-			Headers: s.Headers, PlainHTTP: plain, AWS: s.AWS, OAuth: s.OAuth, File: s.File})
+			Headers: s.Headers, PlainHTTP: plain, AWS: s.AWS, OAuth: s.OAuth, File: s.File, Body: body, WebSocket: ws})
 	}
 	for _, m := range p.Mounts {
 		c.Mounts = append(c.Mounts, mount{m.Guest, m.Host, m.Access, m.Hide, m.ReadOnly, m.Tmpfs, m.Owner, m.GitWritable})

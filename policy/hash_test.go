@@ -63,6 +63,11 @@ func hashSampleFull() policy.Sandbox {
 			ClientID: "client", IDToken: "tokens.id_token", AccessToken: "tokens.access_token",
 			RefreshToken: "tokens.refresh_token", RefreshedAt: "last_refresh"}
 		p.Secrets[i].File = &policy.SecretFile{Path: "/home/agent/auth.json", Mode: 0o600, Owner: "agent"}
+		p.Secrets[i].Body = []policy.BodyField{
+			{Host: "auth.example.com", Path: "/token", Form: "client_secret"},
+			{Host: "api.example.com", Path: "/v1/login", JSON: "auth.key"},
+		}
+		p.Secrets[i].WebSocket = &policy.WebSocketField{JSON: "token"}
 	}
 	p.CAs = []policy.CA{
 		{Path: "certs/a.pem", PEM: "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n", Origin: policy.Origin{Block: "egress.llm", File: "main.hcl", Line: 3}},

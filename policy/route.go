@@ -59,8 +59,12 @@ func (p Sandbox) tcpRule(name string, port uint16) bool {
 	return false
 }
 
-// sentTo reports whether one of s's hosts matches host.
+// sentTo reports whether one of s's hosts matches host, or host is the
+// token endpoint's of an OAuth login (which its refresh token goes to).
 func (s SecretBinding) sentTo(host string) bool {
+	if s.OAuth != nil && s.OAuth.TokenHost() == host {
+		return true
+	}
 	return slices.ContainsFunc(s.Hosts, func(h HostPattern) bool { return h.Match(host) })
 }
 
@@ -124,6 +128,9 @@ func compareSecretRoutes(old, new Sandbox) []Change {
 		for _, s := range sb.Secrets {
 			for _, h := range s.Hosts {
 				addClass(h)
+			}
+			if s.OAuth != nil {
+				addClass(HostPattern{Suffix: s.OAuth.TokenHost()})
 			}
 		}
 		for _, m := range sb.Hosts {

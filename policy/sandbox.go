@@ -121,9 +121,61 @@ type SecretBinding struct {
 	// OAuth, when set, makes the secret an OAuth login brokered on the
 	// host (see OAuth); File, when set, delivers its credential file,
 	// with placeholders, into the guest.
-	OAuth  *OAuth      `json:"oauth,omitempty"`
-	File   *SecretFile `json:"file,omitempty"`
-	Origin Origin      `json:"origin"`
+	OAuth *OAuth      `json:"oauth,omitempty"`
+	File  *SecretFile `json:"file,omitempty"`
+	// Body lists the request bodies the value is substituted into
+	// (BodyField), and WebSocket, when set, lets it be substituted into
+	// the guest's WebSocket messages to the secret's hosts
+	// (WebSocketField). Both are opt-in and whole-token only.
+	Body      []BodyField     `json:"body,omitempty"`
+	WebSocket *WebSocketField `json:"websocket,omitempty"`
+	Origin    Origin          `json:"origin"`
+}
+
+// BodyField is one place in request bodies a secret's value goes: in a
+// request to Host (an exact name the secret's hosts cover) whose path is
+// exactly Path, the whole value of the urlencoded form field Form, or
+// the whole string value at the dot-separated JSON path JSON (one of
+// the two is set). A placeholder anywhere else in such a body refuses
+// the request, as does one in the body of any other request to the
+// secret's hosts.
+type BodyField struct {
+	Host   string `json:"host"`
+	Path   string `json:"path"`
+	Form   string `json:"form_field,omitempty"`
+	JSON   string `json:"json_field,omitempty"`
+	Origin Origin `json:"origin"`
+}
+
+// Key identifies a body field in comparisons: its host, path and field.
+func (b BodyField) Key() string {
+	k := b.Host + b.Path
+	if b.Form != "" {
+		k += " form field " + b.Form
+	}
+	if b.JSON != "" || b.Form == "" {
+		k += " JSON field " + b.JSON
+	}
+	return k
+}
+
+// WebSocketField lets a secret's value be substituted into the text
+// messages the guest sends over a WebSocket to the secret's hosts: a
+// message whose whole content is the placeholder when JSON is empty,
+// else the whole string value at the dot-separated JSON path JSON of a
+// message that is a JSON object. A placeholder anywhere else in a
+// message to those hosts closes the stream.
+type WebSocketField struct {
+	JSON   string `json:"json_field,omitempty"`
+	Origin Origin `json:"origin"`
+}
+
+// Place says where in a message the value goes, for plans.
+func (w WebSocketField) Place() string {
+	if w.JSON == "" {
+		return "a text message whose whole content is the placeholder"
+	}
+	return "JSON field " + w.JSON + " of a text message"
 }
 
 // AWSCredential declares a secret as an AWS credential: its source

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -122,6 +123,7 @@ func (g gen) secret(name string) policy.SecretBinding {
 	if g.chance(3) {
 		g.togglePlain(&s)
 	}
+	g.secretKind(&s)
 	return s
 }
 
@@ -183,7 +185,7 @@ func clonePolicy(p policy.Sandbox) policy.Sandbox {
 	q.TCP, q.Hosts = slices.Clone(p.TCP), slices.Clone(p.Hosts)
 	q.Secrets = nil
 	for _, s := range p.Secrets {
-		s.Hosts, s.PlainHTTP = slices.Clone(s.Hosts), slices.Clone(s.PlainHTTP)
+		s.Hosts, s.PlainHTTP, s.Body = slices.Clone(s.Hosts), slices.Clone(s.PlainHTTP), slices.Clone(s.Body)
 		q.Secrets = append(q.Secrets, s)
 	}
 	return q
@@ -264,7 +266,11 @@ func (g gen) mutate(p policy.Sandbox) policy.Sandbox {
 			case g.chance(3):
 				q.Secrets = slices.Delete(q.Secrets, i, i+1)
 			case g.chance(3):
-				g.togglePlain(&q.Secrets[i])
+				if q.Secrets[i].AWS == nil {
+					g.togglePlain(&q.Secrets[i])
+				}
+			case g.chance(2):
+				g.editKind(&q.Secrets[i])
 			default:
 				hp := policy.MustHostPattern(g.pick(genPatterns))
 				s := &q.Secrets[i]
@@ -299,8 +305,15 @@ type probe struct {
 	// content type) updating that ref.
 	pushRef string
 	// secret, when set, puts that secret's placeholder in the request's
-	// Authorization header.
+	// Authorization header (for an OAuth login, its access placeholder),
+	// or signs the request with it when aws names a service and region,
+	// or puts it in the body field body names, when set.
 	secret string
+	aws    [2]string
+	body   policy.BodyField
+	// refresh makes the request a refresh at a token endpoint, carrying
+	// a login's refresh placeholder (the login is the engine's to find).
+	refresh bool
 }
 
 func (q probe) String() string {
@@ -314,6 +327,15 @@ func (q probe) String() string {
 	}
 	if q.secret != "" {
 		s += " with secret " + q.secret
+	}
+	if q.aws[0] != "" {
+		s += " signed for " + q.aws[0] + " in " + q.aws[1]
+	}
+	if q.body != (policy.BodyField{}) {
+		s += " in body field " + q.body.Form + q.body.JSON
+	}
+	if q.refresh {
+		s += " refreshing a login"
 	}
 	return s
 }
@@ -333,6 +355,13 @@ func (g gen) probe() probe {
 	}
 	if g.chance(2) {
 		q.secret = g.pick(genSecrets)
+		switch g.c.intn(4) {
+		case 0:
+			q.aws = [2]string{g.pick(genServices), g.pick(genRegions)}
+		case 1:
+			q.body = genFields[g.c.intn(len(genFields))]
+			q.method = "POST"
+		}
 	}
 	return q
 }
@@ -361,12 +390,7 @@ func secretValue(name string) string       { return "value-of-" + name + "-01234
 func secretPlaceholder(name string) string { return "sbx-placeholder-" + name + "-ZZZZ" }
 
 func compileForTest(p policy.Sandbox) (*Policy, error) {
-	values, placeholders := map[string][]byte{}, map[string]string{}
-	for _, s := range p.Secrets {
-		values[s.Name] = []byte(secretValue(s.Name))
-		placeholders[s.Name] = secretPlaceholder(s.Name)
-	}
-	return Compile(p, values, placeholders)
+	return compileKinds(p)
 }
 
 // decide asks the engine's decision functions about q, in the order
@@ -400,12 +424,45 @@ func decide(p *Policy, q probe) outcome {
 	if q.pushRef != "" {
 		r.Header.Set("Content-Type", "application/x-git-receive-pack-request")
 	}
-	if q.secret != "" {
-		r.Header.Set("Authorization", "Bearer "+secretPlaceholder(q.secret))
+	ph := secretPlaceholder(q.secret)
+	if l := classifyCredentials().logins[q.secret]; l != nil && q.secret != "" && p.isLogin(q.secret) {
+		ph = l.AccessPlaceholder()
+	}
+	var body string
+	switch {
+	case q.refresh:
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		body = "grant_type=refresh_token&refresh_token=placeholder"
+	case q.secret != "" && q.aws[0] != "":
+		r.URL.Scheme, r.URL.Host = "https", q.host
+		signProbe(r, q.secret, q.aws)
+	case q.secret != "" && q.body != (policy.BodyField{}):
+		var ct string
+		ct, body = probeBody(q, ph)
+		r.Header.Set("Content-Type", ct)
+	case q.secret != "":
+		r.Header.Set("Authorization", "Bearer "+ph)
+	}
+	if body != "" {
+		r.Body, r.ContentLength = io.NopCloser(strings.NewReader(body)), int64(len(body))
 	}
 	v := p.checkRequest(name, formOf(r))
 	if !v.allowed {
 		o.why = v.reason
+		return o
+	}
+	if ls := p.refreshFor(name, q.port, q.tls, r); ls != nil {
+		// The refresh token goes to the token endpoint (serveRefresh).
+		o.allowed, o.secrets = true, []string{ls.Name + " refresh token"}
+		return o
+	}
+	if q.refresh {
+		o.why = "no login refreshes there"
+		return o
+	}
+	awsReq, d := p.checkAWS(name, q.tls, r)
+	if d != nil {
+		o.why = d.reason
 		return o
 	}
 	unescaped, _ := url.QueryUnescape(r.URL.RawQuery)
@@ -414,7 +471,36 @@ func decide(p *Policy, q probe) outcome {
 		o.why = d.reason
 		return o
 	}
-	if q.secret != "" && !slices.Contains(sub.used, q.secret) {
+	logins, _, d := p.rewriteLogins(name, q.port, q.tls, r.Header, r.RequestURI+" "+r.URL.Path+" "+unescaped)
+	if d != nil {
+		o.why = d.reason
+		return o
+	}
+	for _, l := range logins {
+		// A login's access token is another credential than the whole
+		// value a header secret of the same name sends.
+		sub.used = append(sub.used, l+" access token")
+	}
+	bodyUsed, bd := p.rewriteBody(name, q.port, q.tls, r)
+	if bd != nil {
+		o.why = bd.reason
+		return o
+	}
+	sub.used = append(sub.used, bodyUsed...)
+	if awsReq != nil {
+		sub.used = append(sub.used, awsReq.cred.binding.Name)
+	}
+	if body != "" && len(bodyUsed) == 0 {
+		// What bodyScanner would find in the body as it streams.
+		unbound, _ := p.scanFor(name)
+		for _, s := range append(unbound, p.bodyOnlyFor(name, r.URL.EscapedPath())...) {
+			if strings.Contains(body, s.placeholder) {
+				o.why = "the placeholder of " + s.Name + " in the body"
+				return o
+			}
+		}
+	}
+	if q.secret != "" && !slices.Contains(sub.used, q.secret) && !slices.Contains(sub.used, q.secret+" access token") {
 		// The policy has no such secret, so the "placeholder" is plain
 		// text and no secret is sent: the probe asks only about sending
 		// the secret, and counts as refused.
@@ -521,6 +607,15 @@ func describePolicy(p policy.Sandbox) string {
 		for _, hp := range s.PlainHTTP {
 			d += " plain_http " + hp.String()
 		}
+		if s.AWS != nil {
+			d += " aws " + strings.Join(s.AWS.Services, ",") + " in " + strings.Join(s.AWS.Regions, ",")
+		}
+		if s.OAuth != nil {
+			d += " oauth " + s.OAuth.TokenURL
+		}
+		for _, b := range s.Body {
+			d += " body " + b.Key()
+		}
 		parts = append(parts, d)
 	}
 	if len(parts) == 0 {
@@ -555,6 +650,7 @@ func runPair(t *testing.T, g gen) bool {
 	}
 	// Random probes seldom hit a plain_http entry (a name, port 80, no
 	// TLS, that secret): ask each entry of either side directly.
+	probes = append(probes, kindProbes(g, old, new)...)
 	for _, sb := range []policy.Sandbox{old, new} {
 		for _, s := range sb.Secrets {
 			for _, hp := range s.PlainHTTP {
@@ -654,6 +750,37 @@ func TestClassificationFindings(t *testing.T) {
 				Secrets: []policy.SecretBinding{{Name: "s1", Env: "S1", Source: "env:S1", Hosts: []policy.HostPattern{api}}},
 			},
 		},
+	}
+	// An OAuth login's token endpoint that stops being passthrough takes
+	// the refresh token (a change to the allow rule, not the secret).
+	tok := policy.OAuth{TokenURL: "https://auth.test/token", RefreshField: "refresh_token", AccessToken: "tokens.access_token", RefreshToken: "tokens.refresh_token"}
+	login := policy.SecretBinding{Name: "s1", Env: "S1", Source: "file:auth.json", Hosts: []policy.HostPattern{api}, OAuth: &tok}
+	probes = append(probes, probe{host: "auth.test", port: 443, tls: true, method: "POST", path: "/token", refresh: true})
+	tests = append(tests, struct {
+		name     string
+		old, new policy.Sandbox
+	}{
+		name: "token endpoint no longer passthrough",
+		old: policy.Sandbox{Allow: []policy.AllowRule{gh("api.test", nil), gh("auth.test", func(r *policy.AllowRule) { r.Passthrough = true })},
+			Secrets: []policy.SecretBinding{login}},
+		new: policy.Sandbox{Allow: []policy.AllowRule{gh("api.test", nil), gh("auth.test", nil)},
+			Secrets: []policy.SecretBinding{login}},
+	})
+	// A secret that stops being an AWS credential or an OAuth login, and
+	// stays, has its whole value substituted as a header secret's is.
+	awsS := policy.SecretBinding{Name: "s1", Env: "S1", Source: "env:S1", Hosts: []policy.HostPattern{api},
+		AWS: &policy.AWSCredential{Services: []string{"s3"}, Regions: []string{"us-east-1"}, SecretKeyEnv: "S1_SECRET", SessionTokenEnv: "S1_TOKEN"}}
+	plainS := policy.SecretBinding{Name: "s1", Env: "S1", Source: "env:S1", Hosts: []policy.HostPattern{api}}
+	for _, kind := range []policy.SecretBinding{awsS, login} {
+		plainS.Source = kind.Source
+		tests = append(tests, struct {
+			name     string
+			old, new policy.Sandbox
+		}{
+			name: "no longer " + map[bool]string{true: "AWS", false: "OAuth"}[kind.AWS != nil],
+			old:  policy.Sandbox{Allow: []policy.AllowRule{gh("api.test", nil)}, Secrets: []policy.SecretBinding{kind}},
+			new:  policy.Sandbox{Allow: []policy.AllowRule{gh("api.test", nil)}, Secrets: []policy.SecretBinding{plainS}},
+		})
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -133,6 +133,12 @@ func (e *Engine) handle(w http.ResponseWriter, r *http.Request, f *flow, isTLS b
 		return
 	}
 	sub.used = append(sub.used, loginsUsed...)
+	bodyUsed, bd := pol.rewriteBody(f.name, f.port, isTLS, r)
+	if bd != nil {
+		deny(bd.status, bd.reason, bd.rule)
+		return
+	}
+	sub.used = append(sub.used, bodyUsed...)
 	en.Secrets = sub.used
 	if awsReq != nil {
 		en.Secrets = append(en.Secrets, awsReq.cred.binding.Name)
@@ -197,7 +203,16 @@ func (e *Engine) handle(w http.ResponseWriter, r *http.Request, f *flow, isTLS b
 	cr := &countingReader{r: r.Body}
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = cr
-		if unbound, rep := pol.scanFor(f.name); unbound != nil {
+		unbound, rep := pol.scanFor(f.name)
+		if only := pol.bodyOnlyFor(f.name, r.URL.EscapedPath()); only != nil {
+			unbound = append(unbound, only...)
+			var pairs [][2]string
+			for _, s := range unbound {
+				pairs = append(pairs, [2]string{string(s.value), ""}, [2]string{s.placeholder, ""})
+			}
+			rep = newReplacer(pairs)
+		}
+		if unbound != nil {
 			rs.scan = newBodyScanner(r.Body, f.name, unbound, rep)
 			r.Body = rs.scan
 		}

@@ -56,6 +56,9 @@ type secret struct {
 	// id, secret key or session token), which goes only into the
 	// signature the host computes (aws.go), never into a header as is.
 	aws *awsCred
+	// bodyOnly marks a copy of a secret with body fields that bodyScanner
+	// looks for in a request its fields do not name (bodyOnlyFor).
+	bodyOnly bool
 }
 
 // minSecretLen is the shortest value Compile accepts: every occurrence of

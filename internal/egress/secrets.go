@@ -338,6 +338,9 @@ func (b *bodyScanner) Read(p []byte) (int, error) {
 		for _, s := range b.secrets {
 			if bytes.Contains(data, s.value) || bytes.Contains(data, []byte(s.placeholder)) {
 				d := s.denial(b.host, "the request body")
+				if s.bodyOnly {
+					d = s.misplacedBody(b.host)
+				}
 				b.denied.Store(d)
 				b.err, b.hold = errors.New(d.reason), nil
 				return 0, b.err

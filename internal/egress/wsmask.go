@@ -42,15 +42,19 @@ import (
 //     match the upstream connection is closed before the chunk that
 //     completes it leaves, the guest gets a close frame with 1008 (policy
 //     violation) and the audit log the refusal. Placeholders are not
-//     substituted in frames (only headers carry credentials): one sent to
-//     the secret's own host goes as it is, like one in a request body.
+//     substituted in frames unless the secret has a websocket block
+//     (wsbody.go, which then holds each message whole, bounded): without
+//     one, a placeholder sent to the secret's own host goes as it is,
+//     like one in a request body.
 //   - Extensions: none is offered upstream (offerNoWSExtensions), and a
 //     101 that accepts one anyway is refused, so no frame is compressed
 //     where a value could hide from the masker.
 //   - Both directions are held to RFC 6455's framing (parseWSHeader,
 //     wsSequence); a violation closes the stream with 1002. Memory per
 //     stream is bounded by one read (32 KiB) plus the longest value: no
-//     frame or message is buffered whole, so none needs a size limit.
+//     frame or message is buffered whole, so none needs a size limit —
+//     except the guest's messages on a stream a secret is substituted
+//     into, held whole up to wsMaxMessage.
 
 // wsReadSize is how much of the upstream is read at a time.
 const wsReadSize = 32 << 10
@@ -140,6 +144,11 @@ func newWSConn(up io.ReadWriteCloser, mask *replacer, p *Policy, host string) *w
 		}
 	}
 	c.upw.secrets = append(c.upw.secrets, p.loginScanSecrets(host)...)
+	for _, s := range p.secrets {
+		if s.WebSocket != nil && s.bound(host) {
+			c.upw.subst = append(c.upw.subst, s)
+		}
+	}
 	c.upw.init()
 	return c
 }
@@ -411,6 +420,15 @@ type wsUp struct {
 	pos     uint64
 	window  []byte // the data payload passed on last, unmasked, up to keep bytes
 	tmp     []byte
+
+	// subst are the secrets bound to host that are substituted in the
+	// guest's messages (wsbody.go). With any, each data message is held
+	// whole (msg, its opcode msgOp, fin of the frame being read) and sent
+	// on as one frame once it ends.
+	subst []*secret
+	msg   []byte
+	msgOp byte
+	fin   bool
 }
 
 func (u *wsUp) init() {
@@ -443,11 +461,23 @@ func (u *wsUp) feed(dst, in []byte) ([]byte, error) {
 			if err := u.checkData(b[:k]); err != nil {
 				return dst, err
 			}
-			dst = append(dst, b[:k]...)
+			if u.subst != nil {
+				if err := u.hold(b[:k]); err != nil {
+					return dst, err
+				}
+			} else {
+				dst = append(dst, b[:k]...)
+			}
 			b = b[k:]
 			u.left -= k
 			u.pos += k
 			u.inFrame = u.left > 0
+			if !u.inFrame && u.fin && u.subst != nil {
+				var err error
+				if dst, err = u.endMessage(dst); err != nil {
+					return dst, err
+				}
+			}
 			continue
 		}
 		h, n, err := parseWSHeader(b, true)
@@ -467,6 +497,9 @@ func (u *wsUp) feed(dst, in []byte) ([]byte, error) {
 			if err := u.check(string(u.tmp)); err != nil {
 				return dst, err
 			}
+			if err := u.checkControl(string(u.tmp)); err != nil {
+				return dst, err
+			}
 			dst = append(dst, b[:end]...)
 			b = b[end:]
 			continue
@@ -474,9 +507,21 @@ func (u *wsUp) feed(dst, in []byte) ([]byte, error) {
 		if err := u.seq.next(h); err != nil {
 			return dst, err
 		}
-		dst = append(dst, b[:n]...)
+		if u.subst == nil {
+			dst = append(dst, b[:n]...)
+		} else if h.opcode != wsContinuation {
+			u.msgOp, u.msg = h.opcode, u.msg[:0]
+		}
 		b = b[n:]
-		u.key, u.left, u.pos, u.inFrame = h.key, h.length, 0, true
+		u.key, u.left, u.pos, u.inFrame, u.fin = h.key, h.length, 0, true, h.fin
+		if h.length == 0 && u.subst != nil {
+			u.inFrame = false
+			if h.fin {
+				if dst, err = u.endMessage(dst); err != nil {
+					return dst, err
+				}
+			}
+		}
 	}
 }
 
