@@ -160,14 +160,11 @@ func (f *chatgptFake) token(w http.ResponseWriter, r *http.Request) {
 
 // chatgptAccounts is the fake's answer to GET
 // /backend-api/wham/accounts/check, which Codex asks before a turn to
-// find the account's backend (workspace_backend_origin).
-const chatgptAccounts = `{"accounts":[{"id":"acct-test-1","account_user_role":"account-owner","plan_type":"pro","structure":"personal","workspace_backend_origin":"https://chatgpt.com"}],"account_ordering":["acct-test-1"]}`
-
-// chatgptTurnsEnv set to 1 makes TestCodexChatGPTThroughEngine require
-// codex's turns to complete (see run there).
-const chatgptTurnsEnv = "SBX_TEST_CODEX_CHATGPT_TURNS"
-
-var chatgptTurns = os.Getenv(chatgptTurnsEnv) == "1"
+// route it: the entry whose id is the login's chatgpt_account_id, its
+// workspace_backend_origin an https origin (no path) and its
+// account_routing_override one of "NO_CONSTRAINT", "us" or "us_cr"
+// (Codex refuses the turn otherwise).
+const chatgptAccounts = `{"accounts":[{"id":"acct-test-1","plan_type":"pro","structure":"personal","workspace_backend_origin":"https://chatgpt.com","account_routing_override":"NO_CONSTRAINT"}],"account_ordering":["acct-test-1"]}`
 
 // engineProxy is a CONNECT proxy whose tunnels are flows of an egress
 // engine, as the guest's connections are in a sandbox.
@@ -235,11 +232,9 @@ func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 // rotated tokens, and the backend gets the new access token. Codex's
 // auth.json (which it rewrites after the refresh), every file under its
 // home and its output hold no real token nor a JWT's real signature.
-//
-// Codex's turn itself completes only once its workspace routing
-// discovery accepts the fake's /backend-api/wham/accounts/check answer
-// ("invalid account routing override" today); chatgptTurnsEnv=1
-// requires it, for whoever finds the answer's form.
+// Both runs complete a turn: Codex routes it after its workspace
+// routing discovery (/backend-api/wham/accounts/check) and writes the
+// file the fake Responses API asks for.
 func TestCodexChatGPTThroughEngine(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -348,10 +343,13 @@ func TestCodexChatGPTThroughEngine(t *testing.T) {
 		// Every request that reached chatgpt.com carried the login's
 		// current real access token: the engine substituted the
 		// placeholder codex sent, the rotated token after a refresh.
-		backend := 0
+		backend, responses := 0, 0
 		for _, r := range reqs {
 			if strings.Contains(r, " chatgpt.com/backend-api/") {
 				backend++
+				if strings.Contains(r, " chatgpt.com/backend-api/codex/responses ") {
+					responses++
+				}
 				if !strings.HasSuffix(r, "current-token=true") {
 					t.Errorf("a request reached the backend without the current real access token: %s", r)
 				}
@@ -360,14 +358,8 @@ func TestCodexChatGPTThroughEngine(t *testing.T) {
 		if backend == 0 {
 			t.Errorf("codex sent nothing to chatgpt.com's backend")
 		}
-		if !chatgptTurns {
-			// Codex 0.171.0 routes a turn only after its workspace
-			// routing discovery accepts /backend-api/wham/accounts/check,
-			// whose account_routing_override the fake does not yet
-			// answer in a form it takes; the turn itself is then not
-			// sent. What the brokering does is checked above.
-			t.Logf("codex exec: %v (the turn is checked with %s=1)", err, chatgptTurnsEnv)
-			return out.String(), login
+		if responses == 0 {
+			t.Errorf("codex's turn never reached chatgpt.com's Responses endpoint")
 		}
 		if err != nil {
 			aud.Close()
