@@ -167,6 +167,11 @@ func runBuild(ctx context.Context, env *Env, args []string) int {
 			return interrupted(env, fmt.Sprintf("nothing of %s was stored in the cache, and the lock file was left as it was", p.addr))
 		}
 		var verr *image.VerifyError
+		if errors.As(err, &verr) && verr.NotHermetic() {
+			v.errorDetail(fmt.Sprintf("%s is not hermetic: its provision steps gave another disk", p.addr), verr.Error())
+			failed = true
+			continue
+		}
 		if errors.As(err, &verr) {
 			v.errorDetail(fmt.Sprintf("%s is not reproducible: %s differ", p.addr, strings.Join(verr.Outputs(), ", ")), verr.Error())
 			failed = true
