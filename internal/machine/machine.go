@@ -267,10 +267,10 @@ type Machine struct {
 	keepDisk string // Options.KeepDisk
 	// poweredOff says Stop saw the guest power off by itself.
 	poweredOff bool
-	keepMax  int64  // Options.ConsoleMax
-	booted   time.Duration
-	timings  Timings
-	stopTO   time.Duration
+	keepMax    int64 // Options.ConsoleMax
+	booted     time.Duration
+	timings    Timings
+	stopTO     time.Duration
 
 	stopOnce sync.Once
 	stopErr  error
