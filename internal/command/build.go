@@ -140,6 +140,7 @@ func runBuild(ctx context.Context, env *Env, args []string) int {
 		img := cfg.Images[name]
 		p := newBuildProgress(env.Stderr, addrs.ImageRef(name).String())
 		opts.Stage = p.stage
+		opts.ProvisionStep = p.step
 		opts.Fetch.Progress = p.bytes
 		opts.Verify = a.verify
 		start := time.Now()
@@ -328,6 +329,14 @@ func (p *buildProgress) stage(s image.Stage) {
 		return
 	}
 	fmt.Fprintf(p.w, "%s: %s…\n", p.addr, s)
+}
+
+// step is the provisioning's progress callback: a step starts.
+func (p *buildProgress) step(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.endLine()
+	fmt.Fprintf(p.w, "%s: provision step %q…\n", p.addr, name)
 }
 
 // bytes is fetch's progress callback.
