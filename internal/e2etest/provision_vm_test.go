@@ -33,7 +33,7 @@ const provisionSteps = `
   }
 
   provision "fetch" {
-    run     = ["sh", "-c", "wget -q -O /etc/fetched http://mirror.test/payload && if wget -q -T 10 -O /dev/null http://other.test/refused; then echo other.test was reached; exit 9; fi"]
+    run     = ["sh", "-c", "wget -q -O /etc/fetched http://mirror.test/payload && if wget -q -O /dev/null http://other.test/refused; then echo other.test was reached; exit 9; fi"]
     timeout = "3m"
     egress {
       allow = ["mirror.test"]

@@ -1,6 +1,7 @@
 package recipe
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -81,5 +82,29 @@ func TestImageHash(t *testing.T) {
 	a, b := ImageHash("sha256:aa", "sha256:01"), ImageHash("sha256:aa", "sha256:02")
 	if a == "sha256:aa" || a == b {
 		t.Errorf("provisioned image hashes %s, %s: want distinct from each other and the input hash", a, b)
+	}
+}
+
+// TestCheckProvisionLocked: a lock whose provision hash is not the
+// spec's is out of date, in every direction.
+func TestCheckProvisionLocked(t *testing.T) {
+	img := sampleImage()
+	img.Provision = sampleSteps()
+	l := lockFor(t)
+	l.ProvisionHash = ProvisionHash(img)
+	if err := CheckImageLocked(img, l); err != nil {
+		t.Fatalf("an up-to-date lock of a provisioned image was refused: %v", err)
+	}
+	changed := sampleImage()
+	changed.Provision = sampleSteps()
+	changed.Provision[0].Run[2] = "apk add curl"
+	if err := CheckImageLocked(changed, l); err == nil || !strings.Contains(err.Error(), "a provision step changed") {
+		t.Errorf("a changed step: %v", err)
+	}
+	if err := CheckImageLocked(sampleImage(), l); err == nil || !strings.Contains(err.Error(), "no longer declares") {
+		t.Errorf("steps removed: %v", err)
+	}
+	if err := CheckImageLocked(img, lockFor(t)); err == nil || !strings.Contains(err.Error(), "not in the lock") {
+		t.Errorf("steps not locked: %v", err)
 	}
 }
