@@ -73,8 +73,9 @@ func provisionConfig(t *testing.T, steps string) string {
 
 // TestProvisionInVM: an image's provision steps run as root in a VM of
 // its disk, with their own egress; the sandbox booted from the image
-// sees what they wrote; a failing step fails the build naming it; a
-// changed step is another build on the same base disk.
+// sees what they wrote; a failing step, and one past its timeout, fail
+// the build naming it; a changed step is another build on the same base
+// disk.
 func TestProvisionInVM(t *testing.T) {
 	var mu sync.Mutex
 	var hosts []string
@@ -152,5 +153,20 @@ func TestProvisionInVM(t *testing.T) {
 `)
 	if err == nil || !strings.Contains(err.Error(), `provision step "broken" exited with status 7`) || !strings.Contains(err.Error(), "about to fail") {
 		t.Errorf("a failing step: %v", err)
+	}
+
+	// A step that runs past its timeout fails too, naming itself.
+	start := time.Now()
+	_, _, err = build(`
+  provision "slow" {
+    run     = ["sleep", "600"]
+    timeout = "5s"
+  }
+`)
+	if err == nil || !strings.Contains(err.Error(), `provision step "slow" timed out`) {
+		t.Errorf("a step past its timeout: %v", err)
+	}
+	if took := time.Since(start); took > 4*time.Minute {
+		t.Errorf("the timed-out build took %v", took)
 	}
 }
