@@ -220,6 +220,12 @@ type Image struct {
 	// digest, the epoch and the build format's version; the cache keeps
 	// the outputs under it.
 	BuildKey string
+	// ProvisionHash is the hash of the image's provision steps, and
+	// BaseKey the build key of the disk they ran on; both are empty for
+	// an image without steps. The disk output is then the provisioned
+	// disk, and BuildKey covers the steps too.
+	ProvisionHash string
+	BaseKey       string
 	// Cached is true when the outputs were already in the cache and
 	// nothing was fetched or built.
 	Cached bool
@@ -264,6 +270,8 @@ func imageOf(r *image.Result) *Image {
 		Name:          r.Image,
 		InputHash:     r.InputHash,
 		BuildKey:      r.BuildKey,
+		ProvisionHash: r.ProvisionHash,
+		BaseKey:       r.BaseKey,
 		Cached:        r.Cached,
 		Outputs:       make(map[string]ImageFile, len(r.Outputs)),
 		Manifest:      r.Manifest,

@@ -102,6 +102,10 @@ type Image struct {
 	HostPaths []string
 	// Packages are the image's package set (see packages.go).
 	Packages ImagePackages
+	// Provision are the image's provision steps, in declaration order
+	// (provision.go): run after the disk is built, their result is the
+	// image's disk.
+	Provision []*Provision
 
 	DeclRange hcl.Range
 }

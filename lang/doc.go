@@ -91,6 +91,16 @@
 //	    uid     = 0
 //	    gid     = 0
 //	  }
+//	  provision "NAME" {                 run as root in a VM of the built disk, in order;
+//	                                     the disk it leaves is the image's (provision.go)
+//	    run     = ["sh", "-c", "..."]    the command, or:
+//	    script  = "..."                  run as /bin/sh -ec SCRIPT
+//	    env     = { LANG = "C" }
+//	    timeout = "10m"                  the default
+//	    egress {                         the step's own rules, as an egress block's;
+//	      allow = ["mirror.example"]     none: it reaches nothing
+//	    }
+//	  }
 //	}
 //
 //	egress "NAME" {                                    what a sandbox may reach

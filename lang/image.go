@@ -31,6 +31,7 @@ var imageSchema = &hcl.BodySchema{
 		{Type: "artifact", LabelNames: []string{"name"}},
 		{Type: "user", LabelNames: []string{"name"}},
 		{Type: "file", LabelNames: []string{"path"}},
+		{Type: "provision", LabelNames: []string{"name"}},
 	},
 }
 
@@ -160,6 +161,8 @@ func (l *loader) decodeImage(b *hcl.Block) {
 				uids[u.UID] = blk.DefRange
 				img.Users = append(img.Users, u)
 			}
+		case "provision":
+			img.Provision = append(img.Provision, l.decodeProvision(img, blk))
 		case "file":
 			if f := l.decodeFile(blk); f != nil {
 				img.Files = append(img.Files, f)

@@ -35,11 +35,16 @@ var requestSchema = &hcl.BodySchema{
 }
 
 func (l *loader) decodeEgress(b *hcl.Block) {
-	content, diags := b.Body.Content(egressSchema)
-	l.diags = append(l.diags, diags...)
 	e := &Egress{Name: b.Labels[0], DeclRange: b.DefRange}
 	l.cfg.Egress[e.Name] = e
-	block := "egress." + e.Name
+	l.decodeEgressBody(b.Body, e, "egress."+e.Name)
+}
+
+// decodeEgressBody reads an egress block's rules into e; block is the
+// address the rules' origins name (egress.NAME, or a provision step's).
+func (l *loader) decodeEgressBody(body hcl.Body, e *Egress, block string) {
+	content, diags := body.Content(egressSchema)
+	l.diags = append(l.diags, diags...)
 
 	// index finds a pattern's rule in e.Allow: an entry written twice, in
 	// allow or passthrough or both, is one rule.

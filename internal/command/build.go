@@ -140,6 +140,7 @@ func runBuild(ctx context.Context, env *Env, args []string) int {
 		img := cfg.Images[name]
 		p := newBuildProgress(env.Stderr, addrs.ImageRef(name).String())
 		opts.Stage = p.stage
+		opts.ProvisionStep = p.step
 		opts.Fetch.Progress = p.bytes
 		opts.Verify = a.verify
 		start := time.Now()
@@ -167,6 +168,11 @@ func runBuild(ctx context.Context, env *Env, args []string) int {
 			return interrupted(env, fmt.Sprintf("nothing of %s was stored in the cache, and the lock file was left as it was", p.addr))
 		}
 		var verr *image.VerifyError
+		if errors.As(err, &verr) && verr.NotHermetic() {
+			v.errorDetail(fmt.Sprintf("%s is not hermetic: its provision steps gave another disk", p.addr), verr.Error())
+			failed = true
+			continue
+		}
 		if errors.As(err, &verr) {
 			v.errorDetail(fmt.Sprintf("%s is not reproducible: %s differ", p.addr, strings.Join(verr.Outputs(), ", ")), verr.Error())
 			failed = true
@@ -323,6 +329,14 @@ func (p *buildProgress) stage(s image.Stage) {
 		return
 	}
 	fmt.Fprintf(p.w, "%s: %s…\n", p.addr, s)
+}
+
+// step is the provisioning's progress callback: a step starts.
+func (p *buildProgress) step(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.endLine()
+	fmt.Fprintf(p.w, "%s: provision step %q…\n", p.addr, name)
 }
 
 // bytes is fetch's progress callback.

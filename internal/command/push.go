@@ -108,6 +108,7 @@ func runPush(ctx context.Context, env *Env, args []string) int {
 	}
 	p := newBuildProgress(env.Stderr, addrs.ImageRef(name).String())
 	opts.Stage = p.stage
+	opts.ProvisionStep = p.step
 	opts.Fetch.Progress = p.bytes
 	start := time.Now()
 	r, err := pipeline.Build(ctx, cfg, lock, name, opts)

@@ -236,6 +236,7 @@ func buildOne(ctx context.Context, env *Env, v *view, cfg *lang.Config, lock *lo
 	}
 	p := newBuildProgress(env.Stderr, addrs.ImageRef(name).String())
 	opts.Stage = p.stage
+	opts.ProvisionStep = p.step
 	opts.Fetch.Progress = p.bytes
 	r, err := pipeline.Build(ctx, cfg, lock, name, opts)
 	p.done()

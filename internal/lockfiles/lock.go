@@ -16,6 +16,11 @@ type Image struct {
 	// InputHash is "sha256:<hex>" over the image's recipe: every pin and
 	// every setting that affects the image bytes (see recipe).
 	InputHash string
+	// ProvisionHash is "sha256:<hex>" over the image's provision steps
+	// (recipe.ProvisionHash), empty for an image without any. Its disk
+	// output is then the provisioned disk, whose bytes the steps decide:
+	// a rebuild need not give the same.
+	ProvisionHash string
 	// Inputs are the pins of every source the image uses, keyed by the
 	// input's role: "base", "kernel", "artifact.NAME".
 	Inputs map[string]*Pin
@@ -108,7 +113,7 @@ func (i *Image) Equal(o *Image) bool {
 	if i == nil || o == nil {
 		return i == o
 	}
-	if i.Name != o.Name || i.Platform != o.Platform || i.InputHash != o.InputHash {
+	if i.Name != o.Name || i.Platform != o.Platform || i.InputHash != o.InputHash || i.ProvisionHash != o.ProvisionHash {
 		return false
 	}
 	if len(i.Inputs) != len(o.Inputs) || len(i.Outputs) != len(o.Outputs) {

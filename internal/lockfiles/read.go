@@ -210,10 +210,15 @@ func (d *decoder) image(name string, blk *hclsyntax.Block) *Image {
 				d.checkHash(attr, v, checkDigest)
 				img.InputHash = v
 			}
+		case "provision_hash":
+			if v, ok := d.str(attr); ok {
+				d.checkHash(attr, v, checkDigest)
+				img.ProvisionHash = v
+			}
 		case "outputs":
 			d.outputs(attr, img.Outputs)
 		default:
-			d.errorf(attr.NameRange, "Unsupported argument", "An image lock entry has platform, input_hash, input blocks and outputs; %q is not expected here.", attr.Name)
+			d.errorf(attr.NameRange, "Unsupported argument", "An image lock entry has platform, input_hash, provision_hash, input blocks and outputs; %q is not expected here.", attr.Name)
 		}
 	}
 	if img.Platform == "" {

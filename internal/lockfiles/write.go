@@ -73,7 +73,7 @@ func Marshal(l *Lock) []byte {
 func writeImage(b *bytes.Buffer, name string, img *Image) {
 	fmt.Fprintf(b, "image %s {\n", quote(name))
 	wroteAttr := false
-	for _, a := range [][2]string{{"platform", img.Platform}, {"input_hash", img.InputHash}} {
+	for _, a := range [][2]string{{"platform", img.Platform}, {"input_hash", img.InputHash}, {"provision_hash", img.ProvisionHash}} {
 		if a[1] != "" {
 			fmt.Fprintf(b, "%s = %s\n", a[0], quote(a[1]))
 			wroteAttr = true

@@ -91,6 +91,12 @@ type Options struct {
 	// with ".1" (consolelog.Move): the end of a crashed or stopped
 	// guest's story stays readable.
 	KeepConsole string
+	// KeepDisk, when set, is where the machine's root disk (its
+	// copy-on-write overlay over Boot.Disk, whose backing file it names)
+	// is moved when Stop ends it after its guest powered off: the disk
+	// as the guest left it, synced. A machine killed or ended otherwise
+	// keeps nothing.
+	KeepDisk string
 	// ConsoleMax is the most bytes each of the console log's two files
 	// holds (ConsoleFile and its rotated predecessor), so the host keeps
 	// at most twice that of what the guest writes to its console, the
@@ -259,10 +265,13 @@ type Machine struct {
 	net      *netLink
 	console  *consoleLink
 	keep     string // Options.KeepConsole
-	keepMax  int64  // Options.ConsoleMax
-	booted   time.Duration
-	timings  Timings
-	stopTO   time.Duration
+	keepDisk string // Options.KeepDisk
+	// poweredOff says Stop saw the guest power off by itself.
+	poweredOff bool
+	keepMax    int64 // Options.ConsoleMax
+	booted     time.Duration
+	timings    Timings
+	stopTO     time.Duration
 
 	stopOnce sync.Once
 	stopErr  error
@@ -369,7 +378,7 @@ func Start(ctx context.Context, opts Options) (_ *Machine, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
-	m := &Machine{name: name, dir: dir, host: host, hv: hv, stopTO: stopTO, network: opts.Network, keep: opts.KeepConsole, keepMax: opts.ConsoleMax, saveable: opts.MemoryFile != ""}
+	m := &Machine{name: name, dir: dir, host: host, hv: hv, stopTO: stopTO, network: opts.Network, keep: opts.KeepConsole, keepDisk: opts.KeepDisk, keepMax: opts.ConsoleMax, saveable: opts.MemoryFile != ""}
 	defer func() {
 		if err != nil {
 			m.kill()
@@ -865,6 +874,14 @@ func (m *Machine) stop(ctx context.Context) error {
 				err = fmt.Errorf("the guest did not power off within %v; killed it", m.stopTO)
 			}
 			errs = append(errs, err)
+		} else {
+			m.poweredOff = true
+		}
+	}
+	if m.keepDisk != "" && m.poweredOff {
+		m.proc.Kill()
+		if err := moveFile(filepath.Join(m.dir, OverlayFile), m.keepDisk); err != nil {
+			errs = append(errs, fmt.Errorf("keeping the root disk: %w", err))
 		}
 	}
 	m.kill()

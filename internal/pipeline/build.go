@@ -14,6 +14,7 @@ import (
 	"github.com/sbx-dev/sbx/internal/build/agentbin"
 	"github.com/sbx-dev/sbx/internal/build/cache"
 	"github.com/sbx-dev/sbx/internal/build/image"
+	"github.com/sbx-dev/sbx/internal/build/provision"
 	"github.com/sbx-dev/sbx/internal/lockfiles"
 	"github.com/sbx-dev/sbx/lang"
 )
@@ -22,7 +23,8 @@ import (
 // uses, read from env: the cache ($SBX_CACHE_DIR, else cache.DefaultRoot),
 // the epoch ($SOURCE_DATE_EPOCH, 0 when unset), the guest agent
 // ($SBX_GUEST_AGENT, else beside the running executable) and fetching
-// with env's clients and keychain. Callers may set the progress
+// with env's clients and keychain, and provision steps run by a
+// provision.Provisioner with sandbox's defaults. Callers may set the progress
 // callbacks and Verify on the result.
 func ImageOptions(dir string, env Env) (image.Options, error) {
 	var opts image.Options
@@ -45,6 +47,9 @@ func ImageOptions(dir string, env Env) (image.Options, error) {
 	}
 	opts.Agent = search.Find
 	opts.Fetch = env.fetchOptions(dir)
+	// Provision steps boot the image in a sandbox of its own: no
+	// mounts, no secrets, each step's egress rules only.
+	opts.Provision = &provision.Provisioner{}
 	return opts, nil
 }
 

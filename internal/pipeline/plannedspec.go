@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/sbx-dev/sbx/internal/build/image"
+	"github.com/sbx-dev/sbx/internal/recipe"
 	"github.com/sbx-dev/sbx/internal/sandbox"
 	"github.com/sbx-dev/sbx/internal/sandbox/sandboxfs"
 	"github.com/sbx-dev/sbx/internal/state"
@@ -33,12 +34,12 @@ func PlannedSpec(configDir string, r *state.Resource, img *image.Result) (sandbo
 	}
 	a := r.Sandbox
 	name := r.Addr.Name
-	if img == nil || img.InputHash != a.ImageHash {
+	if img == nil || recipe.ImageHash(img.InputHash, img.ProvisionHash) != a.ImageHash {
 		got := "none"
 		if img != nil {
-			got = img.InputHash
+			got = recipe.ImageHash(img.InputHash, img.ProvisionHash)
 		}
-		return sandbox.Spec{}, fmt.Errorf("sandbox.%s: the plan starts image.%s with input hash %s, but the image built has %s", name, a.Image, a.ImageHash, got)
+		return sandbox.Spec{}, fmt.Errorf("sandbox.%s: the plan starts image.%s with image hash %s, but the image built has %s", name, a.Image, a.ImageHash, got)
 	}
 	mounts, err := plannedMounts(configDir, a)
 	if err != nil {

@@ -286,7 +286,8 @@ func hostVariations(t *testing.T) []hostVariation {
 	return vs
 }
 
-// TestPlannedSpecRefuses: an image built for another input hash, and a
+// TestPlannedSpecRefuses: an image built for another input hash (or
+// provisioned when the plan's is not), and a
 // resource without the owners of its mounts (written by an older sbx),
 // are not started.
 func TestPlannedSpecRefuses(t *testing.T) {
@@ -298,8 +299,14 @@ func TestPlannedSpecRefuses(t *testing.T) {
 	if err != nil || len(spec.Mounts) != 1 || spec.Mounts[0].UID != 7 || spec.Mounts[0].GID != 8 {
 		t.Fatalf("PlannedSpec = %+v, %v", spec, err)
 	}
-	if _, err := PlannedSpec(dir, r, builtImage(t, "box", "sha256:bb")); err == nil || !strings.Contains(err.Error(), "input hash sha256:aa") {
+	if _, err := PlannedSpec(dir, r, builtImage(t, "box", "sha256:bb")); err == nil || !strings.Contains(err.Error(), "image hash sha256:aa") {
 		t.Errorf("an image of another hash: %v", err)
+	}
+	// The same base provisioned is another image.
+	provisioned := builtImage(t, "box", "sha256:aa")
+	provisioned.ProvisionHash = "sha256:cc"
+	if _, err := PlannedSpec(dir, r, provisioned); err == nil || !strings.Contains(err.Error(), "image hash sha256:aa") {
+		t.Errorf("a provisioned image of the planned input hash: %v", err)
 	}
 	old := *a
 	old.Mounts = nil

@@ -16,7 +16,8 @@ import (
 // configuration) and returns the plan that turns prior into desired. It
 // does not set Against or the state identity; FromState and Against do.
 //
-// Images are replaced when their input hash or platform changes; there is
+// Images are replaced when their input hash, provision hash (their provision
+// steps, which run again) or platform changes; there is
 // nothing to update in place in an image. An image's local inputs (file:
 // and oci-layout: sources) are host files the guest sees, so a created,
 // replaced or updated image lists each one that is new or names another
@@ -136,6 +137,7 @@ func diffImage(a addrs.Ref, before, after *state.Resource) *ResourceChange {
 	}
 	add("platform", b.Platform, n.Platform, true)
 	add("input_hash", b.InputHash, n.InputHash, true)
+	add("provision_hash", b.ProvisionHash, n.ProvisionHash, true)
 	var changedInputs []string
 	for _, k := range inputKeys(b.Inputs, n.Inputs) {
 		if b.Inputs[k] != n.Inputs[k] {
@@ -159,6 +161,10 @@ func diffImage(a addrs.Ref, before, after *state.Resource) *ResourceChange {
 		} else {
 			rc.Reason = "its recipe changed"
 		}
+	case b.ProvisionHash != n.ProvisionHash:
+		// The steps run again and make another disk.
+		rc.Action = Replace
+		rc.Reason = "its provision steps changed"
 	case len(attrs) > 0:
 		// Only the recorded source strings differ; the bytes do not.
 		rc.Action = Update

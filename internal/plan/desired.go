@@ -62,7 +62,7 @@ func Desired(cfg *lang.Config, lock *lockfiles.Lock) ([]*state.Resource, hcl.Dia
 			})
 			continue
 		}
-		hashes[name] = r.Image.InputHash
+		hashes[name] = recipe.ImageHash(r.Image.InputHash, r.Image.ProvisionHash)
 		out = append(out, r)
 	}
 	for _, name := range sortedNames(cfg.Sandboxes) {
@@ -157,9 +157,10 @@ func desiredImage(img *lang.Image, locked *lockfiles.Image) (*state.Resource, er
 		Addr:    img.Addr(),
 		Address: img.Addr().String(),
 		Image: &state.ImageAttrs{
-			Platform:  img.Platform.String(),
-			InputHash: hash,
-			Inputs:    inputs,
+			Platform:      img.Platform.String(),
+			InputHash:     hash,
+			ProvisionHash: recipe.ProvisionHash(img),
+			Inputs:        inputs,
 		},
 	}, nil
 }

@@ -259,6 +259,7 @@ func pinAll(cfg *lang.Config) (*lockfiles.Lock, error) {
 			return nil, err
 		}
 		li.InputHash = hash
+		li.ProvisionHash = recipe.ProvisionHash(img)
 		lock.Images[name] = li
 	}
 	return lock, nil

@@ -163,5 +163,15 @@ func imageProblems(img *lang.Image, l *lockfiles.Image) []problem {
 	if h != l.InputHash {
 		add(img.DeclRange, "%s: the lock's input hash %s is not the spec's %s (a setting that affects the image changed since the lock was written); run `sbx lock`", addr, l.InputHash, h)
 	}
+	if ph := ProvisionHash(img); ph != l.ProvisionHash {
+		switch {
+		case ph == "":
+			add(img.DeclRange, "%s: the lock records provision steps (provision_hash %s) the spec no longer declares; run `sbx lock`", addr, l.ProvisionHash)
+		case l.ProvisionHash == "":
+			add(img.Provision[0].DeclRange, "%s: the spec's provision steps are not in the lock; run `sbx lock`", addr)
+		default:
+			add(img.Provision[0].DeclRange, "%s: the lock's provision hash %s is not the spec's %s (a provision step changed since the lock was written); run `sbx lock`", addr, l.ProvisionHash, ph)
+		}
+	}
 	return ps
 }

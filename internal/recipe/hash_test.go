@@ -223,6 +223,9 @@ func TestInputHashCoversEveryField(t *testing.T) {
 		}
 	}
 	for _, path := range leafPaths(reflect.TypeOf(lang.Image{}), "") {
+		if strings.HasPrefix(path, "Provision[0].") {
+			continue // ProvisionHash's (TestProvisionHash)
+		}
 		img := sampleImage()
 		mutate(reflect.ValueOf(img).Elem(), path)
 		pins := samplePins()

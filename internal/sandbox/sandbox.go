@@ -51,6 +51,11 @@ type Options struct {
 	// KeepConsole, when set, is a file the machine's console log is
 	// moved to when it ends (machine.Options.KeepConsole).
 	KeepConsole string
+	// KeepDisk, when set, is where the machine's root disk is moved when
+	// Stop ends it after a clean power-off (machine.Options.KeepDisk):
+	// a qcow2 overlay over the image's disk. Such a sandbox is never
+	// saved or resumed (Snapshots is ignored).
+	KeepDisk string
 	// ConfigureTimeout bounds the guest's configure request in Start;
 	// zero means DefaultConfigureTimeout's.
 	ConfigureTimeout time.Duration
@@ -167,6 +172,7 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Sandbox, error) {
 		BootTimeout: spec.BootTimeout,
 		StopTimeout: spec.StopTimeout,
 		KeepConsole: opts.KeepConsole,
+		KeepDisk:    opts.KeepDisk,
 		Network:     n.Network(),
 		Ports:       files.Ports(),
 		FSSlots:     files.FSSlots(),

@@ -76,7 +76,7 @@ const warmMAC = "52:54:00:5b:78:01"
 // machine that failed may have been served mopts.Network, and a network
 // serves one machine.
 func startMachine(ctx context.Context, spec Spec, opts Options, renew func() (machine.Network, error), mopts machine.Options) (*machine.Machine, Started, error) {
-	if opts.Snapshots == nil || opts.benchmarking() {
+	if opts.Snapshots == nil || opts.benchmarking() || opts.KeepDisk != "" {
 		m, err := machine.Start(ctx, mopts)
 		return m, Started{How: Cold}, err
 	}

@@ -56,6 +56,9 @@ type Resource struct {
 type ImageAttrs struct {
 	Platform  string `json:"platform"`
 	InputHash string `json:"input_hash"`
+	// ProvisionHash is the hash of the image's provision steps
+	// (recipe.ProvisionHash); empty for an image without any.
+	ProvisionHash string `json:"provision_hash,omitempty"`
 	// Inputs maps each recipe input key ("base", "artifact.claude") to
 	// the source it was built from, for showing what changed.
 	Inputs  map[string]string `json:"inputs,omitempty"`
@@ -67,7 +70,7 @@ type ImageAttrs struct {
 // policy applies in place.
 type SandboxAttrs struct {
 	Image      string            `json:"image"`      // image block name
-	ImageHash  string            `json:"image_hash"` // that image's input hash
+	ImageHash  string            `json:"image_hash"` // that image's recipe.ImageHash
 	CPUs       int               `json:"cpus"`
 	Memory     int64             `json:"memory"`
 	User       string            `json:"user,omitempty"`

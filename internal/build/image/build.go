@@ -127,6 +127,11 @@ type Options struct {
 	// with (its cache, keys and architecture are the build's); nil means
 	// one with Fetch.HTTPClient.
 	ApkRepo *apkrepo.Client
+	// Provision runs the provision steps of images that have them;
+	// building such an image without one is an error.
+	Provision Provisioner
+	// ProvisionStep, if set, is called as each provision step starts.
+	ProvisionStep func(name string)
 }
 
 // Output is one built file.
@@ -148,6 +153,13 @@ type Result struct {
 	// digest, the epoch and FormatVersion; the cache keeps the outputs
 	// under it.
 	BuildKey string
+	// ProvisionHash is the image's provision steps' hash
+	// (recipe.ProvisionHash), and BaseKey the build key of the disk they
+	// started from; both are empty for an image without steps. A
+	// provisioned build's BuildKey covers both, and its disk output is
+	// the provisioned disk.
+	ProvisionHash string
+	BaseKey       string
 	// Cached is true when the outputs were already in the cache and
 	// nothing was fetched or built.
 	Cached bool
@@ -196,6 +208,25 @@ func Build(ctx context.Context, img *lang.Image, lock *lockfiles.Image, opts Opt
 	if opts.Verify {
 		return b.verify(ctx)
 	}
+	if b.provHash != "" {
+		if r, ok := b.cachedAt(ctx, b.provKey); ok {
+			if err := b.checkLocalFiles(ctx); err != nil {
+				return nil, err
+			}
+			b.stage(StageCached)
+			return r, nil
+		}
+	}
+	base, err := b.base(ctx)
+	if err != nil || b.provHash == "" {
+		return base, err
+	}
+	return b.provisioned(ctx, base)
+}
+
+// base returns the image's build without its provision steps, from the
+// cache or built and stored.
+func (b *build) base(ctx context.Context) (*Result, error) {
 	if r, ok := b.cached(ctx); ok {
 		// Fetching would read local files again; a cache hit must not
 		// hide one that changed since the lock either.
@@ -253,6 +284,10 @@ type build struct {
 	agent     []byte
 	agentSum  string
 	key       string
+	// provHash is recipe.ProvisionHash of the image, provKey the key of
+	// its provisioned build; both are empty without provision steps.
+	provHash string
+	provKey  string
 	// packages are the image's fetched packages, once fetched.
 	packages []debrepo.Fetched
 }
@@ -302,6 +337,9 @@ func prepare(img *lang.Image, lock *lockfiles.Image, opts Options) (*build, erro
 		agentPath: agentPath, agent: agent, agentSum: "sha256:" + hex.EncodeToString(sum[:]),
 	}
 	b.key = buildKey(lock.InputHash, b.agentSum, opts.Epoch)
+	if b.provHash = recipe.ProvisionHash(img); b.provHash != "" {
+		b.provKey = provisionKey(b.key, b.provHash)
+	}
 	return b, nil
 }
 
@@ -320,13 +358,17 @@ func (b *build) stage(s Stage) {
 
 // cached returns the build stored under b.key when its manifest and every
 // output are present and hash to the digests the manifest records.
-func (b *build) cached(ctx context.Context) (*Result, bool) {
-	mpath, ok, err := b.cache.OutputPath(b.key, ManifestFile)
+func (b *build) cached(ctx context.Context) (*Result, bool) { return b.cachedAt(ctx, b.key) }
+
+// cachedAt is cached for the build stored under key (b.key, or
+// b.provKey for the provisioned build).
+func (b *build) cachedAt(ctx context.Context, key string) (*Result, bool) {
+	mpath, ok, err := b.cache.OutputPath(key, ManifestFile)
 	if err != nil || !ok {
 		return nil, false
 	}
 	m, err := readManifest(mpath)
-	if err != nil || m.BuildKey != b.key || m.InputHash != b.lock.InputHash {
+	if err != nil || m.BuildKey != key || m.InputHash != b.lock.InputHash {
 		return nil, false
 	}
 	r := m.result(mpath)
@@ -336,7 +378,7 @@ func (b *build) cached(ctx context.Context) (*Result, bool) {
 		if !ok || want.File != outputFiles[name] {
 			return nil, false
 		}
-		p, ok, err := b.cache.OutputPath(b.key, want.File)
+		p, ok, err := b.cache.OutputPath(key, want.File)
 		if err != nil || !ok {
 			return nil, false
 		}

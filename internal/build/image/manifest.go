@@ -26,6 +26,11 @@ type Manifest struct {
 	Platform  string `json:"platform"`
 	InputHash string `json:"inputHash"`
 	BuildKey  string `json:"buildKey"`
+	// BaseKey and ProvisionHash are set for a provisioned build: the key
+	// of the build its provision steps started from, and the steps'
+	// hash (recipe.ProvisionHash). Its disk is the provisioned one.
+	BaseKey       string `json:"baseKey,omitempty"`
+	ProvisionHash string `json:"provisionHash,omitempty"`
 	// FormatVersion is the builder's FormatVersion.
 	FormatVersion int `json:"formatVersion"`
 	// Epoch is every timestamp in the outputs (SOURCE_DATE_EPOCH).
@@ -91,6 +96,8 @@ func (m *Manifest) result(path string) *Result {
 		Image:         m.Image,
 		InputHash:     m.InputHash,
 		BuildKey:      m.BuildKey,
+		BaseKey:       m.BaseKey,
+		ProvisionHash: m.ProvisionHash,
 		Outputs:       map[string]Output{},
 		Manifest:      path,
 		KernelVersion: m.KernelVersion,

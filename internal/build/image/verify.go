@@ -16,6 +16,9 @@ type Mismatch struct {
 	// Against says where Want comes from: "the cached build" or "the
 	// lock file".
 	Against string
+	// Provisioned says the output is the disk the image's provision
+	// steps made, which a rebuild need not reproduce.
+	Provisioned bool
 }
 
 // VerifyError reports that rebuilding an image from scratch gave other
@@ -28,11 +31,30 @@ type VerifyError struct {
 
 func (e *VerifyError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "image %q did not rebuild to the same bytes:", e.Image)
+	if e.NotHermetic() {
+		fmt.Fprintf(&b, "image %q is not hermetic: its base rebuilt to the same bytes, and running its provision steps again gave another disk:", e.Image)
+	} else {
+		fmt.Fprintf(&b, "image %q did not rebuild to the same bytes:", e.Image)
+	}
 	for _, d := range e.Diffs {
-		fmt.Fprintf(&b, "\n  output %s: rebuilt %s, %s has %s", d.Output, d.Got, d.Against, d.Want)
+		what := "output " + d.Output
+		if d.Provisioned {
+			what = "provisioned " + d.Output
+		}
+		fmt.Fprintf(&b, "\n  %s: rebuilt %s, %s has %s", what, d.Got, d.Against, d.Want)
 	}
 	return b.String()
+}
+
+// NotHermetic reports whether only the provisioned disk differs: the
+// recipe's own outputs rebuilt to the same bytes.
+func (e *VerifyError) NotHermetic() bool {
+	for _, d := range e.Diffs {
+		if !d.Provisioned {
+			return false
+		}
+	}
+	return len(e.Diffs) > 0
 }
 
 // Outputs returns the names of the outputs that differ, each once, in
@@ -73,12 +95,58 @@ func (b *build) verify(ctx context.Context) (*Result, error) {
 		if want := ref.Outputs[name].Digest; want != got {
 			diffs = append(diffs, Mismatch{Output: name, Want: want, Got: got, Against: "the cached build"})
 		}
+		if b.provHash != "" && name == OutputDisk {
+			continue // the lock records the provisioned disk
+		}
 		if want, ok := b.lock.Outputs[name]; ok && want != got {
 			diffs = append(diffs, Mismatch{Output: name, Want: want, Got: got, Against: "the lock file"})
 		}
 	}
+	if len(diffs) > 0 || b.provHash == "" {
+		if len(diffs) > 0 {
+			return ref, &VerifyError{Image: b.img.Name, BuildKey: b.key, Diffs: diffs}
+		}
+		return ref, nil
+	}
+	return b.verifyProvisioned(ctx, ref, s)
+}
+
+// verifyProvisioned runs the provision steps again on the rebuilt base s
+// (whose outputs are those of ref) and compares the disk they give with
+// the cached provisioned build's (made first if there is none) and the
+// lock's.
+func (b *build) verifyProvisioned(ctx context.Context, base *Result, s *staged) (*Result, error) {
+	ref, err := b.provisioned(ctx, base)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp(b.opts.TempDir, "sbx-verify-*")
+	if err != nil {
+		return nil, fmt.Errorf("image %q: staging directory: %w", b.img.Name, err)
+	}
+	defer os.RemoveAll(dir)
+	rebuilt := *base
+	rebuilt.Outputs = map[string]Output{}
+	for name, o := range s.outputs {
+		rebuilt.Outputs[name] = Output{Path: s.files[name], Digest: o.Digest, Size: o.Size}
+	}
+	disk, err := b.runProvision(ctx, &rebuilt, dir)
+	if err != nil {
+		return nil, err
+	}
+	got, _, err := hashFile(ctx, disk)
+	if err != nil {
+		return nil, fmt.Errorf("image %q: provisioned disk: %w", b.img.Name, err)
+	}
+	var diffs []Mismatch
+	if want := ref.Outputs[OutputDisk].Digest; want != got {
+		diffs = append(diffs, Mismatch{Output: OutputDisk, Want: want, Got: got, Against: "the cached build", Provisioned: true})
+	}
+	if want, ok := b.lock.Outputs[OutputDisk]; ok && want != got {
+		diffs = append(diffs, Mismatch{Output: OutputDisk, Want: want, Got: got, Against: "the lock file", Provisioned: true})
+	}
 	if len(diffs) > 0 {
-		return ref, &VerifyError{Image: b.img.Name, BuildKey: b.key, Diffs: diffs}
+		return ref, &VerifyError{Image: b.img.Name, BuildKey: b.provKey, Diffs: diffs}
 	}
 	return ref, nil
 }

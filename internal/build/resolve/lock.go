@@ -164,7 +164,8 @@ func (s *Set) Lock(ctx context.Context, cfg *lang.Config, old *lockfiles.Lock, u
 				})
 			} else {
 				li.InputHash = h
-				if prev != nil && h != "" && prev.InputHash == h && len(prev.Outputs) > 0 {
+				li.ProvisionHash = recipe.ProvisionHash(img)
+				if prev != nil && h != "" && prev.InputHash == h && prev.ProvisionHash == li.ProvisionHash && len(prev.Outputs) > 0 {
 					li.Outputs = maps.Clone(prev.Outputs)
 				}
 			}
