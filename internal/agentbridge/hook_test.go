@@ -213,15 +213,7 @@ func TestInstanceName(t *testing.T) {
 	if a == b || !strings.HasPrefix(a, "dev-claude-") || len(a) != len("dev-claude-")+12 {
 		t.Errorf("%q %q", a, b)
 	}
-	dir := t.TempDir()
-	if err := CheckSession(dir, "s1"); err != nil {
-		t.Fatal(err)
-	}
-	WriteSession(dir, Session{ID: "s1", Sandbox: "dev"})
-	if err := CheckSession(dir, "s1"); err != nil {
-		t.Error(err)
-	}
-	if err := CheckSession(dir, "s2"); err != ErrOtherSession {
-		t.Errorf("another session's directory: %v", err)
+	if id, ok := HolderSession(Holder("s1")); !ok || id != "s1" {
+		t.Errorf("HolderSession(Holder(s1)) = %q, %v", id, ok)
 	}
 }

@@ -212,14 +212,11 @@ func stopSession(ctx context.Context, env *Env, r agentbridge.Route, session str
 	if err != nil {
 		return err
 	}
-	if err := agentbridge.CheckSession(dir, session); err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
-		return err
-	}
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		return nil
+	}
+	if err := checkHolder(dir, session); err != nil {
+		return err
 	}
 	return supervisor.Remove(ctx, dir, 0, 0)
 }
@@ -294,7 +291,7 @@ func ensureSession(ctx context.Context, env *Env, r agentbridge.Route, session s
 		errorFrom(env, "Cannot make the session's sandbox directory", err, true)
 		return "", nil, ExitError, false
 	}
-	lf, err := os.OpenFile(filepath.Join(dir, "start.lock"), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
+	lf, err := os.OpenFile(filepath.Join(dir, supervisor.LeaseLockFile), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
 		errorFrom(env, "Cannot lock the session's sandbox", err, true)
 		return "", nil, ExitError, false
@@ -304,7 +301,7 @@ func ensureSession(ctx context.Context, env *Env, r agentbridge.Route, session s
 		errorFrom(env, "Cannot lock the session's sandbox", err, true)
 		return "", nil, ExitError, false
 	}
-	if err := agentbridge.CheckSession(dir, session); err != nil {
+	if err := checkHolder(dir, session); err != nil {
 		errorFrom(env, "Cannot use the session's sandbox", err, true)
 		return "", nil, ExitError, false
 	}
@@ -312,7 +309,7 @@ func ensureSession(ctx context.Context, env *Env, r agentbridge.Route, session s
 		if spec, err := supervisor.ReadSpec(dir); err == nil {
 			if c, err := supervisor.Dial(ctx, dir); err == nil {
 				c.Close()
-				lease(env, dir)
+				lease(env, dir, session)
 				return dir, spec, ExitOK, true
 			}
 		}
@@ -351,11 +348,7 @@ func ensureSession(ctx context.Context, env *Env, r agentbridge.Route, session s
 		v.errorFrom("Cannot make the session's sandbox directory", err, true)
 		return "", nil, ExitError, false
 	}
-	if err := agentbridge.WriteSession(dir, agentbridge.Session{ID: session, Sandbox: r.Sandbox}); err != nil {
-		v.errorFrom("Cannot record the session", err, true)
-		return "", nil, ExitError, false
-	}
-	lease(env, dir)
+	lease(env, dir, session)
 	fmt.Fprintf(env.Stderr, "sbx: starting sandbox.%s for Claude session %s\n", r.Sandbox, session)
 	if _, err := supervisor.Spawn(ctx, dir, spec, supervisor.SpawnOptions{Env: env.Environ, Secrets: secrets}); err != nil {
 		v.errorDetail("Cannot start the session's sandbox", quoteErr(err))
@@ -364,14 +357,32 @@ func ensureSession(ctx context.Context, env *Env, r agentbridge.Route, session s
 	return dir, &spec, ExitOK, true
 }
 
+// checkHolder returns an error when dir's lease is held by another
+// session than session (two ids whose hashes share 48 bits) or by
+// something else; no lease is none.
+func checkHolder(dir, session string) error {
+	l, err := supervisor.ReadLease(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if id, ok := agentbridge.HolderSession(l.Holder); !ok || id != session {
+		return fmt.Errorf("%s belongs to %q, not to Claude session %s", dir, l.Holder, session)
+	}
+	return nil
+}
+
 // lease records, in the supervisor directory dir, the lease on the
 // Claude Code process this command runs under: the first ancestor that
 // is not a shell (Claude runs a Bash call as "bash -c …"). A lease that
 // cannot be made is reported and not fatal: the sandbox then lives until
 // SessionEnd.
-func lease(env *Env, dir string) {
+func lease(env *Env, dir, session string) {
 	pid := claudePid(os.Getppid())
 	l, err := supervisor.LeaseOf(pid)
+	l.Holder = agentbridge.Holder(session)
 	if err == nil {
 		err = supervisor.WriteLease(dir, l)
 	}

@@ -17,6 +17,10 @@ import (
 // without one has no such bound.
 const LeaseFile = "lease.json"
 
+// LeaseLockFile is the file its writers lock (flock) while they decide
+// whether to start the sandbox, so that two of them start one.
+const LeaseLockFile = "lease.lock"
+
 // LeasePoll is how often a supervisor checks its lease's process.
 const LeasePoll = 2 * time.Second
 
@@ -26,6 +30,23 @@ const LeasePoll = 2 * time.Second
 type Lease struct {
 	Pid   int    `json:"pid"`
 	Start uint64 `json:"start"`
+	// Holder says who holds the lease, for people ("claude session
+	// ID"); the supervisor does not read it.
+	Holder string `json:"holder,omitempty"`
+}
+
+// ReadLease reads dir's lease; a directory without one is an error
+// wrapping os.ErrNotExist.
+func ReadLease(dir string) (Lease, error) {
+	var l Lease
+	b, err := os.ReadFile(filepath.Join(dir, LeaseFile))
+	if err != nil {
+		return l, err
+	}
+	if err := json.Unmarshal(b, &l); err != nil {
+		return l, fmt.Errorf("supervisor: %s: %w", filepath.Join(dir, LeaseFile), err)
+	}
+	return l, nil
 }
 
 // WriteLease records l as dir's lease, replacing any.
