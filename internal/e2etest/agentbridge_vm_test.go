@@ -114,6 +114,10 @@ func claudeExecutable(ctx context.Context, t *testing.T) string {
 	return exe
 }
 
+// ranOnHost is what the PostToolUse check tells the model of a Bash call
+// that ran with a command the PreToolUse hook did not write.
+const ranOnHost = "this Bash call ran on the host, not in the sandbox"
+
 // bashScript is a fake Messages API that answers each turn with the
 // next of Calls as a Bash tool call, then with text, and records the
 // tool_result of each call by its index. Streams as the real API does.
@@ -125,6 +129,7 @@ type bashScript struct {
 	Hold   func()
 
 	mu      sync.Mutex
+	bodies  []string // every request body
 	results map[int]bashResult
 	other   []string // requests that were not POST /v1/messages
 }
@@ -142,13 +147,18 @@ func (f *bashScript) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, "not_found_error", "fake: only POST /v1/messages")
 		return
 	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 16<<20))
 	var req messagesRequest
-	if err := json.NewDecoder(io.LimitReader(r.Body, 16<<20)).Decode(&req); err != nil {
+	if err == nil {
+		err = json.Unmarshal(body, &req)
+	}
+	if err != nil {
 		apiError(w, http.StatusBadRequest, "invalid_request_error", "fake: "+err.Error())
 		return
 	}
 	n := 0
 	f.mu.Lock()
+	f.bodies = append(f.bodies, string(body))
 	if f.results == nil {
 		f.results = map[int]bashResult{}
 	}
@@ -201,6 +211,18 @@ func toolResultText(raw json.RawMessage) string {
 		b.WriteString(p.Text)
 	}
 	return b.String()
+}
+
+// told reports whether any request carried text.
+func (f *bashScript) told(text string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, b := range f.bodies {
+		if strings.Contains(b, text) {
+			return true
+		}
+	}
+	return false
 }
 
 func (f *bashScript) result(i int) (bashResult, bool) {
@@ -335,6 +357,9 @@ func TestClaudeCodeBashInSandbox(t *testing.T) {
 	if got, _ := script.result(2); !strings.Contains(got.Text, "3") {
 		t.Errorf("call 2: the exit code is not reported: %q", got.Text)
 	}
+	if script.told(ranOnHost) {
+		t.Errorf("the PostToolUse check reported a call that ran on the host")
+	}
 	// SessionEnd stopped and removed the session's sandbox.
 	if all, _ := w.sessionSandboxes(ctx); len(all) != 0 {
 		t.Errorf("after the session ended, its sandbox is still there: %+v", all)
@@ -379,5 +404,44 @@ func TestClaudeCodeBashInSandbox(t *testing.T) {
 			t.Fatalf("the killed session's sandbox still runs %v after Claude died", bound)
 		}
 		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// TestClaudeCodeBashCheckedAfter runs Claude Code with the hooks of
+// "sbx agent install claude" less the PreToolUse one (an installation
+// broken outside sbx): the call runs on the host, and the PostToolUse
+// check must tell the model so. No sandbox is started.
+func TestClaudeCodeBashCheckedAfter(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	exe := claudeExecutable(ctx, t)
+	w := newBridgeWorld(t)
+	w.sbx(t, "agent", "install", "claude", w.cfgDir, machinetest.Sandbox)
+	path := filepath.Join(w.cfgDir, ".claude", "settings.json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var settings map[string]map[string]json.RawMessage
+	if err := json.Unmarshal(b, &settings); err != nil {
+		t.Fatal(err)
+	}
+	delete(settings["hooks"], "PreToolUse")
+	b, _ = json.Marshal(settings)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := &bashScript{Calls: []string{"uname -n"}}
+	srv := httptest.NewServer(script)
+	defer srv.Close()
+	if out, err := w.claude(ctx, exe, srv.URL).CombinedOutput(); err != nil {
+		t.Fatalf("claude -p: %v\n%s", err, out)
+	}
+	host, _ := os.Hostname()
+	if got, _ := script.result(0); !strings.Contains(got.Text, host) {
+		t.Fatalf("without the PreToolUse hook the call should have run on the host (%s): %q", host, got.Text)
+	}
+	if !script.told(ranOnHost) {
+		t.Errorf("no request after the call told the model it ran on the host")
 	}
 }
