@@ -248,6 +248,14 @@ func newBridgeWorld(t *testing.T) *bridgeWorld {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(w.runtime) })
+	// Whatever sandbox a failed run leaves goes before its directory.
+	t.Cleanup(func() {
+		for _, e := range supervisor.List(context.Background(), w.runtime) {
+			if err := supervisor.Remove(context.Background(), e.Dir, 0, 0); err != nil {
+				t.Errorf("removing %s: %v", e.Dir, err)
+			}
+		}
+	})
 	os.Chmod(w.runtime, 0o700)
 	w.sbxBin = filepath.Join(t.TempDir(), "sbx")
 	build := exec.Command("go", "build", "-o", w.sbxBin, "../../cmd/sbx")
