@@ -379,9 +379,16 @@ func TestClaudeCodeBashInSandbox(t *testing.T) {
 	var claudeProc *os.Process
 	script2 := &bashScript{Calls: []string{"id -un", "id -un"}, HoldAt: 1}
 	var runningBefore int
+	var psOut string
 	script2.Hold = func() {
 		_, running := w.sessionSandboxes(ctx)
 		runningBefore = len(running)
+		// Not w.sbx: this runs on the fake's goroutine, where t.Fatal
+		// must not be called.
+		ps := exec.Command(w.sbxBin, "ps", "-a")
+		ps.Env = w.environ
+		b, _ := ps.CombinedOutput()
+		psOut = string(b)
 		claudeProc.Signal(syscall.SIGKILL)
 		<-killed
 	}
@@ -401,6 +408,10 @@ func TestClaudeCodeBashInSandbox(t *testing.T) {
 	if runningBefore != 1 {
 		t.Fatalf("before Claude was killed, %d session sandboxes ran; want 1", runningBefore)
 	}
+	if !strings.Contains(psOut, "(claude session ") || !strings.Contains(psOut, machinetest.Sandbox+"-claude-") {
+		t.Errorf("sbx ps -a does not show the session sandbox with its Claude session:\n%s", psOut)
+	}
+	t.Logf("sbx ps -a while the session ran:\n%s", psOut)
 	bound := supervisor.LeasePoll + 30*time.Second
 	for {
 		_, running := w.sessionSandboxes(ctx)
