@@ -134,6 +134,7 @@ var completedArgs = map[string]verbArgs{
 	"run":        argsSandbox,
 	"eval":       argsSandbox,
 	"exec":       argsSandbox,
+	"agent":      argsSandbox,
 	"logs":       argsSandbox,
 	"status":     argsSandbox,
 	"destroy":    argsSandboxes,

@@ -360,6 +360,11 @@ type runtimeEntry struct {
 	Dir       string `json:"dir"`
 	Pid       int    `json:"supervisor_pid,omitempty"`
 	QEMUPid   int    `json:"qemu_pid,omitempty"`
+	// Instance is the supervisor directory's name where it is not the
+	// sandbox's (a Claude session's sandbox: "NAME-claude-<hash>"), and
+	// LeasedTo who its lease names ("claude session ID").
+	Instance string `json:"instance,omitempty"`
+	LeasedTo string `json:"leased_to,omitempty"`
 }
 
 func listAll(ctx context.Context, env *Env, asJSON bool) int {
@@ -368,6 +373,12 @@ func listAll(ctx context.Context, env *Env, asJSON bool) int {
 	list := []runtimeEntry{}
 	for _, e := range supervisor.List(ctx, base) {
 		r := runtimeEntry{Sandbox: e.Spec.Name, ConfigDir: e.Spec.ConfigDir, Status: "gone", Gone: e.Liveness.Gone, Dir: e.Dir}
+		if e.Name != e.Spec.Name {
+			r.Instance = e.Name
+		}
+		if l, err := supervisor.ReadLease(e.Dir); err == nil {
+			r.LeasedTo = l.Holder
+		}
 		live := e.Liveness.Running || e.Liveness.Unhealthy != ""
 		switch {
 		case e.Liveness.Running:
@@ -393,7 +404,14 @@ func listAll(ctx context.Context, env *Env, asJSON bool) int {
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SANDBOX\tSTATUS\tSUPERVISOR\tQEMU\tCONFIGURATION")
 	for _, r := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", termtext.Line(r.Sandbox), r.Status, pidOrDash(r.Pid, r.Pid != 0), pidOrDash(r.QEMUPid, r.QEMUPid != 0), termtext.Line(orDash(r.ConfigDir)))
+		name := r.Sandbox
+		if r.Instance != "" {
+			name = r.Instance
+		}
+		if r.LeasedTo != "" {
+			name += " (" + r.LeasedTo + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", termtext.Line(name), r.Status, pidOrDash(r.Pid, r.Pid != 0), pidOrDash(r.QEMUPid, r.QEMUPid != 0), termtext.Line(orDash(r.ConfigDir)))
 	}
 	tw.Flush()
 	return ExitOK

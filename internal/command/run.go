@@ -83,6 +83,7 @@ func verbs() []verb {
 		{"eval", "Run one command in N fresh sandboxes, keep each run's changes", evalUsage, runEval},
 		{"apply", "Build images and start, replace or stop sandboxes", applyUsage, runApply},
 		{"exec", "Run a command in a running sandbox", execUsage, runExec},
+		{"agent", "Run Claude Code's tools in a sandbox per session", agentUsage, runAgent},
 		{"cp", "Copy a file into or out of a running sandbox", cpUsage, runCp},
 		{"ps", "List the sandboxes of a configuration and whether they run", psUsage, runPs},
 		{"status", "Show one sandbox's state, or list them as ps does", statusUsage, runStatus},

@@ -15,6 +15,10 @@ type Stat struct {
 	State byte
 	// PPid is the parent's process id, Pgrp the process group.
 	PPid, Pgrp int
+	// Start is when the process started, in clock ticks after boot
+	// (field 22): with the process id, it names one process, never one
+	// that reused the id later. Zero when the line is too short.
+	Start uint64
 }
 
 // Zombie reports whether the process has exited and waits to be reaped.
@@ -45,7 +49,11 @@ func Parse(b []byte) (Stat, error) {
 	if err1 != nil || err2 != nil {
 		return Stat{}, fmt.Errorf("procstat: malformed stat line %q", clip(b[i+1:]))
 	}
-	return Stat{State: f[0][0], PPid: ppid, Pgrp: pgrp}, nil
+	st := Stat{State: f[0][0], PPid: ppid, Pgrp: pgrp}
+	if len(f) > 19 {
+		st.Start, _ = strconv.ParseUint(f[19], 10, 64)
+	}
+	return st, nil
 }
 
 // Alive reports whether process pid exists and is not a zombie.

@@ -14,9 +14,10 @@ func TestParse(t *testing.T) {
 		want Stat
 		bad  bool
 	}{
-		{in: "42 (sh) S 1 42 42 0 -1", want: Stat{'S', 1, 42}},
-		{in: "7 (a) b) (c) Z 3 9 9", want: Stat{'Z', 3, 9}},
-		{in: "7 (with space) R 2 5 5", want: Stat{'R', 2, 5}},
+		{in: "42 (sh) S 1 42 42 0 -1", want: Stat{'S', 1, 42, 0}},
+		{in: "7 (a) b) (c) Z 3 9 9", want: Stat{'Z', 3, 9, 0}},
+		{in: "7 (with space) R 2 5 5", want: Stat{'R', 2, 5, 0}},
+		{in: "9 (claude) S 1 9 9 0 -1 4194560 1 2 3 4 5 6 7 8 20 0 12 0 123456 1 2", want: Stat{'S', 1, 9, 123456}},
 		{in: "7 sh S 1 2", bad: true},
 		{in: "7 (sh) S x 2", bad: true},
 		{in: "7 (sh) SS 1 2", bad: true},

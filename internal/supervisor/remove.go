@@ -15,7 +15,7 @@ import (
 // dirFiles are the files sbx makes in a supervisor directory besides its
 // machine directories and sockets (dirSockets); atomicfile's temporary
 // files for them (".NAME.tmp-<digits>") count too.
-var dirFiles = []string{SpecFile, StatusFile, LogFile, LogFile + ".1", ConsoleFile, ConsoleFile + ".1", audit.File, audit.File + ".1"}
+var dirFiles = []string{SpecFile, StatusFile, LeaseFile, LeaseLockFile, LogFile, LogFile + ".1", ConsoleFile, ConsoleFile + ".1", audit.File, audit.File + ".1"}
 
 // dirSockets are the sockets a supervisor listens on in its directory.
 var dirSockets = []string{SocketFile, ControlFile}

@@ -245,10 +245,14 @@ func Run(ctx context.Context, opts Options) (err error) {
 	go ctl.serve()
 	log.Info("serving", "socket", sockPath)
 
+	leaseDone := make(chan struct{})
+	defer close(leaseDone)
 	var ended error
 	select {
 	case <-ctx.Done():
 		log.Info("stopping", "why", ctx.Err())
+	case why := <-watchLease(dir, leaseDone):
+		log.Info("stopping", "why", "lease: "+why)
 	case <-ctl.stop:
 		log.Info("stopping", "why", "asked on the control socket")
 	case <-m.Done():
