@@ -230,7 +230,6 @@ func (c *Cluster) run(name string, args ...string) error {
 	defer f.Close()
 	cmd := exec.Command(filepath.Join(c.Bin, name), args...)
 	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return err
 	}
