@@ -80,6 +80,7 @@ func verbs() []verb {
 		{"push", "Publish a built image to an OCI registry", pushUsage, runPush},
 		{"pull", "Fetch an image the lock file records from an OCI registry", pullUsage, runPull},
 		{"run", "Boot a sandbox, run one command in it, tear it down", runUsage, runRun},
+		{"node", "Run this host as a Kubernetes node of sandboxes", nodeUsage, runNode},
 		{"eval", "Run one command in N fresh sandboxes, keep each run's changes", evalUsage, runEval},
 		{"apply", "Build images and start, replace or stop sandboxes", applyUsage, runApply},
 		{"exec", "Run a command in a running sandbox", execUsage, runExec},
