@@ -18,101 +18,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbx-dev/sbx"
-	"github.com/sbx-dev/sbx/internal/atomicfile"
-	"github.com/sbx-dev/sbx/internal/build/cache"
-	"github.com/sbx-dev/sbx/internal/build/fetch"
-	"github.com/sbx-dev/sbx/internal/lockfiles"
 	"github.com/sbx-dev/sbx/internal/machine/machinetest"
 	"github.com/sbx-dev/sbx/internal/supervisor"
 )
 
-// claudeVersion is the Claude Code release the host tests run: the agent
-// image's default (examples/agent-debian).
-const claudeVersion = "2.1.332"
-
-// claudeSpec is an image that holds only the claude executable, for the
-// lock to pin its npm tarball and the fetcher to bring it into the cache.
-const claudeSpec = `image "claude" {
-  platform = "linux/amd64"
-
-  artifact "claude" {
-    source = "npm:@anthropic-ai/claude-code-linux-x64@` + claudeVersion + `"
-    file   = "package/claude"
-    dest   = "/usr/local/bin/claude"
-    mode   = "0755"
-  }
-}
-`
-
-// claudeExecutable returns the path of the real claude executable of
-// claudeVersion for this host, brought as codexExecutable brings codex's:
-// locked from the npm registry the host's npm configuration names,
-// fetched into sbx's default cache, the lock and the unpacked executable
-// kept in the per-user cache's sbx-test/claude.
-func claudeExecutable(ctx context.Context, t *testing.T) string {
-	t.Helper()
-	base, err := os.UserCacheDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	keep := filepath.Join(base, "sbx-test", "claude")
-	if err := os.MkdirAll(keep, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cacheRoot, err := cache.DefaultRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfgDir := t.TempDir()
-	files := map[string][]byte{"sbx.hcl": []byte(claudeSpec)}
-	if prev, err := os.ReadFile(filepath.Join(keep, lockfiles.FileName)); err == nil {
-		files[lockfiles.FileName] = prev
-	}
-	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(cfgDir, name), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	env := withEnv(os.Environ(), cache.EnvRoot+"="+cacheRoot)
-	cfg, err := sbx.Load(cfgDir, sbx.Options{Environ: env})
-	if err != nil {
-		t.Fatal(err)
-	}
-	locked, err := cfg.Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lock, diags := lockfiles.Read(locked.Path)
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
-	if data, err := os.ReadFile(filepath.Join(cfgDir, lockfiles.FileName)); err == nil {
-		if err := atomicfile.WriteBytes(filepath.Join(keep, lockfiles.FileName), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c, err := cache.Open(cacheRoot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := fetch.Inputs(ctx, cfg.Lang.Images["claude"], lock.Images["claude"], c, fetch.Options{Dir: cfgDir, Environ: env})
-	if err != nil {
-		t.Fatal(err)
-	}
-	blob := got["artifact.claude"].File
-	if blob == nil {
-		t.Fatalf("the cache holds no tarball for artifact.claude: %+v", got)
-	}
-	exe := filepath.Join(keep, strings.TrimPrefix(blob.Digest, "sha256:"), "claude")
-	if _, err := os.Stat(exe); err == nil {
-		return exe
-	}
-	if err := unpackFile(blob.Path, "package/claude", exe); err != nil {
-		t.Fatal(err)
-	}
-	return exe
-}
 
 // ranOnHost is what the PostToolUse check tells the model of a Bash call
 // that ran with a command the PreToolUse hook did not write.
