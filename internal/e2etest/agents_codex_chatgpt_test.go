@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -156,6 +157,82 @@ func (f *chatgptFake) token(w http.ResponseWriter, r *http.Request) {
 	f.gen++
 	f.cur = chatgptGeneration(f.gen, time.Now().Add(time.Hour))
 	json.NewEncoder(w).Encode(map[string]string{"id_token": f.cur.id, "access_token": f.cur.access, "refresh_token": f.cur.refresh})
+}
+
+// checkBackend takes the requests the fake got since the last call,
+// logs them and fails t unless codex reached chatgpt.com's Responses
+// endpoint and every request to the backend carried the login's current
+// real access token (the engine substituted the placeholder codex sent,
+// the rotated token after a refresh).
+func (f *chatgptFake) checkBackend(t *testing.T) {
+	t.Helper()
+	f.mu.Lock()
+	reqs := f.reqs
+	f.reqs = nil
+	f.mu.Unlock()
+	t.Logf("the fake got:\n%s", strings.Join(reqs, "\n"))
+	backend, responses := 0, 0
+	for _, r := range reqs {
+		if strings.Contains(r, " chatgpt.com/backend-api/") {
+			backend++
+			if strings.Contains(r, " chatgpt.com/backend-api/codex/responses ") {
+				responses++
+			}
+			if !strings.HasSuffix(r, "current-token=true") {
+				t.Errorf("a request reached the backend without the current real access token: %s", r)
+			}
+		}
+	}
+	if backend == 0 {
+		t.Errorf("codex sent nothing to chatgpt.com's backend")
+	}
+	if responses == 0 {
+		t.Errorf("codex's turn never reached chatgpt.com's Responses endpoint")
+	}
+}
+
+// secrets returns what of tk must never reach the guest: the refresh
+// token and the JWTs' signatures (their headers and claims the guest's
+// placeholders keep).
+func (tk chatgptTokens) secrets() []string {
+	return []string{tk.refresh, tk.access[strings.LastIndexByte(tk.access, '.')+1:], tk.id[strings.LastIndexByte(tk.id, '.')+1:]}
+}
+
+// expire makes the fake's access token, and the returned auth.json
+// that holds it, one that expired an hour ago, as after the login sat
+// unused; its refresh token stays valid.
+func (f *chatgptFake) expire() chatgptTokens {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cur.access = chatgptGeneration(f.gen, time.Now().Add(-time.Hour)).access
+	return f.cur
+}
+
+// checkRefreshed fails t unless the token endpoint got expired's real
+// refresh token exactly once and the host's credential file at hostFile
+// holds the rotated tokens, still with mode 0600.
+func (f *chatgptFake) checkRefreshed(t *testing.T, expired chatgptTokens, hostFile string) {
+	t.Helper()
+	f.mu.Lock()
+	refreshs, rotated := append([]string(nil), f.refreshs...), f.cur
+	f.mu.Unlock()
+	if len(refreshs) != 1 || refreshs[0] != expired.refresh {
+		t.Errorf("the token endpoint got %d refresh tokens (the real one: %v): want the real one once", len(refreshs), slices.Contains(refreshs, expired.refresh))
+	}
+	data, err := os.ReadFile(hostFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var host struct {
+		Tokens map[string]string `json:"tokens"`
+	}
+	json.Unmarshal(data, &host)
+	if host.Tokens["access_token"] != rotated.access || host.Tokens["refresh_token"] != rotated.refresh || host.Tokens["id_token"] != rotated.id {
+		t.Errorf("the host's auth.json does not hold the rotated tokens")
+	}
+	if fi, err := os.Stat(hostFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the host's auth.json: %v %v", fi.Mode(), err)
+	}
 }
 
 // chatgptAccounts is the fake's answer to GET
@@ -335,32 +412,8 @@ func TestCodexChatGPTThroughEngine(t *testing.T) {
 		cmd.Stdout, cmd.Stderr = &out, &out
 		err = cmd.Run()
 		outputs = append(outputs, out.String())
-		fake.mu.Lock()
-		reqs := fake.reqs
-		fake.reqs = nil
-		fake.mu.Unlock()
-		t.Logf("codex: %v; the fake got:\n%s", err, strings.Join(reqs, "\n"))
-		// Every request that reached chatgpt.com carried the login's
-		// current real access token: the engine substituted the
-		// placeholder codex sent, the rotated token after a refresh.
-		backend, responses := 0, 0
-		for _, r := range reqs {
-			if strings.Contains(r, " chatgpt.com/backend-api/") {
-				backend++
-				if strings.Contains(r, " chatgpt.com/backend-api/codex/responses ") {
-					responses++
-				}
-				if !strings.HasSuffix(r, "current-token=true") {
-					t.Errorf("a request reached the backend without the current real access token: %s", r)
-				}
-			}
-		}
-		if backend == 0 {
-			t.Errorf("codex sent nothing to chatgpt.com's backend")
-		}
-		if responses == 0 {
-			t.Errorf("codex's turn never reached chatgpt.com's Responses endpoint")
-		}
+		t.Logf("codex: %v", err)
+		fake.checkBackend(t)
 		if err != nil {
 			aud.Close()
 			dumpAudit(t, auditDir)
@@ -388,34 +441,12 @@ func TestCodexChatGPTThroughEngine(t *testing.T) {
 	t.Run("expired access token", func(t *testing.T) {
 		// The host's access token has expired: codex reads the expiry
 		// from the placeholder's claims and refreshes before its turn.
-		fake.mu.Lock()
-		fake.cur.access = chatgptGeneration(1, time.Now().Add(-time.Hour)).access
-		expired := fake.cur
-		fake.mu.Unlock()
+		expired := fake.expire()
 		if err := os.WriteFile(hostFile, chatgptAuthFile(expired), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		run(t)
-		fake.mu.Lock()
-		refreshs, rotated := append([]string(nil), fake.refreshs...), fake.cur
-		fake.mu.Unlock()
-		if len(refreshs) != 1 || refreshs[0] != expired.refresh {
-			t.Errorf("the token endpoint got refresh tokens %q: want the real one once", refreshs)
-		}
-		data, err := os.ReadFile(hostFile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var host struct {
-			Tokens map[string]string `json:"tokens"`
-		}
-		json.Unmarshal(data, &host)
-		if host.Tokens["access_token"] != rotated.access || host.Tokens["refresh_token"] != rotated.refresh || host.Tokens["id_token"] != rotated.id {
-			t.Errorf("the host's auth.json does not hold the rotated tokens")
-		}
-		if fi, err := os.Stat(hostFile); err != nil || fi.Mode().Perm() != 0o600 {
-			t.Errorf("the host's auth.json: %v %v", fi.Mode(), err)
-		}
+		fake.checkRefreshed(t, expired, hostFile)
 	})
 
 	// Nothing codex holds or printed has a real token: its auth.json

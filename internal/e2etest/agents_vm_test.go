@@ -42,7 +42,7 @@ const agentMoltnetHost = "github.com"
 
 // agentUpstreamHosts are the provider names the CLIs call, each mapped by
 // the spec's upstreams variable to the one local HTTPS server of a test.
-var agentUpstreamHosts = []string{"api.anthropic.com", "api.openai.com", "chatgpt.com"}
+var agentUpstreamHosts = []string{"api.anthropic.com", "api.openai.com", "chatgpt.com", "auth.openai.com"}
 
 // agentSpec is the options of startAgentSandbox.
 type agentSpec struct {
@@ -59,6 +59,10 @@ type agentSpec struct {
 	// Files are the worktree's files besides a README, committed before
 	// the sandbox starts.
 	Files map[string]string
+	// Config are files added to the configuration directory beside the
+	// example's agent.hcl (more blocks in a .hcl file, a secret's
+	// source file), written with mode 0600.
+	Config map[string][]byte
 }
 
 // agentSandbox is a running sandbox of examples/agent-debian.
@@ -67,6 +71,8 @@ type agentSandbox struct {
 	// Work is the host's worktree, mounted at /workspace: a git
 	// repository with one commit.
 	Work string
+	// Config is the configuration directory.
+	Config string
 	// AuditDir holds the sandbox's egress audit log.
 	AuditDir string
 	// Placeholders maps each secret's variable to the placeholder the
@@ -230,6 +236,11 @@ func startAgentSandbox(t *testing.T, ctx context.Context, spec agentSpec) *agent
 			t.Fatal(err)
 		}
 	}
+	for name, data := range spec.Config {
+		if err := os.WriteFile(filepath.Join(cfgDir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cached := agentTarballsCached(t, files[lockfiles.FileName])
 
 	// The worktree: a repository with one commit.
@@ -301,7 +312,7 @@ func startAgentSandbox(t *testing.T, ctx context.Context, spec agentSpec) *agent
 		}
 	}
 
-	a := &agentSandbox{SB: sb, Work: work, AuditDir: auditDir, Placeholders: map[string]string{}, Upstream: up}
+	a := &agentSandbox{SB: sb, Work: work, Config: cfgDir, AuditDir: auditDir, Placeholders: map[string]string{}, Upstream: up}
 	for _, kv := range spec.Secrets {
 		name, value, _ := strings.Cut(kv, "=")
 		a.secrets = append(a.secrets, value)
