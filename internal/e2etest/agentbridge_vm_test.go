@@ -22,7 +22,6 @@ import (
 	"github.com/sbx-dev/sbx/internal/supervisor"
 )
 
-
 // ranOnHost is what the PostToolUse check tells the model of a Bash call
 // that ran with a command the PreToolUse hook did not write.
 const ranOnHost = "this Bash call ran on the host, not in the sandbox"
