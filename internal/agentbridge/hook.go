@@ -94,17 +94,21 @@ func Block(reason string) Decision {
 	return Decision{Stderr: "sbx: " + reason + "\n", Code: 2}
 }
 
-// fileTools are the tools that read or write host files directly: until
-// they are routed into the sandbox they are refused, so that none of
-// them reaches the host's files.
-var fileTools = map[string]bool{
-	"Read": true, "Write": true, "Edit": true, "MultiEdit": true, "NotebookEdit": true,
-	"Glob": true, "Grep": true, "LS": true,
+// innerTools are the tools Claude Code runs in its own process, which
+// reach no host file, process or network: they are let through. Every
+// other tool — the file tools, and any that runs commands, fetches, or
+// talks to other processes (Monitor, Skill, WebFetch, MCP tools, tools a
+// later Claude Code adds) — is refused, since only Bash is routed into
+// the sandbox. Deny by default: a tool this list does not name never
+// reaches the host.
+var innerTools = map[string]bool{
+	"Agent": true, "Task": true, "TodoWrite": true, "ToolSearch": true, "ExitPlanMode": true,
 }
 
-// PreToolUseMatcher is the matcher Install gives the PreToolUse hook:
-// Bash and every file tool.
-const PreToolUseMatcher = "Bash|Read|Write|Edit|MultiEdit|NotebookEdit|Glob|Grep|LS"
+// PreToolUseMatcher is the matcher Install gives the PreToolUse and
+// PostToolUse hooks: every tool, so that a tool the hook does not know
+// is refused rather than run on the host.
+const PreToolUseMatcher = "*"
 
 // Decide answers a PreToolUse or PostToolUse hook. PreToolUse on Bash
 // allows the call with its command replaced by the sbx agent exec call
@@ -119,22 +123,30 @@ func Decide(in Input, r Route) Decision {
 		switch {
 		case in.ToolName == "Bash":
 			return preBash(in, r)
-		case fileTools[in.ToolName]:
-			return Block(fmt.Sprintf("%s is not available: this project's tools run in the sandbox sandbox.%s, where only Bash is routed so far; use Bash (cat, sed, tee) on the file instead", in.ToolName, r.Sandbox))
+		case !innerTools[in.ToolName]:
+			return Block(fmt.Sprintf("%s is not available: this project's tools run in the sandbox sandbox.%s, where only Bash is routed so far; use Bash there instead (cat, sed, tee for files)", in.ToolName, r.Sandbox))
 		}
 	case "PostToolUse":
-		if in.ToolName == "Bash" {
+		switch {
+		case in.ToolName == "Bash":
 			cmd, err := command(in.ToolInput)
 			if err != nil {
 				return Block(err.Error())
 			}
 			if _, ok := Unwrap(cmd, in.SessionID, r); !ok {
-				return Block("this Bash call ran on the host, not in the sandbox: its command is not the one the sbx hook wrote. Check the hooks in .claude/settings.json (sbx agent doctor)")
+				return Block("this Bash call ran on the host, not in the sandbox: its command is not the one the sbx hook wrote. Check the hooks in .claude/settings.json")
 			}
+		case !innerTools[in.ToolName]:
+			return Block(fmt.Sprintf("the tool %s ran on the host, which the sbx hook refuses: check the hooks in .claude/settings.json", in.ToolName))
 		}
 	}
 	return Decision{}
 }
+
+// bashFields are the fields of a Bash call's input that the rewritten
+// call keeps; any other (one that would change where or how the command
+// runs, or one a later Claude Code adds) is dropped.
+var bashFields = []string{"command", "description", "timeout", "run_in_background"}
 
 func preBash(in Input, r Route) Decision {
 	var fields map[string]json.RawMessage
@@ -149,12 +161,17 @@ func preBash(in Input, r Route) Decision {
 	if err != nil {
 		return Block(err.Error())
 	}
-	fields["command"] = wrapped
+	kept := map[string]json.RawMessage{"command": wrapped}
+	for _, k := range bashFields[1:] {
+		if v, ok := fields[k]; ok {
+			kept[k] = v
+		}
+	}
 	out, err := json.Marshal(map[string]any{"hookSpecificOutput": map[string]any{
 		"hookEventName":            "PreToolUse",
 		"permissionDecision":       "allow",
 		"permissionDecisionReason": "sbx runs it in sandbox." + r.Sandbox,
-		"updatedInput":             fields,
+		"updatedInput":             kept,
 	}})
 	if err != nil {
 		return Block(err.Error())
@@ -162,15 +179,15 @@ func preBash(in Input, r Route) Decision {
 	return Decision{Stdout: out}
 }
 
-// command returns the command of a Bash call's input.
+// command returns the command of a Bash call's input: its "command"
+// field exactly (JSON object keys are matched as written, not folded).
 func command(input json.RawMessage) (string, error) {
-	var v struct {
-		Command *string `json:"command"`
-	}
-	if err := json.Unmarshal(input, &v); err != nil || v.Command == nil {
+	var fields map[string]json.RawMessage
+	var cmd string
+	if err := json.Unmarshal(input, &fields); err != nil || fields["command"] == nil || json.Unmarshal(fields["command"], &cmd) != nil {
 		return "", errors.New("the Bash call's input has no command string")
 	}
-	return *v.Command, nil
+	return cmd, nil
 }
 
 // Wrap returns the host command that runs cmd in session's sandbox:

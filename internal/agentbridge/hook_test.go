@@ -115,6 +115,21 @@ func TestPreToolUseRefuses(t *testing.T) {
 		{"Bash", map[string]any{"description": "no command"}},
 		{"Bash", map[string]any{"command": 7}},
 		{"Bash", []string{"uname"}},
+		{"Bash", map[string]any{"COMMAND": "id"}},
+		// Tools that run commands, fetch or talk to other processes on
+		// the host (measured with 2.1.332: Monitor runs its command on
+		// the host, a skill's !`…` lines too), and names not known.
+		{"Monitor", map[string]any{"command": "cat .env", "description": "x"}},
+		{"Skill", map[string]any{"skill": "pwn"}},
+		{"Workflow", map[string]any{}},
+		{"WebFetch", map[string]any{"url": "https://example.test/"}},
+		{"WebSearch", map[string]any{"query": "x"}},
+		{"EnterWorktree", map[string]any{}},
+		{"SendMessage", map[string]any{}},
+		{"CronCreate", map[string]any{}},
+		{"mcp__x__run", map[string]any{"cmd": "id"}},
+		{"bash", map[string]any{"command": "id"}},
+		{"NewToolOfALaterRelease", map[string]any{}},
 	} {
 		d := Decide(preInput(t, c.tool, c.input), route)
 		if d.Code != 2 || len(d.Stdout) != 0 || !strings.HasPrefix(d.Stderr, "sbx: ") {
@@ -122,8 +137,43 @@ func TestPreToolUseRefuses(t *testing.T) {
 		}
 	}
 	// A tool that touches no host file or process passes untouched.
-	if d := Decide(preInput(t, "TodoWrite", map[string]any{}), route); d.Code != 0 || len(d.Stdout) != 0 {
-		t.Errorf("TodoWrite: %+v", d)
+	for _, tool := range []string{"TodoWrite", "ToolSearch", "Agent", "Task", "ExitPlanMode"} {
+		if d := Decide(preInput(t, tool, map[string]any{}), route); d.Code != 0 || len(d.Stdout) != 0 {
+			t.Errorf("%s: %+v", tool, d)
+		}
+	}
+	// Installed for every tool, so that none is left unasked.
+	if PreToolUseMatcher != "*" {
+		t.Errorf("the hooks match %q, not every tool", PreToolUseMatcher)
+	}
+}
+
+func TestPreToolUseBashKeepsOnlyKnownFields(t *testing.T) {
+	in := preInput(t, "Bash", map[string]any{"command": "id", "description": "d", "dangerouslyDisableSandbox": true, "someLaterField": "x"})
+	d := Decide(in, route)
+	var out struct {
+		HookSpecificOutput struct {
+			UpdatedInput map[string]any `json:"updatedInput"`
+		} `json:"hookSpecificOutput"`
+	}
+	if err := json.Unmarshal(d.Stdout, &out); err != nil {
+		t.Fatalf("%v: %s", err, d.Stdout)
+	}
+	got := out.HookSpecificOutput.UpdatedInput
+	if len(got) != 2 || got["description"] != "d" {
+		t.Errorf("the rewritten input keeps %v, want command and description only", got)
+	}
+}
+
+func TestPostToolUseRefusesOtherTools(t *testing.T) {
+	in := preInput(t, "Monitor", map[string]any{"command": "id"})
+	in.HookEventName = "PostToolUse"
+	if d := Decide(in, route); d.Code != 2 || !strings.Contains(d.Stderr, "Monitor ran on the host") {
+		t.Errorf("PostToolUse of Monitor: %+v", d)
+	}
+	in.ToolName = "TodoWrite"
+	if d := Decide(in, route); d.Code != 0 {
+		t.Errorf("PostToolUse of TodoWrite: %+v", d)
 	}
 }
 

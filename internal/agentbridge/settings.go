@@ -25,7 +25,7 @@ const HookTimeout = 30
 // events that have none).
 var hookEvents = []struct{ event, matcher string }{
 	{"PreToolUse", PreToolUseMatcher},
-	{"PostToolUse", "Bash"},
+	{"PostToolUse", PreToolUseMatcher},
 	{"SessionEnd", ""},
 }
 
@@ -50,6 +50,9 @@ func isOurs(cmd string) bool {
 // file is replaced whole (a temporary file renamed over it).
 func Install(project string, r Route) (string, error) {
 	path := filepath.Join(project, SettingsFile)
+	if fi, err := os.Lstat(filepath.Dir(path)); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		return path, fmt.Errorf("%s is a symbolic link: the hooks would be written where it points", filepath.Dir(path))
+	}
 	settings := map[string]json.RawMessage{}
 	data, err := os.ReadFile(path)
 	switch {

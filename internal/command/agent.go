@@ -47,6 +47,16 @@ Options of install:
 
   -project DIR        The project whose .claude/settings.json is written.
   -print              Print the hooks' JSON instead of writing the file.
+  -force              Install even when the project's own Claude Code
+                      files hold hooks, an environment, MCP servers or
+                      other settings that run on the host (listed when
+                      refused).
+
+  install refuses a sandbox whose read-write mounts let the guest write
+  what the host reads as configuration afterwards: Claude Code's
+  .claude/, .mcp.json, CLAUDE.md and CLAUDE.local.md in the project, and
+  the configuration's *.hcl files and .sbx; make them read-only in the
+  mount (the error says how). exec checks the same at every start.
 `
 
 func runAgent(ctx context.Context, env *Env, args []string) int {
@@ -91,6 +101,7 @@ func runAgentInstall(env *Env, args []string) int {
 	flags := newFlagSet("agent install")
 	project := flags.String("project", "", "")
 	print := flags.Bool("print", false, "")
+	force := flags.Bool("force", false, "")
 	pos, code, ok := parseArgs(env, flags, agentUsage, args)
 	if !ok {
 		return code
@@ -145,6 +156,19 @@ func runAgentInstall(env *Env, args []string) int {
 	}
 	if *project == "" {
 		*project = abs
+	}
+	projectAbs, err := filepath.Abs(*project)
+	if err != nil {
+		v.errorFrom("Cannot resolve the project directory", err, true)
+		return ExitError
+	}
+	if err := agentbridge.CheckMounts(abs, []string{projectAbs, abs}, cfg.Sandboxes[name].Policy.Mounts); err != nil {
+		v.errorDetail("The sandbox could change the host's configuration", err.Error())
+		return ExitError
+	}
+	if err := agentbridge.CheckProject(projectAbs); err != nil && !*force {
+		v.errorDetail("The project's Claude Code settings go around the sandbox", err.Error())
+		return ExitError
 	}
 	path, err := agentbridge.Install(*project, r)
 	if err != nil {
@@ -320,6 +344,16 @@ func ensureSession(ctx context.Context, env *Env, r agentbridge.Route, session s
 	v := newView(&quiet, false)
 	cfg, sb, ok := loadSandbox(v, r.ConfigDir, (&varFlags{}).options(env), r.Sandbox)
 	if !ok {
+		return "", nil, ExitError, false
+	}
+	// Checked at every start, not only at install: the spec may have
+	// changed since.
+	projects := []string{r.ConfigDir}
+	if wd, err := os.Getwd(); err == nil {
+		projects = append(projects, wd)
+	}
+	if err := agentbridge.CheckMounts(r.ConfigDir, projects, sb.Policy.Mounts); err != nil {
+		v.errorDetail("The sandbox could change the host's configuration", err.Error())
 		return "", nil, ExitError, false
 	}
 	binds, ok := checkSecrets(v, env, cfg, sb)

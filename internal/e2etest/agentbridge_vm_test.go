@@ -31,6 +31,8 @@ const ranOnHost = "this Bash call ran on the host, not in the sandbox"
 // tool_result of each call by its index. Streams as the real API does.
 type bashScript struct {
 	Calls []string
+	// Tools, when set, replaces Calls: each call's tool and input.
+	Tools []scriptedCall
 	// Hold, when set, is called before the answer to turn Hold's index
 	// (1-based: after that many results) and the answer waits for it.
 	HoldAt int
@@ -40,6 +42,12 @@ type bashScript struct {
 	bodies  []string // every request body
 	results map[int]bashResult
 	other   []string // requests that were not POST /v1/messages
+}
+
+// scriptedCall is one tool call of a script: the tool's name and input.
+type scriptedCall struct {
+	Name  string
+	Input map[string]any
 }
 
 type bashResult struct {
@@ -93,10 +101,16 @@ func (f *bashScript) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var blocks []map[string]any
 	stop := "end_turn"
-	if n < len(f.Calls) {
+	calls := f.Tools
+	if calls == nil {
+		for _, c := range f.Calls {
+			calls = append(calls, scriptedCall{"Bash", map[string]any{"command": c, "description": "scripted"}})
+		}
+	}
+	if n < len(calls) {
 		stop = "tool_use"
-		blocks = append(blocks, map[string]any{"type": "tool_use", "id": fmt.Sprintf("toolu_sbx_bash_%d", n), "name": "Bash",
-			"input": map[string]string{"command": f.Calls[n], "description": "scripted"}})
+		blocks = append(blocks, map[string]any{"type": "tool_use", "id": fmt.Sprintf("toolu_sbx_bash_%d", n), "name": calls[n].Name,
+			"input": calls[n].Input})
 	} else {
 		blocks = append(blocks, map[string]any{"type": "text", "text": "done"})
 	}
@@ -370,5 +384,48 @@ func TestClaudeCodeBashCheckedAfter(t *testing.T) {
 	}
 	if !script.told(ranOnHost) {
 		t.Errorf("no request after the call told the model it ran on the host")
+	}
+}
+
+// TestClaudeCodeHostToolsRefused runs Claude Code with the hooks of "sbx
+// agent install claude" against a fake that calls Monitor, a tool that
+// runs its command on the host (measured with 2.1.332, through
+// ToolSearch), and WebFetch: the hooks must refuse both, so the text of
+// the host file Monitor's command reads never reaches the model. No
+// sandbox is started.
+func TestClaudeCodeHostToolsRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	exe := claudeExecutable(ctx, t)
+	w := newBridgeWorld(t)
+	w.sbx(t, "agent", "install", "claude", w.cfgDir, machinetest.Sandbox)
+	// A read-only command runs without asking (measured): it reads a
+	// file only the host has, whose text must never reach the model.
+	hostOnly := fmt.Sprintf("host-only-%d", time.Now().UnixNano())
+	if err := os.WriteFile(filepath.Join(w.cfgDir, "host-only.txt"), []byte(hostOnly+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := &bashScript{Tools: []scriptedCall{
+		{"ToolSearch", map[string]any{"query": "select:Monitor", "max_results": 5}},
+		{"Monitor", map[string]any{"command": "cat host-only.txt", "description": "scripted", "timeout_ms": 5000}},
+		{"WebFetch", map[string]any{"url": "http://127.0.0.1:1/", "prompt": "x"}},
+	}}
+	srv := httptest.NewServer(script)
+	defer srv.Close()
+	out, err := w.claude(ctx, exe, srv.URL).CombinedOutput()
+	if err != nil {
+		t.Fatalf("claude -p: %v\n%s", err, out)
+	}
+	if script.told(hostOnly) {
+		t.Errorf("Monitor's command ran on the host: the model was sent the host's file")
+	}
+	for i, tool := range []string{"Monitor", "WebFetch"} {
+		got, ok := script.result(i + 1)
+		if !ok || !got.IsError || !strings.Contains(got.Text, tool+" is not available") {
+			t.Errorf("the %s call's result is %+v (seen %v), want the hook's refusal", tool, got, ok)
+		}
+	}
+	if all, _ := w.sessionSandboxes(ctx); len(all) != 0 {
+		t.Errorf("a sandbox was started: %v", all)
 	}
 }
