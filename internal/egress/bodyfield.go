@@ -92,6 +92,11 @@ func substituteForm(body []byte, fields []string, ph, value string) ([]byte, err
 	if malformed {
 		return nil, errors.New("the form has a field that is not well encoded (an invalid % escape)")
 	}
+	if bytes.IndexByte(body, ';') >= 0 {
+		// Some servers split fields at a bare ';' too, others refuse the
+		// form: the field the value goes in must be what every one reads.
+		return nil, errors.New("the form has a bare ';', which servers read differently (some as a field separator); encode it as %3B")
+	}
 	rawName, _, _ := bytes.Cut(pairs[found], []byte("="))
 	pairs[found] = append(append(append([]byte(nil), rawName...), '='), url.QueryEscape(value)...)
 	out := bytes.Join(pairs, []byte("&"))
