@@ -6,7 +6,8 @@
 // emulator of the host's architecture (and of every other architecture a
 // configuration's images use) with its version, the devices sbx's
 // machines use and "-netdev stream"; hardware acceleration (KVM or HVF,
-// and why not); apt, npm and the OCI registry keychain, each only when a
+// and why not); apt, npm, the OCI registry keychain and qemu-img (for
+// provision steps), each only when a
 // configuration's sources need it; the runtime directory; and the build
 // cache directory. A Result's Fix is the exact command for the package
 // manager this OS uses (apt, dnf or Homebrew, found by Detect), or a

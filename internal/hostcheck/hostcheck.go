@@ -2,6 +2,7 @@ package hostcheck
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"os"
 	"runtime"
@@ -125,11 +126,46 @@ func Run(ctx context.Context, opts Options) []Result {
 		if kinds[lang.SourceOCI] {
 			out = append(out, checkOCI(ctx, &opts))
 		}
+		if provisions(opts.Config) {
+			out = append(out, checkQemuImg(&opts, pm))
+		}
 	}
 	out = append(out, checkBindings(&opts))
 	out = append(out, checkRuntimeDir(&opts))
 	out = append(out, checkCacheDir(&opts))
 	return out
+}
+
+// provisions reports whether an image of cfg has provision steps, whose
+// build flattens the provisioning machine's disk with qemu-img.
+func provisions(cfg *lang.Config) bool {
+	for _, img := range cfg.Images {
+		if len(img.Provision) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// checkQemuImg checks that qemu-img, which a provisioned image's build
+// runs (internal/build/provision), is in PATH.
+func checkQemuImg(opts *Options, pm PackageManager) Result {
+	r := Result{Name: "qemu-img"}
+	path := opts.getenv("PATH")
+	bin, ok := lookPath("qemu-img", path)
+	if !ok {
+		r.Status = Fail
+		r.Detail = fmt.Sprintf("qemu-img not found in PATH (%s): building an image with provision steps flattens its disk with it", displayPath(path))
+		if c, ok := pm.install("qemu-img"); ok {
+			r.Fix = c
+		} else {
+			r.Fix = "install qemu-img (it comes with QEMU)"
+		}
+		return r
+	}
+	r.Status = OK
+	r.Detail = bin + " found (provisioned images flatten their disks with it)"
+	return r
 }
 
 // archs returns the guest architectures to check emulators for: the

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -469,5 +470,26 @@ func TestMountsCheck(t *testing.T) {
 		if r.Status != c.status || !strings.Contains(r.Detail, c.detail) || (r.Status == OK) != (r.Fix == "") {
 			t.Errorf("%s: %+v; want %s with %q", c.name, r, c.status, c.detail)
 		}
+	}
+}
+
+func TestQemuImgForProvisionedImages(t *testing.T) {
+	cfg := config(t)
+	if res := Run(context.Background(), Options{Environ: baseEnv(t, t.TempDir()), Config: cfg}); slices.ContainsFunc(res, func(r Result) bool { return r.Name == "qemu-img" }) {
+		t.Errorf("qemu-img checked for a configuration without provision steps: %+v", res)
+	}
+	cfg.Images["i"].Provision = []*lang.Provision{{Name: "tools"}}
+
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "qemu-img"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := checkQemuImg(&Options{Environ: baseEnv(t, bin), Config: cfg}, Apt)
+	if r.Status != OK || !strings.Contains(r.Detail, filepath.Join(bin, "qemu-img")) {
+		t.Errorf("qemu-img in PATH: %+v", r)
+	}
+	res := Run(context.Background(), Options{Environ: baseEnv(t, t.TempDir()), Config: cfg, OSRelease: debianRelease(t)})
+	if r := find(t, res, "qemu-img"); r.Status != Fail || !strings.Contains(r.Fix, "apt-get install qemu-utils") {
+		t.Errorf("qemu-img missing: %+v", r)
 	}
 }

@@ -62,6 +62,7 @@ var packages = map[string]map[PackageManager]string{
 	"qemu-amd64": {Apt: "qemu-system-x86", DNF: "qemu-system-x86-core", Homebrew: "qemu"},
 	"qemu-arm64": {Apt: "qemu-system-arm", DNF: "qemu-system-aarch64-core", Homebrew: "qemu"},
 	"npm":        {Apt: "npm", DNF: "nodejs-npm", Homebrew: "node"},
+	"qemu-img":   {Apt: "qemu-utils", DNF: "qemu-img", Homebrew: "qemu"},
 }
 
 // install returns the command that installs what provides tool ("npm",
