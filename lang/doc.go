@@ -128,6 +128,7 @@
 //	    token_url     = "https://auth.example.com/oauth/token"   required; its host must be allowed by egress
 //	    refresh_field = "refresh_token"  the refresh request's JSON or form field (default refresh_token)
 //	    client_id     = "app_..."        for refreshes the host makes by itself
+//	    scope         = "user:inference" optional; the scope those refreshes ask for (RFC 6749 scope tokens)
 //	    access_token  = "tokens.access_token"    required; dotted paths into the file
 //	    refresh_token = "tokens.refresh_token"   required
 //	    id_token      = "tokens.id_token"        optional

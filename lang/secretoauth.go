@@ -13,6 +13,7 @@ var secretOAuthSchema = &hcl.BodySchema{
 		{Name: "token_url", Required: true},
 		{Name: "refresh_field"},
 		{Name: "client_id"},
+		{Name: "scope"},
 		{Name: "id_token"},
 		{Name: "access_token", Required: true},
 		{Name: "refresh_token", Required: true},
@@ -106,6 +107,18 @@ func (l *loader) decodeSecretOAuth(s *Secret, b *hcl.Block) {
 	if a := content.Attributes["client_id"]; a != nil {
 		if v, good := l.attrString(a); good {
 			o.ClientID = v
+		}
+	}
+	if a := content.Attributes["scope"]; a != nil {
+		if v, good := l.attrString(a); good {
+			if err := policy.CheckScope(v); err != nil {
+				l.errorf(a.Expr.Range(), "Invalid scope", "%v.", err)
+				ok = false
+			} else {
+				o.Scope = v
+			}
+		} else {
+			ok = false
 		}
 	}
 	paths := map[string]string{}

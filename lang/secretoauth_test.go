@@ -93,6 +93,7 @@ secret "claude" {
   oauth {
     token_url       = "https://platform.claude.com/v1/oauth/token"
     client_id       = "9d1c250a-e61b-44d9-88ed-5944d1962f5e"
+    scope           = "user:inference user:profile"
     access_token    = "claudeAiOauth.accessToken"
     refresh_token   = "claudeAiOauth.refreshToken"
     expires_at      = "claudeAiOauth.expiresAt"
@@ -116,7 +117,7 @@ sandbox "claude" {
 	cfg := mustLoad(t, writeDir(t, map[string]string{"main.hcl": spec}), Options{})
 	want := &policy.OAuth{
 		TokenURL: "https://platform.claude.com/v1/oauth/token", RefreshField: "refresh_token",
-		ClientID: "9d1c250a-e61b-44d9-88ed-5944d1962f5e", AccessToken: "claudeAiOauth.accessToken",
+		ClientID: "9d1c250a-e61b-44d9-88ed-5944d1962f5e", Scope: "user:inference user:profile", AccessToken: "claudeAiOauth.accessToken",
 		RefreshToken: "claudeAiOauth.refreshToken", ExpiresAt: "claudeAiOauth.expiresAt", ExpiresAtUnit: policy.UnixMilliseconds,
 	}
 	if d := cmp.Diff(want, cfg.Sandboxes["claude"].Policy.Secrets[0].OAuth); d != "" {

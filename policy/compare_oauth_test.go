@@ -28,6 +28,10 @@ func TestCompareSecretOAuth(t *testing.T) {
 	expiry.OAuth = &policy.OAuth{}
 	*expiry.OAuth = *codexLogin().OAuth
 	expiry.OAuth.ExpiresAt, expiry.OAuth.ExpiresAtUnit = "tokens.expires_at", policy.UnixSeconds
+	scoped := codexLogin()
+	scoped.OAuth = &policy.OAuth{}
+	*scoped.OAuth = *codexLogin().OAuth
+	scoped.OAuth.Scope = "openid offline_access"
 	relocated := codexLogin()
 	relocated.File = &policy.SecretFile{Path: "/root/.codex/auth.json", Mode: 0o600, Owner: "root"}
 	noFile := codexLogin()
@@ -54,6 +58,8 @@ func TestCompareSecretOAuth(t *testing.T) {
 		{"other token fields", []policy.SecretBinding{codexLogin()}, []policy.SecretBinding{fields},
 			[]want{{policy.Neutral, "secret.oauth"}}},
 		{"expiry field named", []policy.SecretBinding{codexLogin()}, []policy.SecretBinding{expiry},
+			[]want{{policy.Neutral, "secret.oauth"}}},
+		{"scope named", []policy.SecretBinding{codexLogin()}, []policy.SecretBinding{scoped},
 			[]want{{policy.Neutral, "secret.oauth"}}},
 		{"file moved", []policy.SecretBinding{codexLogin()}, []policy.SecretBinding{relocated},
 			[]want{{policy.Neutral, "secret.file"}}},
@@ -87,5 +93,16 @@ func TestHashSecretOAuth(t *testing.T) {
 	c.Secrets[0].File = nil
 	if policy.Hash(a) == policy.Hash(b) || policy.Hash(a) == policy.Hash(c) {
 		t.Fatal("the hash does not depend on a secret's oauth or file block")
+	}
+}
+
+func TestCheckScope(t *testing.T) {
+	for s, ok := range map[string]bool{
+		"user:inference user:profile": true, "openid": true, "": false, "a  b": false, " a": false,
+		"a\tb": false, `a"b`: false, `a\b`: false, "é": false,
+	} {
+		if err := policy.CheckScope(s); (err == nil) != ok {
+			t.Errorf("CheckScope(%q) = %v", s, err)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -37,6 +38,30 @@ type OAuth struct {
 	// unset.
 	ExpiresAt     string `json:"expires_at,omitempty"`
 	ExpiresAtUnit string `json:"expires_at_unit,omitempty"`
+	// Scope, when set, is the scope the host asks for when it refreshes
+	// the login by itself (space-separated RFC 6749 scope tokens); left
+	// out of hashes when unset.
+	Scope string `json:"scope,omitempty"`
+}
+
+// CheckScope reports whether s is an OAuth scope (RFC 6749 3.3): scope
+// tokens of printable ASCII other than '"' and '\\', separated by
+// single spaces.
+func CheckScope(s string) error {
+	if s == "" {
+		return errors.New("the scope is empty")
+	}
+	for _, tok := range strings.Split(s, " ") {
+		if tok == "" {
+			return errors.New("scope tokens are separated by single spaces")
+		}
+		for _, c := range tok {
+			if c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
+				return fmt.Errorf("scope token %q has a character RFC 6749 does not allow", tok)
+			}
+		}
+	}
+	return nil
 }
 
 // Expiry units of OAuth.ExpiresAtUnit.

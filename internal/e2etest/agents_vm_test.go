@@ -84,6 +84,10 @@ type agentSandbox struct {
 	secrets []string // the real values
 	mu      sync.Mutex
 	out     bytes.Buffer // everything the guest printed through Run
+
+	// cfg and opts started it; Another starts one more with them.
+	cfg  *sbx.Config
+	opts sbx.StartOptions
 }
 
 // agentLockDir keeps the lock of examples/agent-debian between runs, in
@@ -287,17 +291,9 @@ func startAgentSandbox(t *testing.T, ctx context.Context, spec agentSpec) *agent
 	if err != nil {
 		t.Fatal(err)
 	}
-	auditDir := t.TempDir()
-	start := time.Now()
-	sb, err := sbx.Start(ctx, cfg, spec.Sandbox, sbx.StartOptions{
-		Environ:  append(slices.Clone(env), spec.Secrets...),
-		AuditDir: auditDir,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sb.Stop(context.Background()) })
-	t.Logf("examples/agent-debian: sandbox %s built and booted in %v", spec.Sandbox, time.Since(start).Round(time.Second))
+	opts := sbx.StartOptions{Environ: append(slices.Clone(env), spec.Secrets...)}
+	a := &agentSandbox{Work: work, Config: cfgDir, Upstream: up, cfg: cfg, opts: opts}
+	a = a.Another(t, ctx, spec.Sandbox)
 	hc.mu.Lock()
 	fetched := slices.Clone(hc.tarballs)
 	hc.mu.Unlock()
@@ -312,7 +308,6 @@ func startAgentSandbox(t *testing.T, ctx context.Context, spec agentSpec) *agent
 		}
 	}
 
-	a := &agentSandbox{SB: sb, Work: work, Config: cfgDir, AuditDir: auditDir, Placeholders: map[string]string{}, Upstream: up}
 	for _, kv := range spec.Secrets {
 		name, value, _ := strings.Cut(kv, "=")
 		a.secrets = append(a.secrets, value)
@@ -323,6 +318,25 @@ func startAgentSandbox(t *testing.T, ctx context.Context, spec agentSpec) *agent
 		a.Placeholders[name] = out
 	}
 	return a
+}
+
+// Another starts one more sandbox named name from a's configuration,
+// worktree and host environment, with an audit log of its own: its own
+// VM, network and file servers, and its own broker of each secret,
+// reading the same sources as a's. It is stopped when t ends.
+func (a *agentSandbox) Another(t *testing.T, ctx context.Context, name string) *agentSandbox {
+	t.Helper()
+	opts := a.opts
+	opts.AuditDir = t.TempDir()
+	start := time.Now()
+	sb, err := sbx.Start(ctx, a.cfg, name, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sb.Stop(context.Background()) })
+	t.Logf("examples/agent-debian: sandbox %s built and booted in %v", name, time.Since(start).Round(time.Second))
+	return &agentSandbox{SB: sb, Work: a.Work, Config: a.Config, AuditDir: opts.AuditDir, Placeholders: map[string]string{},
+		Upstream: a.Upstream, secrets: slices.Clone(a.secrets), cfg: a.cfg, opts: opts}
 }
 
 // agentTarballsCached reports whether lock (the file's bytes) pins npm

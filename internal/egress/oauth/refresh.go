@@ -166,7 +166,9 @@ func (l *Login) Refresh(ctx context.Context, contentType string, body []byte, up
 
 // RefreshIfDue refreshes the login from the host when its access token
 // expires within SelfRefreshWindow (its exp claim when it is a JWT, else
-// the credential file's expires_at), and reports whether it did.
+// the credential file's expires_at), and reports whether it did. It
+// sends a JSON body with grant_type, refresh_token, and the spec's
+// client_id and scope when it names them.
 // The guest's placeholders keep working: an access placeholder stands
 // for the current access token, and a refresh from the guest after this
 // one is answered from the file.
@@ -195,6 +197,9 @@ func (l *Login) RefreshIfDue(ctx context.Context, up Upstream) (bool, error) {
 	req := map[string]string{"grant_type": "refresh_token", "refresh_token": cur.refresh}
 	if l.spec.ClientID != "" {
 		req["client_id"] = l.spec.ClientID
+	}
+	if l.spec.Scope != "" {
+		req["scope"] = l.spec.Scope
 	}
 	body, _ := json.Marshal(req)
 	resp, err := up(ctx, "application/json", body)

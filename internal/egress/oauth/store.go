@@ -209,11 +209,19 @@ func (l *Login) writeFile(data []byte) error {
 	return nil
 }
 
-// lock takes the login's file lock: an flock on ".NAME.sbx-lock" beside
-// the credential file, shared by every process brokering the same file.
+// LockPath is the lock file of the credential file at path:
+// ".NAME.sbx-lock" beside it.
+func LockPath(path string) string {
+	dir, base := filepath.Split(path)
+	return filepath.Join(dir, "."+base+".sbx-lock")
+}
+
+// lock takes the login's file lock: an flock on LockPath(l.path),
+// shared by every process brokering the same file (each sandbox's
+// network, the user's other sandboxes), held across each
+// read-modify-write of the file.
 func (l *Login) lock() (unlock func(), err error) {
-	dir, base := filepath.Split(l.path)
-	f, err := os.OpenFile(filepath.Join(dir, "."+base+".sbx-lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := openLockFile(LockPath(l.path))
 	if err != nil {
 		return nil, fmt.Errorf("secret.%s: locking its credential file: %w", l.name, err)
 	}

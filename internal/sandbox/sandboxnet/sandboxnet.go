@@ -76,6 +76,10 @@ type Net struct {
 	// stop ends the goroutine that writes summaries of the refusals the
 	// stack did not report (over its rate); done is closed once it has.
 	stop, done chan struct{}
+	// endRefresh ends the host's own refreshes of the logins
+	// (egress.Engine.SelfRefresh); refreshed is closed once they ended.
+	endRefresh context.CancelFunc
+	refreshed  chan struct{}
 	lost       uint64 // refusals already summarized; only that goroutine and Close touch it
 	lostSYNs   uint64 // dropped SYNs already summarized, likewise
 }
@@ -127,6 +131,13 @@ func New(opts Options) (*Net, error) {
 	}
 	n.stop, n.done = make(chan struct{}), make(chan struct{})
 	go n.summarize()
+	var rctx context.Context
+	rctx, n.endRefresh = context.WithCancel(context.Background())
+	n.refreshed = make(chan struct{})
+	go func() {
+		defer close(n.refreshed)
+		n.eng.SelfRefresh(rctx, 0)
+	}()
 	return n, nil
 }
 
@@ -410,7 +421,8 @@ func (n *Net) Update(p policy.Sandbox, values map[string][]byte) (reconfigure bo
 	return false, nil
 }
 
-// Close ends every connection and closes the audit log.
+// Close ends every connection and the host's own refreshes of the
+// logins, and closes the audit log.
 func (n *Net) Close() error {
 	if n.stop != nil {
 		select {
@@ -419,6 +431,10 @@ func (n *Net) Close() error {
 			close(n.stop)
 		}
 		<-n.done
+	}
+	if n.endRefresh != nil {
+		n.endRefresh()
+		<-n.refreshed
 	}
 	err := n.eng.Close()
 	return errors.Join(err, n.closeAudit())
