@@ -110,6 +110,12 @@ var innerTools = map[string]bool{
 // is refused rather than run on the host.
 const PreToolUseMatcher = "*"
 
+// IsFileTool reports whether tool is one DecideFile routes.
+func IsFileTool(tool string) bool {
+	_, ok := fileTools[tool]
+	return ok
+}
+
 // Decide answers a PreToolUse or PostToolUse hook. PreToolUse on Bash
 // allows the call with its command replaced by the sbx agent exec call
 // (Wrap) and every other field of the input kept; PreToolUse on a file
@@ -123,8 +129,11 @@ func Decide(in Input, r Route) Decision {
 		switch {
 		case in.ToolName == "Bash":
 			return preBash(in, r)
+		case IsFileTool(in.ToolName):
+			// Routed by DecideFile, which needs the session's sandbox.
+			return Block(fmt.Sprintf("%s was not routed into the sandbox", in.ToolName))
 		case !innerTools[in.ToolName]:
-			return Block(fmt.Sprintf("%s is not available: this project's tools run in the sandbox sandbox.%s, where only Bash is routed so far; use Bash there instead (cat, sed, tee for files)", in.ToolName, r.Sandbox))
+			return Block(fmt.Sprintf("%s is not available: this project's tools run in the sandbox sandbox.%s, where Bash, Read, Write, Edit and MultiEdit are routed; use Bash there instead", in.ToolName, r.Sandbox))
 		}
 	case "PostToolUse":
 		switch {
@@ -136,6 +145,8 @@ func Decide(in Input, r Route) Decision {
 			if _, ok := Unwrap(cmd, in.SessionID, r); !ok {
 				return Block("this Bash call ran on the host, not in the sandbox: its command is not the one the sbx hook wrote. Check the hooks in .claude/settings.json")
 			}
+		case IsFileTool(in.ToolName):
+			return Block(fmt.Sprintf("%s was not routed into the sandbox", in.ToolName))
 		case !innerTools[in.ToolName]:
 			return Block(fmt.Sprintf("the tool %s ran on the host, which the sbx hook refuses: check the hooks in .claude/settings.json", in.ToolName))
 		}

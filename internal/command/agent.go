@@ -215,7 +215,12 @@ func runAgentHook(ctx context.Context, env *Env, args []string) (code int) {
 		}
 		return 0
 	}
-	d := agentbridge.Decide(in, r)
+	var d agentbridge.Decision
+	if agentbridge.IsFileTool(in.ToolName) && (in.HookEventName == "PreToolUse" || in.HookEventName == "PostToolUse") {
+		d = decideFile(ctx, env, r, in)
+	} else {
+		d = agentbridge.Decide(in, r)
+	}
 	env.Stdout.Write(d.Stdout)
 	fmt.Fprint(env.Stderr, d.Stderr)
 	return d.Code
@@ -284,7 +289,7 @@ func runAgentExec(ctx context.Context, env *Env, args []string) int {
 	defer c.Close()
 	wd, _ := os.Getwd()
 	g := guestCommand{verb: "exec", target: "sandbox." + *name}
-	return g.run(ctx, env, guestconn.Cmd{Args: []string{"/bin/sh", "-c", string(cmd)}, Env: slices.Clip(spec.Env), Dir: guestDir(spec, wd), User: spec.User}, c.Exec)
+	return g.run(ctx, env, guestconn.Cmd{Args: agentbridge.ShellArgs(string(cmd)), Env: slices.Clip(spec.Env), Dir: guestDir(spec, wd), User: spec.User}, c.Exec)
 }
 
 // guestDir returns the guest directory where host directory wd is

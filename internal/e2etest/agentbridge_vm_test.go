@@ -48,6 +48,9 @@ type bashScript struct {
 type scriptedCall struct {
 	Name  string
 	Input map[string]any
+	// Make, when set, makes the input when the call is sent, from the
+	// results so far.
+	Make func(f *bashScript) map[string]any
 }
 
 type bashResult struct {
@@ -104,13 +107,17 @@ func (f *bashScript) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	calls := f.Tools
 	if calls == nil {
 		for _, c := range f.Calls {
-			calls = append(calls, scriptedCall{"Bash", map[string]any{"command": c, "description": "scripted"}})
+			calls = append(calls, scriptedCall{Name: "Bash", Input: map[string]any{"command": c, "description": "scripted"}})
 		}
 	}
 	if n < len(calls) {
 		stop = "tool_use"
+		input := calls[n].Input
+		if calls[n].Make != nil {
+			input = calls[n].Make(f)
+		}
 		blocks = append(blocks, map[string]any{"type": "tool_use", "id": fmt.Sprintf("toolu_sbx_bash_%d", n), "name": calls[n].Name,
-			"input": calls[n].Input})
+			"input": input})
 	} else {
 		blocks = append(blocks, map[string]any{"type": "text", "text": "done"})
 	}
@@ -164,7 +171,13 @@ type bridgeWorld struct {
 
 func newBridgeWorld(t *testing.T) *bridgeWorld {
 	t.Helper()
-	w := &bridgeWorld{cfgDir: vmConfigDir(t, filepath.Join(dir, "sbx.hcl"), "kernel.deb", "busybox.deb"), home: t.TempDir()}
+	return newBridgeWorldFrom(t, filepath.Join(dir, "sbx.hcl"))
+}
+
+// newBridgeWorldFrom is newBridgeWorld with the spec at specPath.
+func newBridgeWorldFrom(t *testing.T, specPath string) *bridgeWorld {
+	t.Helper()
+	w := &bridgeWorld{cfgDir: vmConfigDir(t, specPath, "kernel.deb", "busybox.deb"), home: t.TempDir()}
 	var err error
 	if w.runtime, err = os.MkdirTemp("", "sbxrt-"); err != nil {
 		t.Fatal(err)
@@ -406,9 +419,9 @@ func TestClaudeCodeHostToolsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	script := &bashScript{Tools: []scriptedCall{
-		{"ToolSearch", map[string]any{"query": "select:Monitor", "max_results": 5}},
-		{"Monitor", map[string]any{"command": "cat host-only.txt", "description": "scripted", "timeout_ms": 5000}},
-		{"WebFetch", map[string]any{"url": "http://127.0.0.1:1/", "prompt": "x"}},
+		{Name: "ToolSearch", Input: map[string]any{"query": "select:Monitor", "max_results": 5}},
+		{Name: "Monitor", Input: map[string]any{"command": "cat host-only.txt", "description": "scripted", "timeout_ms": 5000}},
+		{Name: "WebFetch", Input: map[string]any{"url": "http://127.0.0.1:1/", "prompt": "x"}},
 	}}
 	srv := httptest.NewServer(script)
 	defer srv.Close()

@@ -36,7 +36,7 @@ const (
 var Applets = []string{
 	"sh", "cat", "id", "uname", "head", "sha256sum", "kill", "true", "false",
 	"sleep", "echo", "env", "pwd", "ls", "wc", "hostname", "sync", "ps",
-	"readlink", "mount", "umount", "stat", "ip", "ping", "arping", "nc", "wget", "nslookup", "udhcpc", "timeout",
+	"readlink", "mkdir", "mv", "mount", "umount", "stat", "ip", "ping", "arping", "nc", "wget", "nslookup", "udhcpc", "timeout",
 }
 
 // Spec is the fixture's configuration, sbx.hcl.
