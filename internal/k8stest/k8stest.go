@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -219,6 +220,21 @@ func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
 		return string(out), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, stderr.String())
 	}
 	return string(out), nil
+}
+
+// KubectlRun runs the built kubectl against the cluster with stdin as
+// its standard input and returns its output and exit code; err is only
+// for a kubectl that could not run.
+func (c *Cluster) KubectlRun(ctx context.Context, stdin io.Reader, args ...string) (stdout, stderr string, code int, err error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(c.Bin, "kubectl"), append([]string{"--kubeconfig=" + c.Kubeconfig}, args...)...)
+	var o, e strings.Builder
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &o, &e
+	err = cmd.Run()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return o.String(), e.String(), exit.ExitCode(), nil
+	}
+	return o.String(), e.String(), 0, err
 }
 
 func (c *Cluster) run(name string, args ...string) error {

@@ -13,6 +13,14 @@
 // PolicyMismatch, and a Warning Event) when the hashes differ, before
 // anything boots. The pod's one container's command and arguments run in
 // the sandbox; its output is what GetContainerLogs serves (kubectl logs)
-// and its exit code the container's terminated state. Deleting the pod
-// stops the VM.
+// and its exit code the container's terminated state; kubectl exec runs
+// beside it in the same sandbox (RunInContainer). Deleting the pod stops
+// the VM.
+//
+// A container env entry named as a declared secret's env with
+// valueFrom.secretKeyRef gives that secret its value, read from the
+// Kubernetes Secret on the node and kept on the host; every other way of
+// putting a value into the guest (other valueFrom kinds, envFrom,
+// volumes, a literal in a secret's variable) refuses the pod (podEnv,
+// decision 0016).
 package node

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/hashicorp/hcl/v2"
@@ -57,28 +58,43 @@ func LoadLocal(ctx context.Context, dir string, environ []string) (*Local, error
 // PolicyHash is the hash (policy.Hash) of the compiled policy of the
 // sandbox block name.
 func (l *Local) PolicyHash(name string) (string, error) {
-	sb, err := pipeline.Sandbox(l.cfg, name)
+	p, err := l.Policy(name)
 	if err != nil {
 		return "", err
 	}
-	return policy.Hash(sb.Policy), nil
+	return policy.Hash(p), nil
+}
+
+// Policy is the compiled policy of the sandbox block name.
+func (l *Local) Policy(name string) (policy.Sandbox, error) {
+	sb, err := pipeline.Sandbox(l.cfg, name)
+	if err != nil {
+		return policy.Sandbox{}, err
+	}
+	return sb.Policy, nil
 }
 
 // Start builds (once) the image of sandbox block name and boots it in
-// the directory vmDir; the caller stops it.
-func (l *Local) Start(ctx context.Context, name, vmDir string) (*sandbox.Sandbox, error) {
+// the directory vmDir; the caller stops it. secrets are values, by
+// secret name, read from Kubernetes Secrets: those secrets take them,
+// the others are read from this host's sources (bindings, the spec's
+// env: and file:) as sbx run reads them.
+func (l *Local) Start(ctx context.Context, name, vmDir string, secrets map[string][]byte) (*sandbox.Sandbox, error) {
 	sb, err := pipeline.Sandbox(l.cfg, name)
 	if err != nil {
 		return nil, err
 	}
-	if err := bindings.Check(l.binds, l.cfg.Dir, sb.Policy); err != nil {
+	local := sb.Policy
+	local.Secrets = slices.DeleteFunc(slices.Clone(local.Secrets), func(s policy.SecretBinding) bool { _, ok := secrets[s.Name]; return ok })
+	if err := bindings.Check(l.binds, l.cfg.Dir, local); err != nil {
 		return nil, fmt.Errorf("%s: %w", sb.Addr(), err)
 	}
 	img, err := l.image(ctx, sb.Image)
 	if err != nil {
 		return nil, err
 	}
-	return pipeline.Start(ctx, l.cfg, sb, img, pipeline.StartOptions{Dir: vmDir, Environ: l.environ}.WithBindings(l.binds))
+	opts := pipeline.StartOptions{Dir: vmDir, Environ: l.environ}.WithBindings(l.binds).WithSecretValues(secrets)
+	return pipeline.Start(ctx, l.cfg, sb, img, opts)
 }
 
 // CommandEnv is the environment commands of sandbox name run with.

@@ -87,7 +87,7 @@ func Run(ctx context.Context, o Options) error {
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: o.Client.CoreV1().Events("")})
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "sbx-node", Host: o.Name})
 
-	p := &provider{launch: o.Sandboxes, recorder: recorder, vmRoot: o.VMDir, pods: map[string]*runningPod{}}
+	p := &provider{launch: o.Sandboxes, secrets: o.Client.CoreV1(), recorder: recorder, vmRoot: o.VMDir, pods: map[string]*runningPod{}}
 
 	nc, err := vknode.NewNodeController(vknode.NewNaiveNodeProvider(), n, o.Client.CoreV1().Nodes(),
 		vknode.WithNodeEnableLeaseV1(o.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease), 40))
@@ -292,6 +292,7 @@ func kubeletServer(o Options, p *provider) (*http.Server, error) {
 	mux := http.NewServeMux()
 	api.AttachPodRoutes(api.PodHandlerConfig{
 		GetContainerLogs: p.logs,
+		RunInContainer:   p.exec,
 		GetPods:          p.GetPods,
 	}, mux, false)
 	return &http.Server{

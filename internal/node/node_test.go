@@ -2,16 +2,14 @@ package node_test
 
 import (
 	"context"
-	"net"
 	"os"
-	"strconv"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/sbx-dev/sbx/internal/k8stest"
 	"github.com/sbx-dev/sbx/internal/machine/machinetest"
@@ -20,12 +18,43 @@ import (
 	"github.com/sbx-dev/sbx/lang"
 )
 
+// keyed is a second sandbox of the fixture's image with a secret, whose
+// value a pod takes from a Kubernetes Secret.
+const keyed = `
+egress "api" {
+  allow = ["api.test"]
+}
+
+secret "api" {
+  env    = "API_TOKEN"
+  hosts  = ["api.test"]
+  source = "env:SBX_NODE_TEST_TOKEN"
+}
+
+sandbox "keyed" {
+  image   = image.box
+  user    = "agent"
+  egress  = [egress.api]
+  secrets = [secret.api]
+  cpus    = 1
+  memory  = "512MiB"
+}
+`
+
 // TestNodeRefusesPolicyMismatch runs a node against a real API server and
 // scheduler: the Node registers with its taint, label, capacity and
 // Lease and without the not-ready taint; pods that tolerate the taint
 // and select the label are scheduled to it; a pod whose declared policy
 // hash is not the compiled sandbox's, or that declares none, is refused
 // (phase Failed, reason PolicyMismatch, a Warning Event) without booting.
+//
+// Pods whose hash is right but that try to put a value the spec does not
+// declare into the guest are refused the same way, each with its reason:
+// a secretKeyRef on a variable no secret of the sandbox has as its env,
+// a configMapKeyRef, a fieldRef, envFrom of a Secret, a Secret volume,
+// and a literal in a secret's variable; and a secretKeyRef on the
+// secret's env naming a Secret that does not exist ends the pod
+// SecretUnavailable before anything boots.
 func TestNodeRefusesPolicyMismatch(t *testing.T) {
 	c := k8stest.Start(t, k8stest.Options{Scheduler: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -40,10 +69,14 @@ func TestNodeRefusesPolicyMismatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	startNode(t, c, local, "sbx-test-node")
+	keyedHash, err := local.PolicyHash("keyed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nd := c.StartNode(t, "sbx-test-node", local)
 	cs := c.Client
 
-	n := waitNode(t, ctx, c, "sbx-test-node")
+	n := c.WaitNodeReady(t, ctx, nd.Name)
 	if n.Labels[node.NodeLabel] != "true" {
 		t.Errorf("labels %v", n.Labels)
 	}
@@ -63,45 +96,82 @@ func TestNodeRefusesPolicyMismatch(t *testing.T) {
 	if mem := n.Status.Capacity.Memory().Value(); mem < 64<<20 {
 		t.Errorf("memory capacity %d", mem)
 	}
-	if _, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, "sbx-test-node", metav1.GetOptions{}); err != nil {
+	if _, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, nd.Name, metav1.GetOptions{}); err != nil {
 		t.Errorf("lease: %v", err)
 	}
 
-	for name, hash := range map[string]string{"wrong-hash": "sha256:" + strings.Repeat("0", 64), "no-hash": ""} {
-		pod := SandboxPod(name, "box", hash, "echo", "never")
-		if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
+	// A Secret and a ConfigMap a hostile pod would like in its guest.
+	if _, err := cs.CoreV1().Secrets(k8stest.Namespace).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "creds"}, Data: map[string][]byte{"token": []byte("hunter2")},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().ConfigMaps(k8stest.Namespace).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "cm"}, Data: map[string]string{"token": "hunter2"},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	secretRef := func(secret string) *corev1.EnvVarSource {
+		return &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: "token"}}
+	}
+	type refusal struct {
+		sandbox, hash, reason, says string
+		edit                        func(*corev1.Pod)
+	}
+	refusals := map[string]refusal{
+		"wrong-hash": {"box", "sha256:" + strings.Repeat("0", 64), node.ReasonPolicyMismatch, want, nil},
+		"no-hash":    {"box", "", node.ReasonPolicyMismatch, want, nil},
+		"undeclared-secret": {"box", want, node.ReasonSecretNotDeclared, "declares no secret with env API_TOKEN", func(p *corev1.Pod) {
+			p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "API_TOKEN", ValueFrom: secretRef("creds")}}
+		}},
+		"other-variable": {"keyed", keyedHash, node.ReasonSecretNotDeclared, "declares no secret with env SMUGGLED", func(p *corev1.Pod) {
+			p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "SMUGGLED", ValueFrom: secretRef("creds")}}
+		}},
+		"configmap-ref": {"keyed", keyedHash, node.ReasonEnvRefused, "configMapKeyRef", func(p *corev1.Pod) {
+			p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "API_TOKEN", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "cm"}, Key: "token"}}}}
+		}},
+		"field-ref": {"keyed", keyedHash, node.ReasonEnvRefused, "fieldRef", func(p *corev1.Pod) {
+			p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "WHO", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}
+		}},
+		"env-from": {"keyed", keyedHash, node.ReasonEnvRefused, "envFrom", func(p *corev1.Pod) {
+			p.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}}}}
+		}},
+		"secret-volume": {"keyed", keyedHash, node.ReasonInvalidPod, "volumes ([creds])", func(p *corev1.Pod) {
+			p.Spec.Volumes = []corev1.Volume{{Name: "creds", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "creds"}}}}
+			p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "creds", MountPath: "/run/creds"}}
+		}},
+		"literal-in-secret-variable": {"keyed", keyedHash, node.ReasonEnvRefused, "reserved for the placeholder of secret.api", func(p *corev1.Pod) {
+			p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "API_TOKEN", Value: "hunter2"}}
+		}},
+		"missing-secret": {"keyed", keyedHash, node.ReasonSecretUnavailable, "Secret default/absent", func(p *corev1.Pod) {
+			p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "API_TOKEN", ValueFrom: secretRef("absent")}}
+		}},
+	}
+	for name, r := range refusals {
+		pod := k8stest.SandboxPod(name, r.sandbox, r.hash, "echo", "never")
+		if r.edit != nil {
+			r.edit(pod)
 		}
-		p := waitPod(t, ctx, c, name, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
-		if p.Spec.NodeName != "sbx-test-node" {
+		if _, err := cs.CoreV1().Pods(k8stest.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	for name, r := range refusals {
+		p := c.WaitPodPhase(t, ctx, name, corev1.PodFailed)
+		if p.Spec.NodeName != nd.Name {
 			t.Errorf("%s: scheduled to %q", name, p.Spec.NodeName)
 		}
-		if p.Status.Reason != node.ReasonPolicyMismatch {
-			t.Errorf("%s: reason %q (%s)", name, p.Status.Reason, p.Status.Message)
+		if p.Status.Reason != r.reason || !strings.Contains(p.Status.Message, r.says) || strings.Contains(p.Status.Message, "hunter2") {
+			t.Errorf("%s: reason %q (%s); want %s saying %q", name, p.Status.Reason, p.Status.Message, r.reason, r.says)
 		}
-		if hash != "" && !strings.Contains(p.Status.Message, want) {
-			t.Errorf("%s: message %q does not name the compiled hash %s", name, p.Status.Message, want)
+		ev := c.WaitEvent(t, ctx, name, r.reason)
+		if strings.Contains(ev.Message, "hunter2") {
+			t.Errorf("%s: the event holds the value: %s", name, ev.Message)
 		}
-		waitEvent(t, ctx, c, name, node.ReasonPolicyMismatch)
 	}
-}
-
-// SandboxPod is a pod for the sbx node: the toleration, the node
-// selector, the sandbox and policy hash annotations and the command.
-func SandboxPod(name, sandbox, hash string, command ...string) *corev1.Pod {
-	ann := map[string]string{node.SandboxAnnotation: sandbox}
-	if hash != "" {
-		ann[node.PolicyHashAnnotation] = hash
-	}
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: ann},
-		Spec: corev1.PodSpec{
-			NodeSelector:                 map[string]string{node.NodeLabel: "true"},
-			Tolerations:                  []corev1.Toleration{{Key: node.TaintKey, Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
-			RestartPolicy:                corev1.RestartPolicyNever,
-			AutomountServiceAccountToken: new(bool),
-			Containers:                   []corev1.Container{{Name: "main", Image: "sbx:" + sandbox, Command: command}},
-		},
+	if ents, err := os.ReadDir(nd.VMDir); err != nil || len(ents) != 0 {
+		t.Errorf("the refused pods made VM directories: %v %v", ents, err)
 	}
 }
 
@@ -112,6 +182,14 @@ func fixture(t *testing.T, ctx context.Context) (string, []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	spec := filepath.Join(f.Dir, "sbx.hcl")
+	b, err := os.ReadFile(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(spec, append(b, keyed...), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cfg, diags := lang.Load(f.Dir, lang.Options{Environ: f.Environ})
 	if diags.HasErrors() {
 		t.Fatal(diags)
@@ -120,99 +198,4 @@ func fixture(t *testing.T, ctx context.Context) (string, []string) {
 		t.Fatal(diags)
 	}
 	return f.Dir, f.Environ
-}
-
-func startNode(t *testing.T, c *k8stest.Cluster, local *node.Local, name string) {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	vmDir, err := os.MkdirTemp("", "sbxn")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- node.Run(ctx, node.Options{Name: name, Client: c.Client, Sandboxes: local,
-			Listen: "127.0.0.1:" + strconv.Itoa(port), ClientCA: c.KubeletClientCA, VMDir: vmDir})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("node.Run: %v", err)
-		}
-		os.RemoveAll(vmDir)
-	})
-}
-
-func waitNode(t *testing.T, ctx context.Context, c *k8stest.Cluster, name string) *corev1.Node {
-	t.Helper()
-	for {
-		n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err == nil && ready(n) && !hasTaint(n, "node.kubernetes.io/not-ready") {
-			return n
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("node %s not ready: %v %+v", name, err, n)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-func ready(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-func hasTaint(n *corev1.Node, key string) bool {
-	for _, t := range n.Spec.Taints {
-		if t.Key == key {
-			return true
-		}
-	}
-	return false
-}
-
-func waitPod(t *testing.T, ctx context.Context, c *k8stest.Cluster, name string, ok func(*corev1.Pod) bool) *corev1.Pod {
-	t.Helper()
-	var last *corev1.Pod
-	for {
-		p, err := c.Client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
-		if err == nil {
-			last = p
-			if ok(p) {
-				return p
-			}
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("pod %s: %v; last status %+v", name, err, last)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-func waitEvent(t *testing.T, ctx context.Context, c *k8stest.Cluster, pod, reason string) {
-	t.Helper()
-	sel := fields.Set{"involvedObject.name": pod, "reason": reason}.AsSelector().String()
-	for {
-		evs, err := c.Client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: sel})
-		if err == nil && len(evs.Items) > 0 {
-			if evs.Items[0].Type != corev1.EventTypeWarning {
-				t.Errorf("event %s of %s is %s", reason, pod, evs.Items[0].Type)
-			}
-			return
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("no %s event for %s: %v", reason, pod, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }

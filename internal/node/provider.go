@@ -13,10 +13,12 @@ import (
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/sbx-dev/sbx/internal/guestconn"
 	"github.com/sbx-dev/sbx/internal/sandbox"
+	"github.com/sbx-dev/sbx/policy"
 )
 
 const (
@@ -35,6 +37,17 @@ const (
 	// ReasonStartFailed is the reason of a pod whose sandbox did not
 	// boot.
 	ReasonStartFailed = "SandboxStartFailed"
+	// ReasonSecretNotDeclared is the reason of a pod that takes a
+	// variable's value from a Kubernetes Secret when the sandbox declares
+	// no secret with that env: the value would enter the guest.
+	ReasonSecretNotDeclared = "SecretNotDeclared"
+	// ReasonEnvRefused is the reason of a pod whose environment the node
+	// will not give the sandbox: envFrom, a valueFrom other than a
+	// secret's secretKeyRef, a literal the sandbox's policy refuses.
+	ReasonEnvRefused = "EnvironmentRefused"
+	// ReasonSecretUnavailable is the reason of a pod whose Secret the
+	// node could not read (missing, no such key, forbidden).
+	ReasonSecretUnavailable = "SecretUnavailable"
 
 	// maxLog bounds the output kept per pod.
 	maxLog = 4 << 20
@@ -42,8 +55,8 @@ const (
 
 // launcher is what the provider starts sandboxes with (Local).
 type launcher interface {
-	PolicyHash(name string) (string, error)
-	Start(ctx context.Context, name, vmDir string) (*sandbox.Sandbox, error)
+	Policy(name string) (policy.Sandbox, error)
+	Start(ctx context.Context, name, vmDir string, secrets map[string][]byte) (*sandbox.Sandbox, error)
 	CommandEnv(name string) []string
 	User(name string) string
 }
@@ -52,6 +65,7 @@ type launcher interface {
 // and PodNotifier.
 type provider struct {
 	launch   launcher
+	secrets  typedcorev1.SecretsGetter
 	recorder record.EventRecorder
 	vmRoot   string
 
@@ -61,8 +75,13 @@ type provider struct {
 }
 
 type runningPod struct {
-	mu     sync.Mutex
-	pod    *corev1.Pod
+	mu  sync.Mutex
+	pod *corev1.Pod
+	// sb is the running sandbox and cmd the pod's command (exec runs
+	// beside it, with its user, directory and environment); sb is nil
+	// until the sandbox boots and after it stops.
+	sb     *sandbox.Sandbox
+	cmd    guestconn.Cmd
 	cancel context.CancelFunc
 	done   chan struct{}
 	out    logBuffer
@@ -78,16 +97,10 @@ func (p *provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 	p.pods[key(pod.Namespace, pod.Name)] = rp
 	p.mu.Unlock()
 
-	name, cmd, reason, msg := p.check(pod)
+	name, cmd, refs, reason, msg := p.check(pod)
 	if reason != "" {
-		p.recorder.Event(pod, corev1.EventTypeWarning, reason, msg)
 		close(rp.done)
-		p.update(rp, func(s *corev1.PodStatus) {
-			s.Phase, s.Reason, s.Message = corev1.PodFailed, reason, msg
-			s.ContainerStatuses = []corev1.ContainerStatus{containerStatus(pod, corev1.ContainerState{
-				Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: reason, Message: msg, FinishedAt: metav1.Now()},
-			})}
-		})
+		p.fail(rp, reason, msg)
 		return nil
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -100,69 +113,85 @@ func (p *provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 			Waiting: &corev1.ContainerStateWaiting{Reason: "Booting", Message: "booting sandbox." + name},
 		})}
 	})
-	go p.run(runCtx, rp, name, cmd)
+	go p.run(runCtx, rp, name, cmd, refs)
 	return nil
 }
 
-// check returns the sandbox name and command of pod, or the reason and
-// message it is refused with.
-func (p *provider) check(pod *corev1.Pod) (name string, cmd guestconn.Cmd, reason, msg string) {
+// fail ends rp's pod Failed with reason and msg, and a Warning Event.
+func (p *provider) fail(rp *runningPod, reason, msg string) {
+	p.recorder.Event(rp.pod, corev1.EventTypeWarning, reason, msg)
+	p.update(rp, func(s *corev1.PodStatus) {
+		s.Phase, s.Reason, s.Message = corev1.PodFailed, reason, msg
+		s.ContainerStatuses = []corev1.ContainerStatus{containerStatus(rp.pod, corev1.ContainerState{
+			Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: reason, Message: msg, FinishedAt: metav1.Now()},
+		})}
+	})
+}
+
+// check returns the sandbox name, command and Secret references of pod
+// (podEnv), or the reason and message it is refused with.
+func (p *provider) check(pod *corev1.Pod) (name string, cmd guestconn.Cmd, refs map[string]secretRef, reason, msg string) {
 	name = pod.Annotations[SandboxAnnotation]
 	if name == "" {
-		return "", cmd, ReasonInvalidPod, "the pod names no sandbox (annotation " + SandboxAnnotation + ")"
+		return "", cmd, nil, ReasonInvalidPod, "the pod names no sandbox (annotation " + SandboxAnnotation + ")"
 	}
-	if len(pod.Spec.Containers) != 1 || len(pod.Spec.InitContainers) != 0 {
-		return "", cmd, ReasonInvalidPod, "a sandbox pod has exactly one container and no init containers"
+	if len(pod.Spec.Containers) != 1 || len(pod.Spec.InitContainers) != 0 || len(pod.Spec.EphemeralContainers) != 0 {
+		return "", cmd, nil, ReasonInvalidPod, "a sandbox pod has exactly one container and no init or ephemeral containers"
 	}
 	c := pod.Spec.Containers[0]
 	args := append(append([]string(nil), c.Command...), c.Args...)
 	if len(c.Command) == 0 {
-		return "", cmd, ReasonInvalidPod, "the container has no command: a sandbox runs the command the pod gives"
+		return "", cmd, nil, ReasonInvalidPod, "the container has no command: a sandbox runs the command the pod gives"
 	}
-	want, err := p.launch.PolicyHash(name)
+	pol, err := p.launch.Policy(name)
 	if err != nil {
-		return "", cmd, ReasonInvalidPod, err.Error()
+		return "", cmd, nil, ReasonInvalidPod, err.Error()
 	}
+	want := policy.Hash(pol)
 	got := pod.Annotations[PolicyHashAnnotation]
 	if got == "" {
-		return "", cmd, ReasonPolicyMismatch, fmt.Sprintf("the pod declares no policy hash (annotation %s); sandbox.%s's is %s", PolicyHashAnnotation, name, want)
+		return "", cmd, nil, ReasonPolicyMismatch, fmt.Sprintf("the pod declares no policy hash (annotation %s); sandbox.%s's is %s", PolicyHashAnnotation, name, want)
 	}
 	if got != want {
-		return "", cmd, ReasonPolicyMismatch, fmt.Sprintf("the pod declares policy hash %s, but sandbox.%s compiles to %s on this node: refused", got, name, want)
+		return "", cmd, nil, ReasonPolicyMismatch, fmt.Sprintf("the pod declares policy hash %s, but sandbox.%s compiles to %s on this node: refused", got, name, want)
 	}
-	env := p.launch.CommandEnv(name)
-	for _, e := range c.Env {
-		if e.ValueFrom != nil {
-			return "", cmd, ReasonInvalidPod, "environment variable " + e.Name + " uses valueFrom, which a sandbox pod does not support yet"
-		}
-		env = append(env, e.Name+"="+e.Value)
+	if reason, msg := podVolumes(pod); reason != "" {
+		return "", cmd, nil, reason, msg
 	}
-	return name, guestconn.Cmd{Args: args, Env: env, Dir: c.WorkingDir, User: p.launch.User(name)}, "", ""
+	env, refs, reason, msg := podEnv(c, pol, name)
+	if reason != "" {
+		return "", cmd, nil, reason, msg
+	}
+	env = append(p.launch.CommandEnv(name), env...)
+	return name, guestconn.Cmd{Args: args, Env: env, Dir: c.WorkingDir, User: p.launch.User(name)}, refs, "", ""
 }
 
 // run boots the sandbox, runs the command and records its end.
-func (p *provider) run(ctx context.Context, rp *runningPod, name string, cmd guestconn.Cmd) {
+func (p *provider) run(ctx context.Context, rp *runningPod, name string, cmd guestconn.Cmd, refs map[string]secretRef) {
 	defer close(rp.done)
+	var values map[string][]byte
+	if len(refs) > 0 {
+		var err error
+		if values, err = readSecrets(ctx, p.secrets, rp.pod.Namespace, refs); err != nil {
+			if ctx.Err() == nil {
+				p.fail(rp, ReasonSecretUnavailable, err.Error())
+			}
+			return
+		}
+	}
 	vmDir, err := os.MkdirTemp(p.vmRoot, "pod-")
 	if err == nil {
 		defer os.RemoveAll(vmDir)
 	}
 	var sb *sandbox.Sandbox
 	if err == nil {
-		sb, err = p.launch.Start(ctx, name, vmDir)
+		sb, err = p.launch.Start(ctx, name, vmDir, values)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return // deleted while it booted: DeletePod reports
 		}
-		msg := err.Error()
-		p.recorder.Event(rp.pod, corev1.EventTypeWarning, ReasonStartFailed, msg)
-		p.update(rp, func(s *corev1.PodStatus) {
-			s.Phase, s.Reason, s.Message = corev1.PodFailed, ReasonStartFailed, msg
-			s.ContainerStatuses = []corev1.ContainerStatus{containerStatus(rp.pod, corev1.ContainerState{
-				Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: ReasonStartFailed, Message: msg, FinishedAt: metav1.Now()},
-			})}
-		})
+		p.fail(rp, ReasonStartFailed, err.Error())
 		return
 	}
 
@@ -178,8 +207,14 @@ func (p *provider) run(ctx context.Context, rp *runningPod, name string, cmd gue
 		cs.Ready, cs.Started = true, ptr(true)
 		s.ContainerStatuses = []corev1.ContainerStatus{cs}
 	})
+	rp.mu.Lock()
+	rp.sb, rp.cmd = sb, cmd
+	rp.mu.Unlock()
 	cmd.Stdout, cmd.Stderr = &rp.out, &rp.out
 	st, err := sb.Machine().Exec(ctx, cmd)
+	rp.mu.Lock()
+	rp.sb = nil
+	rp.mu.Unlock()
 	// The VM is stopped before the pod is reported terminated, so that
 	// a finished pod holds no machine.
 	stopErr := sb.Stop(context.WithoutCancel(ctx))

@@ -82,6 +82,17 @@ type StartOptions struct {
 	snapshots *snapshot.Cache
 	// bindings is the user's bindings file (WithBindings).
 	bindings *bindings.File
+	// secretValues are values given for secrets (WithSecretValues).
+	secretValues map[string][]byte
+}
+
+// WithSecretValues returns opts with values, by secret name, that the
+// caller read itself (sbx node, from Kubernetes Secrets): those secrets
+// take them instead of a source (sandboxnet.SecretSources.Values). It is
+// not a field for the reason WithBindings gives.
+func (opts StartOptions) WithSecretValues(values map[string][]byte) StartOptions {
+	opts.secretValues = values
+	return opts
 }
 
 // WithBindings returns opts with f, the user's bindings file, which says
@@ -108,7 +119,7 @@ func Start(ctx context.Context, cfg *lang.Config, sb *lang.Sandbox, img *image.R
 	if environ == nil {
 		environ = os.Environ()
 	}
-	secrets, err := sandboxnet.ResolveSecrets(ctx, sb.Policy, sandboxnet.SecretSources{ConfigDir: cfg.Dir, Bindings: opts.bindings, Environ: environ})
+	secrets, err := sandboxnet.ResolveSecrets(ctx, sb.Policy, sandboxnet.SecretSources{ConfigDir: cfg.Dir, Bindings: opts.bindings, Environ: environ, Values: opts.secretValues})
 	if err != nil {
 		return nil, err
 	}

@@ -99,18 +99,35 @@ func Resolve(ctx context.Context, source string, opts Options) ([]byte, error) {
 	default:
 		err = fmt.Errorf("unknown kind %q (want env, file or command)", kind)
 	}
-	if err == nil && opts.AWS {
-		var c sigv4.Credential
-		c, err = sigv4.ParseCredential(v)
-		clear(v)
-		v = c.Compact()
-	}
 	if err == nil {
-		v, err = check(v)
+		v, err = Value(v, opts.AWS)
 	}
 	if err != nil {
 		clear(v)
 		return nil, &Error{source, err}
+	}
+	return v, nil
+}
+
+// Value checks a value read from a source sbx does not read itself (a
+// Kubernetes Secret) as Resolve checks its own: one trailing line break
+// dropped, not empty, within MaxSize, no NUL or line break; with aws, an
+// AWS credential's JSON, returned on one line. The error never holds the
+// value; on error v is cleared.
+func Value(v []byte, aws bool) ([]byte, error) {
+	var err error
+	if aws {
+		var c sigv4.Credential
+		c, err = sigv4.ParseCredential(v)
+		clear(v)
+		if err != nil {
+			return nil, err
+		}
+		v = c.Compact()
+	}
+	if v, err = check(v); err != nil {
+		clear(v)
+		return nil, err
 	}
 	return v, nil
 }

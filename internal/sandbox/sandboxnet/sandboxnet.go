@@ -1,10 +1,12 @@
 package sandboxnet
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"path/filepath"
 	"slices"
@@ -460,6 +462,12 @@ type SecretSources struct {
 	// Environ is the environment env: sources are read from and
 	// commands run with; nil means this process's.
 	Environ []string
+	// Values are secrets' values the caller read itself, by secret name
+	// (sbx node reads them from Kubernetes Secrets): such a secret's
+	// source is neither chosen nor read. A name the policy does not
+	// declare is an error; an OAuth login cannot be given this way (its
+	// tokens live in a credential file the host rewrites).
+	Values map[string][]byte
 }
 
 // ResolveSecrets reads the value of each secret of p on the host, from
@@ -471,10 +479,17 @@ type SecretSources struct {
 // file's for a binding's). Sources are chosen for every secret before
 // any is read, so that a secret without one (a *bindings.UnboundError,
 // saying what to bind) fails the start before a binding's command runs.
+// A secret whose value src.Values gives takes it from there (checked as
+// secretsrc.Value checks) and no source is chosen or read for it.
 // The first failure is the error, naming the secret and where its source
 // is written; a value never appears in an error.
 func ResolveSecrets(ctx context.Context, p policy.Sandbox, src SecretSources) (map[string][]byte, error) {
 	dir, err := filepath.Abs(src.ConfigDir)
+	if err != nil {
+		return nil, err
+	}
+	all := p
+	p, given, err := withoutGiven(p, src.Values)
 	if err != nil {
 		return nil, err
 	}
@@ -485,11 +500,21 @@ func ResolveSecrets(ctx context.Context, p policy.Sandbox, src SecretSources) (m
 		}
 	}
 	oauthSecrets, awsSecrets := map[string]bool{}, map[string]bool{}
-	for _, s := range p.Secrets {
+	for _, s := range all.Secrets {
 		oauthSecrets[s.Name] = s.OAuth != nil
 		awsSecrets[s.Name] = s.AWS != nil
 	}
-	values := make(map[string][]byte, len(choices))
+	values := make(map[string][]byte, len(choices)+len(given))
+	for name, v := range given {
+		v, err := secretsrc.Value(bytes.Clone(v), awsSecrets[name])
+		if err != nil {
+			for _, v := range values {
+				clear(v)
+			}
+			return nil, fmt.Errorf("secret.%s: the value given: %w", name, err)
+		}
+		values[name] = v
+	}
 	for _, c := range choices {
 		if oauthSecrets[c.Secret] {
 			// The login's tokens stay in its file: the network opens
@@ -514,6 +539,36 @@ func ResolveSecrets(ctx context.Context, p policy.Sandbox, src SecretSources) (m
 		values[c.Secret] = v
 	}
 	return values, nil
+}
+
+// withoutGiven returns p without the secrets whose values are given, and
+// those values; a given name p does not declare, or an OAuth login, is
+// an error.
+func withoutGiven(p policy.Sandbox, given map[string][]byte) (policy.Sandbox, map[string][]byte, error) {
+	if len(given) == 0 {
+		return p, nil, nil
+	}
+	var rest []policy.SecretBinding
+	seen := 0
+	for _, s := range p.Secrets {
+		if _, ok := given[s.Name]; !ok {
+			rest = append(rest, s)
+			continue
+		}
+		if s.OAuth != nil {
+			return p, nil, fmt.Errorf("secret.%s is an OAuth login, whose tokens the host keeps in a credential file: its value cannot be given directly", s.Name)
+		}
+		seen++
+	}
+	if seen != len(given) {
+		for _, name := range slices.Sorted(maps.Keys(given)) {
+			if !slices.ContainsFunc(p.Secrets, func(s policy.SecretBinding) bool { return s.Name == name }) {
+				return p, nil, fmt.Errorf("a value is given for secret.%s, which the sandbox does not declare", name)
+			}
+		}
+	}
+	p.Secrets = rest
+	return p, given, nil
 }
 
 // originText says where a chosen source is written, for errors:

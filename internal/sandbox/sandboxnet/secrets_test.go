@@ -117,3 +117,51 @@ func TestResolveSecretsSpecSources(t *testing.T) {
 		t.Errorf("a bound source that fails: %v; want the binding's position named", err)
 	}
 }
+
+// TestResolveSecretsGivenValues: a secret whose value the caller gives
+// (sbx node's from a Kubernetes Secret) takes it and its source is never
+// read, even a command; the others are read as always; a value for a
+// secret the policy does not declare, or for an OAuth login, and an
+// empty value are refused without the value in the error.
+func TestResolveSecretsGivenValues(t *testing.T) {
+	configDir, marks := t.TempDir(), t.TempDir()
+	ran := filepath.Join(marks, "ran")
+	p := policy.Sandbox{Secrets: []policy.SecretBinding{
+		specSecret("given", "command:touch "+ran+"; echo from-the-spec"),
+		specSecret("local", "env:LOCAL"),
+	}}
+	src := SecretSources{ConfigDir: configDir, Environ: []string{"LOCAL=from-env"},
+		Values: map[string][]byte{"given": []byte("from-kubernetes\n")}}
+	values, err := ResolveSecrets(context.Background(), p, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(values["given"]); got != "from-kubernetes" {
+		t.Errorf("secret.given = %q", got)
+	}
+	if got := string(values["local"]); got != "from-env" {
+		t.Errorf("secret.local = %q", got)
+	}
+	if exists(ran) {
+		t.Error("the source of a secret whose value was given was read")
+	}
+
+	oauth := specSecret("login", "file:auth.json")
+	oauth.OAuth = &policy.OAuth{}
+	for _, c := range []struct {
+		what   string
+		p      policy.Sandbox
+		values map[string][]byte
+		want   string
+	}{
+		{"undeclared", p, map[string][]byte{"given": []byte("v1"), "nosuch": []byte("hunter2")}, "secret.nosuch, which the sandbox does not declare"},
+		{"oauth", policy.Sandbox{Secrets: []policy.SecretBinding{oauth}}, map[string][]byte{"login": []byte("hunter2")}, "OAuth login"},
+		{"empty", p, map[string][]byte{"given": []byte("\n")}, "secret.given: the value given"},
+		{"line break", p, map[string][]byte{"given": []byte("hunter2\nx")}, "line break"},
+	} {
+		_, err := ResolveSecrets(context.Background(), c.p, SecretSources{ConfigDir: configDir, Environ: src.Environ, Values: c.values})
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%s: %v; want an error saying %q without the value", c.what, err, c.want)
+		}
+	}
+}
